@@ -1,0 +1,120 @@
+// The C++ side of a CPU kernel: an Op class per node, adapted to the C ABI by make_kernel().
+//
+// Inside the plugin, failures are thrown as KernelError and turned into a status plus
+// message at the ABI boundary (kernel_adapter in kernel.cpp); nothing is thrown across it.
+#pragma once
+
+#include <cstdarg>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dtype.h"
+#include "edgert/plugin.h"
+
+namespace edgert::cpu {
+
+class KernelError : public std::runtime_error {
+ public:
+  KernelError(edgert_status status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  edgert_status status() const { return status_; }
+
+ private:
+  edgert_status status_;
+};
+
+// printf-style; the adapter prefixes the node's name and op type.
+[[noreturn]] void fail(edgert_status status, const char* format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel(const edgert_tensor& t);
+int64_t numel(const Shape& shape);
+Shape shape_of(const edgert_tensor& t);
+void set_shape(edgert_tensor& t, const Shape& shape);
+void set_output(edgert_tensor& t, edgert_dtype dtype, const Shape& shape);
+bool is_present(const edgert_tensor& t);
+std::string shape_string(const Shape& shape);
+
+// Resolves a possibly negative axis against `rank`, failing with a message naming `what`.
+int64_t normalize_axis(int64_t axis, int64_t rank, const char* what = "axis");
+
+// Values of a small integer tensor (shape, axes, pads, ...) as int64, whatever its int dtype.
+// Fails with EDGERT_ERR_NEEDS_DATA when the data is not known (builder-time shape inference).
+std::vector<int64_t> read_ints(const edgert_tensor& t, const char* what);
+double read_scalar(const edgert_tensor& t, const char* what);
+
+template <typename T>
+T* data_as(const edgert_tensor& t) {
+  return static_cast<T*>(t.data);
+}
+
+// Read-only view of a node's attributes.
+class Attributes {
+ public:
+  explicit Attributes(const edgert_node* node) : node_(node) {}
+  const edgert_attribute* find(const char* name) const;
+  bool has(const char* name) const { return find(name) != nullptr; }
+  int64_t get_int(const char* name, int64_t fallback) const;
+  float get_float(const char* name, float fallback) const;
+  std::string get_string(const char* name, const std::string& fallback) const;
+  std::vector<int64_t> get_ints(const char* name, const std::vector<int64_t>& fallback = {}) const;
+  std::vector<float> get_floats(const char* name, const std::vector<float>& fallback = {}) const;
+  std::vector<std::string> get_strings(const char* name) const;
+  const edgert_tensor* get_tensor(const char* name) const;
+
+ private:
+  const edgert_node* node_;
+};
+
+// One instance per node, created on the first prepare and kept in the kernel state.
+class Op {
+ public:
+  virtual ~Op() = default;
+  // Validate, set every output's dtype and shape, size the workspace. Inputs' data may be NULL
+  // at build time; an Op that needs it calls read_ints() which reports NEEDS_DATA.
+  virtual void prepare(const edgert_node& node, const edgert_tensor* inputs, edgert_tensor* outputs,
+                       edgert_prepare_info& info) = 0;
+  virtual void execute(const edgert_node& node, const edgert_tensor* inputs, edgert_tensor* outputs,
+                       void* workspace) = 0;
+};
+
+using OpFactory = std::unique_ptr<Op> (*)();
+using SupportsFn = int32_t (*)(const edgert_node*, const edgert_tensor*);
+
+struct KernelSpec {
+  const char* domain;
+  const char* op_type;
+  const char* name;
+  OpFactory factory;
+  SupportsFn supports;  // may be null: supports every node of op_type
+};
+
+template <typename OpT>
+std::unique_ptr<Op> create_op() {
+  return std::make_unique<OpT>();
+}
+
+// The kernels a family file contributes; see kernel_families.h.
+class KernelRegistry {
+ public:
+  template <typename OpT>
+  void add(const char* op_type, const char* name, SupportsFn supports = nullptr) {
+    specs_.push_back({"", op_type, name, &create_op<OpT>, supports});
+  }
+  template <typename OpT>
+  void add_in_domain(const char* domain, const char* op_type, const char* name,
+                     SupportsFn supports = nullptr) {
+    specs_.push_back({domain, op_type, name, &create_op<OpT>, supports});
+  }
+  const std::vector<KernelSpec>& specs() const { return specs_; }
+
+ private:
+  std::vector<KernelSpec> specs_;
+};
+
+}  // namespace edgert::cpu

@@ -1,0 +1,109 @@
+// The CPU plugin's C ABI: the entry symbol, and the adapter from edgert_kernel calls to Op
+// objects. Every C++ exception stops here and becomes a status plus message.
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "kernel_families.h"
+
+namespace edgert::cpu {
+namespace {
+
+const KernelSpec& spec_of(const edgert_kernel* self) {
+  return *static_cast<const KernelSpec*>(self->user_data);
+}
+
+void set_error(edgert_error* error, edgert_status status, const char* message) {
+  if (!error) return;
+  error->status = status;
+  std::snprintf(error->message, sizeof error->message, "%s", message);
+}
+
+template <typename Fn>
+edgert_status guarded(edgert_error* error, Fn&& fn) {
+  try {
+    fn();
+    return EDGERT_OK;
+  } catch (const KernelError& e) {
+    set_error(error, e.status(), e.what());
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "out of memory");
+    return EDGERT_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    set_error(error, EDGERT_ERR_INTERNAL, e.what());
+    return EDGERT_ERR_INTERNAL;
+  }
+}
+
+int32_t kernel_supports(const edgert_kernel* self, const edgert_node* node,
+                        const edgert_tensor* inputs) {
+  const KernelSpec& spec = spec_of(self);
+  if (!spec.supports) return 1;
+  try {
+    return spec.supports(node, inputs);
+  } catch (...) {
+    return 0;
+  }
+}
+
+edgert_status kernel_prepare(const edgert_kernel* self, const edgert_node* node, int64_t /*tactic*/,
+                             const edgert_tensor* inputs, edgert_tensor* outputs, void** state,
+                             edgert_prepare_info* info, edgert_error* error) {
+  return guarded(error, [&] {
+    if (!*state) *state = spec_of(self).factory().release();
+    *info = edgert_prepare_info{};
+    static_cast<Op*>(*state)->prepare(*node, inputs, outputs, *info);
+  });
+}
+
+edgert_status kernel_execute(const edgert_kernel* /*self*/, void* state, const edgert_node* node,
+                             const edgert_tensor* inputs, edgert_tensor* outputs, void* workspace,
+                             edgert_error* error) {
+  return guarded(error, [&] { static_cast<Op*>(state)->execute(*node, inputs, outputs, workspace); });
+}
+
+void kernel_release(const edgert_kernel* /*self*/, void* state) { delete static_cast<Op*>(state); }
+
+int32_t cpu_score() { return 1; }
+
+struct PluginTable {
+  KernelRegistry registry;
+  std::vector<edgert_kernel> kernels;
+  edgert_plugin plugin{};
+
+  PluginTable() {
+#define EDGERT_REGISTER_FAMILY(family) register_##family##_kernels(registry);
+    EDGERT_CPU_KERNEL_FAMILIES(EDGERT_REGISTER_FAMILY)
+#undef EDGERT_REGISTER_FAMILY
+    for (const KernelSpec& spec : registry.specs()) {
+      edgert_kernel k{};
+      k.domain = spec.domain;
+      k.op_type = spec.op_type;
+      k.name = spec.name;
+      k.user_data = &spec;
+      k.supports = kernel_supports;
+      k.tactics = nullptr;
+      k.prepare = kernel_prepare;
+      k.execute = kernel_execute;
+      k.release = kernel_release;
+      kernels.push_back(k);
+    }
+    plugin.abi_version = EDGERT_PLUGIN_ABI_VERSION;
+    plugin.name = "cpu";
+    plugin.version = EDGERT_CPU_PLUGIN_VERSION;
+    plugin.score = cpu_score;
+    plugin.num_kernels = static_cast<int32_t>(kernels.size());
+    plugin.kernels = kernels.data();
+  }
+};
+
+}  // namespace
+}  // namespace edgert::cpu
+
+extern "C" __attribute__((visibility("default"))) const edgert_plugin* edgert_plugin_entry(void) {
+  // Built on first use, never destroyed: kernels may still be referenced by engines that
+  // outlive static destruction order at process exit.
+  static const auto* table = new edgert::cpu::PluginTable();
+  return &table->plugin;
+}

@@ -1,0 +1,147 @@
+/*
+ * The plugin ABI: how op kernels reach the runtime and the builder.
+ *
+ * A plugin is a shared library exporting one symbol, EDGERT_PLUGIN_ENTRY_SYMBOL, a function
+ * returning a pointer to a static edgert_plugin table. The loader checks `abi_version` before
+ * reading anything else, so the first field never moves.
+ *
+ * Kernel lifecycle, per node:
+ *   supports(node)             builder: can this kernel run this node at all?
+ *   tactics(node, ...)         builder: the candidate implementations it should time
+ *   prepare(node, tactic, ...) builder and runtime: validate, infer output dtypes and shapes,
+ *                              size the workspace, build per-node state. Called again whenever
+ *                              input shapes change, and before every execute when it reported
+ *                              data_dependent.
+ *   execute(state, ...)        runtime: compute. No allocation, no I/O, no logging.
+ *   release(state)             free what prepare built.
+ *
+ * Nothing here throws; every failure is a status plus a message in the edgert_error passed in.
+ */
+#ifndef EDGERT_PLUGIN_H
+#define EDGERT_PLUGIN_H
+
+#include "edgert/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on any change to the structs below; a loader refuses any other value. */
+#define EDGERT_PLUGIN_ABI_VERSION 1u
+#define EDGERT_PLUGIN_ENTRY_SYMBOL "edgert_plugin_entry"
+
+typedef enum edgert_attr_type {
+  EDGERT_ATTR_UNDEFINED = 0,
+  EDGERT_ATTR_FLOAT = 1,
+  EDGERT_ATTR_INT = 2,
+  EDGERT_ATTR_STRING = 3,
+  EDGERT_ATTR_TENSOR = 4,
+  EDGERT_ATTR_GRAPH = 5,
+  EDGERT_ATTR_FLOATS = 6,
+  EDGERT_ATTR_INTS = 7,
+  EDGERT_ATTR_STRINGS = 8
+} edgert_attr_type;
+
+/*
+ * One node attribute. Only the members matching `type` are meaningful. All pointers are
+ * borrowed from the engine (or the builder's IR) and stay valid while the node exists.
+ */
+typedef struct edgert_attribute {
+  const char* name;
+  edgert_attr_type type;
+  int64_t i;
+  float f;
+  const char* s; /* STRING: bytes, not necessarily NUL-free; length in s_len */
+  size_t s_len;
+  const int64_t* ints;
+  const float* floats;
+  const char* const* strings; /* STRINGS: NUL-terminated */
+  size_t count;               /* element count of ints / floats / strings */
+  const edgert_tensor* tensor; /* TENSOR */
+  int32_t graph;               /* GRAPH: index of the subgraph in the engine */
+} edgert_attribute;
+
+/*
+ * What a kernel sees of a node. Inputs carry dtype and shape; `data` is non-NULL only where
+ * the values are known: constants in the builder, everything at run time. A missing optional
+ * input has dtype EDGERT_DTYPE_UNDEFINED.
+ */
+typedef struct edgert_node {
+  const char* name;
+  const char* domain; /* "" for the default ONNX domain */
+  const char* op_type;
+  int32_t opset; /* opset version of `domain` the model was written against */
+  int32_t num_inputs;
+  int32_t num_outputs;
+  int32_t num_attributes;
+  const edgert_attribute* attributes;
+} edgert_node;
+
+/* A candidate implementation the builder may time; ids are the kernel's own. */
+typedef struct edgert_tactic {
+  int64_t id;
+  const char* name; /* dtype-op-tile-isa, e.g. "f32-conv-im2col-8x8-avx2" */
+} edgert_tactic;
+
+/* Filled in by prepare. */
+typedef struct edgert_prepare_info {
+  size_t workspace_bytes; /* scratch the runtime hands to execute, 64-byte aligned */
+  int32_t data_dependent; /* 1: output shapes depend on input values; prepare before every execute */
+} edgert_prepare_info;
+
+typedef struct edgert_kernel edgert_kernel;
+
+/*
+ * Every function receives the kernel it was reached through as `self`, so one set of functions
+ * can serve many kernels through `user_data`.
+ */
+struct edgert_kernel {
+  const char* domain;  /* ONNX domain this kernel implements ("" = ai.onnx) */
+  const char* op_type; /* ONNX op type */
+  const char* name;    /* unique within the plugin; the engine records it */
+
+  const void* user_data; /* the plugin's own; the runtime never reads it */
+
+  /* 1 when the kernel can run `node` (attributes, opset, input count), 0 otherwise. */
+  int32_t (*supports)(const edgert_kernel* self, const edgert_node* node,
+                      const edgert_tensor* inputs);
+
+  /* Writes up to `capacity` tactics, returns how many exist. NULL means one tactic, id 0. */
+  int32_t (*tactics)(const edgert_kernel* self, const edgert_node* node, const edgert_tensor* inputs, edgert_tactic* out,
+                     int32_t capacity);
+
+  /*
+   * Validates inputs and attributes, writes dtype/rank/dims of every output (data is left
+   * alone) and the prepare info. `*state` is NULL on the first call; the kernel may allocate
+   * and store state there, and may replace it on later calls. Returns EDGERT_ERR_NEEDS_DATA
+   * when an input's values decide output shapes and that input's data is NULL.
+   */
+  edgert_status (*prepare)(const edgert_kernel* self, const edgert_node* node, int64_t tactic, const edgert_tensor* inputs,
+                           edgert_tensor* outputs, void** state, edgert_prepare_info* info,
+                           edgert_error* error);
+
+  /* Outputs arrive with dtype, shape and data set as prepare asked; workspace as sized. */
+  edgert_status (*execute)(const edgert_kernel* self, void* state, const edgert_node* node, const edgert_tensor* inputs,
+                           edgert_tensor* outputs, void* workspace, edgert_error* error);
+
+  /* Frees what prepare stored in state; called once per non-NULL state. */
+  void (*release)(const edgert_kernel* self, void* state);
+};
+
+typedef struct edgert_plugin {
+  uint32_t abi_version; /* EDGERT_PLUGIN_ABI_VERSION; must stay the first field */
+  const char* name;     /* short name engines refer to: "cpu", "cuda" */
+  const char* version;  /* semantic version of the plugin's kernels */
+  /* How well the plugin fits this machine: 0 = cannot run here, higher = preferred. */
+  int32_t (*score)(void);
+  int32_t num_kernels;
+  const edgert_kernel* kernels;
+} edgert_plugin;
+
+typedef const edgert_plugin* (*edgert_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EDGERT_PLUGIN_H */
