@@ -1,8 +1,350 @@
-// TODO(owner): kernels of the conv family.
+// Convolutions: Conv, ConvTranspose, ConvInteger. Direct loops (no im2col): these are the
+// reference the optimized kernels are checked against, so they favour plainness and exact
+// accumulation (double for floats) over speed, while keeping memory O(output plane).
+#include <algorithm>
+#include <cstring>
+
 #include "kernel.h"
+#include "nn_common.h"
 
 namespace edgert::cpu {
 
-void register_conv_kernels(KernelRegistry& registry) { (void)registry; }
+std::vector<int64_t> spatial_ints(const Attributes& attrs, const char* name, size_t rank,
+                                  int64_t fallback) {
+  std::vector<int64_t> v = attrs.get_ints(name, std::vector<int64_t>(rank, fallback));
+  if (v.size() != rank)
+    fail(EDGERT_ERR_INVALID_ARGUMENT, "attribute '%s' has %zu values, expected %zu (one per spatial dim)",
+         name, v.size(), rank);
+  return v;
+}
+
+namespace {
+
+// Reads the attributes every window op shares and checks them against the spatial rank.
+void read_window_attrs(const Attributes& attrs, size_t r, WindowGeometry& g, std::vector<int64_t>& pads,
+                       std::string& auto_pad) {
+  std::vector<int64_t> strides = spatial_ints(attrs, "strides", r, 1);
+  std::vector<int64_t> dilations = spatial_ints(attrs, "dilations", r, 1);
+  pads = attrs.get_ints("pads", std::vector<int64_t>(2 * r, 0));
+  if (pads.size() != 2 * r)
+    fail(EDGERT_ERR_INVALID_ARGUMENT, "attribute 'pads' has %zu values, expected %zu", pads.size(), 2 * r);
+  auto_pad = attrs.get_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+    fail(EDGERT_ERR_INVALID_ARGUMENT, "auto_pad '%s' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER",
+         auto_pad.c_str());
+  g.rank = static_cast<int>(r);
+  for (size_t i = 0; i < r; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1 || g.kernel[i] < 1)
+      fail(EDGERT_ERR_INVALID_ARGUMENT, "spatial dim %zu: kernel %lld, stride %lld, dilation %lld must all be >= 1",
+           i, static_cast<long long>(g.kernel[i]), static_cast<long long>(strides[i]),
+           static_cast<long long>(dilations[i]));
+    if (pads[i] < 0 || pads[i + r] < 0) fail(EDGERT_ERR_INVALID_ARGUMENT, "pads must not be negative");
+    g.stride[i] = strides[i];
+    g.dilation[i] = dilations[i];
+  }
+}
+
+}  // namespace
+
+WindowGeometry forward_geometry(const Attributes& attrs, const Shape& x_shape, const Shape& kernel,
+                                bool ceil_mode) {
+  if (x_shape.size() < 3)
+    fail(EDGERT_ERR_SHAPE, "input has shape %s, expected [N, C, spatial...] (rank >= 3)",
+         shape_string(x_shape).c_str());
+  const size_t r = x_shape.size() - 2;
+  if (kernel.size() != r)
+    fail(EDGERT_ERR_INVALID_ARGUMENT, "kernel has %zu dims, input has %zu spatial dims", kernel.size(), r);
+  WindowGeometry g;
+  for (size_t i = 0; i < r; ++i) g.kernel[i] = kernel[i];
+  std::vector<int64_t> pads;
+  std::string auto_pad;
+  read_window_attrs(attrs, r, g, pads, auto_pad);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t in = x_shape[2 + i], s = g.stride[i];
+    const int64_t extent = (g.kernel[i] - 1) * g.dilation[i] + 1;
+    g.in[i] = in;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      g.out[i] = ceil_div_nonneg(in, s);
+      int64_t total = std::max<int64_t>(0, (g.out[i] - 1) * s + extent - in);
+      g.pad_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      g.pad_end[i] = total - g.pad_begin[i];
+      continue;
+    }
+    if (auto_pad == "NOTSET") {
+      g.pad_begin[i] = pads[i];
+      g.pad_end[i] = pads[i + r];
+    }
+    const int64_t span = in + g.pad_begin[i] + g.pad_end[i] - extent;
+    if (span < 0)
+      fail(EDGERT_ERR_SHAPE, "spatial dim %zu: padded input %lld is smaller than the dilated kernel %lld", i,
+           static_cast<long long>(in + g.pad_begin[i] + g.pad_end[i]), static_cast<long long>(extent));
+    if (ceil_mode && auto_pad == "NOTSET") {
+      g.out[i] = ceil_div_nonneg(span, s) + 1;
+      // The last window must start inside the input or the leading padding (ONNX Runtime, PyTorch).
+      if ((g.out[i] - 1) * s >= in + g.pad_begin[i]) --g.out[i];
+    } else {
+      g.out[i] = span / s + 1;
+    }
+  }
+  return g;
+}
+
+WindowGeometry conv_shapes(const edgert_node& node, const edgert_tensor& x, const edgert_tensor& w,
+                           int64_t group, Shape& out_shape) {
+  if (x.rank < 3) fail(EDGERT_ERR_SHAPE, "X has rank %d, expected >= 3 ([N, C, spatial...])", x.rank);
+  if (w.rank != x.rank) fail(EDGERT_ERR_SHAPE, "W has rank %d, X has rank %d; they must match", w.rank, x.rank);
+  if (group < 1) fail(EDGERT_ERR_INVALID_ARGUMENT, "group %lld must be >= 1", static_cast<long long>(group));
+  const int64_t c = x.dims[1], m = w.dims[0];
+  if (c != w.dims[1] * group)
+    fail(EDGERT_ERR_SHAPE, "X has %lld channels, expected W.dims[1] (%lld) * group (%lld)",
+         static_cast<long long>(c), static_cast<long long>(w.dims[1]), static_cast<long long>(group));
+  if (m % group != 0)
+    fail(EDGERT_ERR_SHAPE, "W has %lld output channels, not a multiple of group %lld", static_cast<long long>(m),
+         static_cast<long long>(group));
+  Attributes attrs(&node);
+  Shape kernel(w.dims + 2, w.dims + w.rank);
+  if (attrs.has("kernel_shape") && attrs.get_ints("kernel_shape") != kernel)
+    fail(EDGERT_ERR_SHAPE, "kernel_shape %s does not match W's spatial dims %s",
+         shape_string(attrs.get_ints("kernel_shape")).c_str(), shape_string(kernel).c_str());
+  WindowGeometry g = forward_geometry(attrs, shape_of(x), kernel, false);
+  out_shape = {x.dims[0], m};
+  for (int i = 0; i < g.rank; ++i) out_shape.push_back(g.out[i]);
+  return g;
+}
+
+namespace {
+
+class ConvOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
+               edgert_prepare_info& info) override {
+    const edgert_tensor &x = in[0], &w = in[1];
+    dispatch(x.dtype, kFloats, [](auto) {}, "X");
+    if (w.dtype != x.dtype) fail(EDGERT_ERR_SHAPE, "W has dtype %s, X has %s", dtype_name(w.dtype), dtype_name(x.dtype));
+    group_ = Attributes(&node).get_int("group", 1);
+    Shape out_shape;
+    g_ = conv_shapes(node, x, w, group_, out_shape);
+    if (const edgert_tensor* b = optional_input(node, in, 2)) {
+      if (b->dtype != x.dtype || b->rank != 1 || b->dims[0] != w.dims[0])
+        fail(EDGERT_ERR_SHAPE, "B has dtype %s shape %s, expected %s [%lld]", dtype_name(b->dtype),
+             shape_string(shape_of(*b)).c_str(), dtype_name(x.dtype), static_cast<long long>(w.dims[0]));
+    }
+    set_output(out[0], x.dtype, out_shape);
+    info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(double);
+  }
+
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    const edgert_tensor* b = optional_input(node, in, 2);
+    dispatch(in[0].dtype, kFloats, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using Acc = acc_t<T>;
+      const T* bias = b ? data_as<T>(*b) : nullptr;
+      conv_forward(g_, in[0].dims[0], in[0].dims[1], in[1].dims[0], group_, data_as<T>(in[0]),
+                   data_as<T>(in[1]), Acc(0), [](int64_t) { return Acc(0); },
+                   [&](int64_t m) { return bias ? static_cast<Acc>(static_cast<compute_t<T>>(bias[m])) : Acc(0); },
+                   [](Acc v, int64_t) { return static_cast<T>(static_cast<compute_t<T>>(v)); },
+                   data_as<T>(out[0]), static_cast<Acc*>(workspace));
+    });
+  }
+
+ private:
+  WindowGeometry g_;
+  int64_t group_ = 1;
+};
+
+class ConvIntegerOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
+               edgert_prepare_info& info) override {
+    const edgert_tensor &x = in[0], &w = in[1];
+    if (!is_8bit(x.dtype) || !is_8bit(w.dtype))
+      fail(EDGERT_ERR_UNSUPPORTED, "x is %s and w is %s, expected uint8 or int8", dtype_name(x.dtype),
+           dtype_name(w.dtype));
+    group_ = Attributes(&node).get_int("group", 1);
+    Shape out_shape;
+    g_ = conv_shapes(node, x, w, group_, out_shape);
+    if (const edgert_tensor* xz = optional_input(node, in, 2)) {
+      if (xz->dtype != x.dtype) fail(EDGERT_ERR_SHAPE, "x_zero_point has dtype %s, x has %s", dtype_name(xz->dtype), dtype_name(x.dtype));
+      check_per_channel(*xz, 1, "x_zero_point");
+    }
+    if (const edgert_tensor* wz = optional_input(node, in, 3)) {
+      if (wz->dtype != w.dtype) fail(EDGERT_ERR_SHAPE, "w_zero_point has dtype %s, w has %s", dtype_name(wz->dtype), dtype_name(w.dtype));
+      check_per_channel(*wz, w.dims[0], "w_zero_point");
+    }
+    set_output(out[0], EDGERT_DTYPE_INT32, out_shape);
+    info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(int32_t);
+  }
+
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    const edgert_tensor* xz = optional_input(node, in, 2);
+    const edgert_tensor* wz = optional_input(node, in, 3);
+    dispatch_8bit(in[0].dtype, [&](auto xtag) {
+      dispatch_8bit(in[1].dtype, [&](auto wtag) {
+        using TX = typename decltype(xtag)::type;
+        using TW = typename decltype(wtag)::type;
+        conv_forward(g_, in[0].dims[0], in[0].dims[1], in[1].dims[0], group_, data_as<TX>(in[0]),
+                     data_as<TW>(in[1]), zero_point_at(xz, 0), [&](int64_t m) { return zero_point_at(wz, m); },
+                     [](int64_t) { return int32_t(0); }, [](int32_t v, int64_t) { return v; },
+                     data_as<int32_t>(out[0]), static_cast<int32_t*>(workspace));
+      }, "w");
+    }, "x");
+  }
+
+ private:
+  WindowGeometry g_;
+  int64_t group_ = 1;
+};
+
+// Y[n, m, o] += X[n, c, i] * W[c, m', k] where o = i * stride + k * dilation - pad_begin.
+// Scatter form of the direct loop: per output plane, walk the input rows and the kernel, the
+// innermost loop over a contiguous input row.
+class ConvTransposeOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
+               edgert_prepare_info& info) override {
+    const edgert_tensor &x = in[0], &w = in[1];
+    dispatch(x.dtype, kFloats, [](auto) {}, "X");
+    if (w.dtype != x.dtype) fail(EDGERT_ERR_SHAPE, "W has dtype %s, X has %s", dtype_name(w.dtype), dtype_name(x.dtype));
+    if (x.rank < 3) fail(EDGERT_ERR_SHAPE, "X has rank %d, expected >= 3 ([N, C, spatial...])", x.rank);
+    if (w.rank != x.rank) fail(EDGERT_ERR_SHAPE, "W has rank %d, X has rank %d; they must match", w.rank, x.rank);
+    Attributes attrs(&node);
+    group_ = attrs.get_int("group", 1);
+    if (group_ < 1) fail(EDGERT_ERR_INVALID_ARGUMENT, "group %lld must be >= 1", static_cast<long long>(group_));
+    if (x.dims[1] != w.dims[0] || x.dims[1] % group_ != 0)
+      fail(EDGERT_ERR_SHAPE, "X has %lld channels, W.dims[0] is %lld, group %lld: expected equal and divisible",
+           static_cast<long long>(x.dims[1]), static_cast<long long>(w.dims[0]), static_cast<long long>(group_));
+    const int64_t m = w.dims[1] * group_;
+    const size_t r = static_cast<size_t>(x.rank - 2);
+    Shape kernel(w.dims + 2, w.dims + w.rank);
+    if (attrs.has("kernel_shape") && attrs.get_ints("kernel_shape") != kernel)
+      fail(EDGERT_ERR_SHAPE, "kernel_shape %s does not match W's spatial dims %s",
+           shape_string(attrs.get_ints("kernel_shape")).c_str(), shape_string(kernel).c_str());
+    g_ = WindowGeometry{};
+    for (size_t i = 0; i < r; ++i) g_.kernel[i] = kernel[i];
+    std::vector<int64_t> pads;
+    std::string auto_pad;
+    read_window_attrs(attrs, r, g_, pads, auto_pad);
+    std::vector<int64_t> output_padding = spatial_ints(attrs, "output_padding", r, 0);
+    std::vector<int64_t> output_shape = attrs.get_ints("output_shape");
+    if (output_shape.size() == r + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+    if (!output_shape.empty() && output_shape.size() != r)
+      fail(EDGERT_ERR_INVALID_ARGUMENT, "output_shape has %zu values, expected %zu", output_shape.size(), r);
+    for (size_t i = 0; i < r; ++i) {
+      const int64_t in_size = x.dims[2 + i], s = g_.stride[i];
+      const int64_t extent = (kernel[i] - 1) * g_.dilation[i] + 1;
+      const int64_t full = s * (in_size - 1) + output_padding[i] + extent;  // size with no padding
+      g_.in[i] = in_size;
+      if (!output_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        // Padding is whatever makes the requested size; a negative total (output_shape larger
+        // than the full result) leaves zeros at the end, as ONNX Runtime does.
+        g_.out[i] = output_shape.empty() ? in_size * s : output_shape[i];
+        int64_t total = std::max<int64_t>(0, full - g_.out[i]);
+        g_.pad_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        g_.pad_end[i] = total - g_.pad_begin[i];
+      } else {
+        if (auto_pad == "NOTSET") {
+          g_.pad_begin[i] = pads[i];
+          g_.pad_end[i] = pads[i + r];
+        }
+        g_.out[i] = full - g_.pad_begin[i] - g_.pad_end[i];
+      }
+      if (g_.out[i] < 0) fail(EDGERT_ERR_SHAPE, "spatial dim %zu: output size %lld is negative", i, static_cast<long long>(g_.out[i]));
+    }
+    if (const edgert_tensor* b = optional_input(node, in, 2)) {
+      if (b->dtype != x.dtype || b->rank != 1 || b->dims[0] != m)
+        fail(EDGERT_ERR_SHAPE, "B has dtype %s shape %s, expected %s [%lld]", dtype_name(b->dtype),
+             shape_string(shape_of(*b)).c_str(), dtype_name(x.dtype), static_cast<long long>(m));
+    }
+    Shape out_shape = {x.dims[0], m};
+    for (size_t i = 0; i < r; ++i) out_shape.push_back(g_.out[i]);
+    set_output(out[0], x.dtype, out_shape);
+    info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(double);
+  }
+
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    const edgert_tensor* b = optional_input(node, in, 2);
+    dispatch(in[0].dtype, kFloats, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      run<T>(in[0], in[1], b ? data_as<T>(*b) : nullptr, out[0], static_cast<double*>(workspace));
+    });
+  }
+
+ private:
+  template <typename T>
+  void run(const edgert_tensor& xt, const edgert_tensor& wt, const T* bias, edgert_tensor& yt, double* acc) {
+    const WindowGeometry& g = g_;
+    const int64_t batch = xt.dims[0], channels = xt.dims[1], mg = wt.dims[1], m_total = mg * group_;
+    const int64_t cg = channels / group_;
+    const int64_t in_plane = g.in_size(), out_plane = g.out_size(), k_plane = g.kernel_size();
+    const int last = g.rank - 1;
+    int64_t in_rows = 1, k_rows = 1;
+    for (int d = 0; d < last; ++d) {
+      in_rows *= g.in[d];
+      k_rows *= g.kernel[d];
+    }
+    const int64_t kw_n = g.kernel[last], ow_n = g.out[last], iw_n = g.in[last];
+    const int64_t s = g.stride[last], dil = g.dilation[last], pad = g.pad_begin[last];
+    const T* x = data_as<T>(xt);
+    const T* w = data_as<T>(wt);
+    T* y = data_as<T>(yt);
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t m = 0; m < m_total; ++m) {
+        const int64_t grp = m / mg, oc = m % mg;
+        std::fill(acc, acc + out_plane, bias ? static_cast<double>(static_cast<compute_t<T>>(bias[m])) : 0.0);
+        for (int64_t ci = 0; ci < cg; ++ci) {
+          const int64_t c = grp * cg + ci;
+          const T* xc = x + (n * channels + c) * in_plane;
+          const T* wc = w + (c * mg + oc) * k_plane;
+          int64_t kidx[EDGERT_MAX_RANK] = {};
+          for (int64_t kr = 0; kr < k_rows; ++kr) {
+            int64_t iidx[EDGERT_MAX_RANK] = {};
+            for (int64_t irow = 0; irow < in_rows; ++irow) {
+              int64_t out_row = 0;
+              bool inside = true;
+              for (int d = 0; d < last && inside; ++d) {
+                int64_t pos = iidx[d] * g.stride[d] + kidx[d] * g.dilation[d] - g.pad_begin[d];
+                inside = pos >= 0 && pos < g.out[d];
+                out_row = out_row * g.out[d] + pos;
+              }
+              if (inside) {
+                const T* xrow = xc + irow * iw_n;
+                double* arow = acc + out_row * ow_n;
+                for (int64_t kw = 0; kw < kw_n; ++kw) {
+                  const double wv = static_cast<double>(static_cast<compute_t<T>>(wc[kr * kw_n + kw]));
+                  const int64_t shift = kw * dil - pad;  // output column of input column iw: iw*s + shift
+                  const int64_t lo = shift >= 0 ? 0 : ceil_div_nonneg(-shift, s);
+                  const int64_t hi = ow_n - 1 - shift < 0 ? 0 : std::min(iw_n, (ow_n - 1 - shift) / s + 1);
+                  for (int64_t iw = lo; iw < hi; ++iw)
+                    arow[iw * s + shift] += static_cast<double>(static_cast<compute_t<T>>(xrow[iw])) * wv;
+                }
+              }
+              for (int d = last - 1; d >= 0; --d) {
+                if (++iidx[d] < g.in[d]) break;
+                iidx[d] = 0;
+              }
+            }
+            for (int d = last - 1; d >= 0; --d) {
+              if (++kidx[d] < g.kernel[d]) break;
+              kidx[d] = 0;
+            }
+          }
+        }
+        T* yp = y + (n * m_total + m) * out_plane;
+        for (int64_t i = 0; i < out_plane; ++i) yp[i] = static_cast<T>(static_cast<compute_t<T>>(acc[i]));
+      }
+    }
+  }
+
+  WindowGeometry g_;
+  int64_t group_ = 1;
+};
+
+}  // namespace
+
+void register_conv_kernels(KernelRegistry& r) {
+  r.add<ConvOp>("Conv", "ref-conv");
+  r.add<ConvTransposeOp>("ConvTranspose", "ref-conv-transpose");
+  r.add<ConvIntegerOp>("ConvInteger", "ref-conv-integer");
+}
 
 }  // namespace edgert::cpu

@@ -1,6 +1,7 @@
 // Broadcasting binary and variadic element-wise ops: arithmetic, comparison, logic, Where.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "broadcast.h"
@@ -9,7 +10,26 @@
 namespace edgert::cpu {
 namespace {
 
-enum class BinaryKind { Add, Sub, Mul, Div, Pow, Mod, FMod, Equal, Less, LessOrEqual, Greater,
+// dispatch() instantiates its lambda for all 13 dtypes whatever `allowed` says (the check is at
+// run time); this wrapper compiles the body only for the dtypes in kAllowed, which keeps compile
+// time and code size down. (Same helper as in elementwise_unary.cpp.)
+template <typename T>
+constexpr unsigned dtype_set_of() {
+  if constexpr (std::is_same_v<T, bool>) return kBool;
+  else if constexpr (is_float_like_v<T>) return kFloats;
+  else if constexpr (std::is_signed_v<T>) return kSigned;
+  else return kUnsigned;
+}
+
+template <unsigned kAllowed, typename Fn>
+void dispatch_only(edgert_dtype dtype, Fn&& fn, const char* what = "input") {
+  dispatch(dtype, kAllowed, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr ((dtype_set_of<T>() & kAllowed) != 0) fn(tag);
+  }, what);
+}
+
+enum class BinaryKind { Add, Sub, Mul, Div, Mod, FMod, Equal, Less, LessOrEqual, Greater,
                         GreaterOrEqual, And, Or, Xor, BitShiftLeft, BitShiftRight, BitwiseAnd,
                         BitwiseOr, BitwiseXor, PRelu };
 
@@ -26,18 +46,28 @@ T python_mod(T a, T b) {
   }
 }
 
+// Signed overflow is undefined in C++ (and narrow unsigned types promote to int, so they can
+// overflow too); numpy and ONNX Runtime wrap around. Integer +, -, * therefore run in the
+// unsigned version of the promoted type and are truncated back to T.
+template <typename C, bool = std::is_integral_v<C> && !std::is_same_v<C, bool>>
+struct wrap { using type = C; };
+template <typename C>
+struct wrap<C, true> { using type = std::make_unsigned_t<decltype(C() + 0)>; };
+template <typename C>
+using wrap_t = typename wrap<C>::type;
+
 template <BinaryKind K, typename T>
 auto apply(T a, T b) {
   using C = compute_t<T>;
+  using W = wrap_t<C>;
   C x = static_cast<C>(a), y = static_cast<C>(b);
-  if constexpr (K == BinaryKind::Add) return static_cast<T>(x + y);
-  else if constexpr (K == BinaryKind::Sub) return static_cast<T>(x - y);
-  else if constexpr (K == BinaryKind::Mul) return static_cast<T>(x * y);
+  if constexpr (K == BinaryKind::Add) return static_cast<T>(static_cast<C>(static_cast<W>(x) + static_cast<W>(y)));
+  else if constexpr (K == BinaryKind::Sub) return static_cast<T>(static_cast<C>(static_cast<W>(x) - static_cast<W>(y)));
+  else if constexpr (K == BinaryKind::Mul) return static_cast<T>(static_cast<C>(static_cast<W>(x) * static_cast<W>(y)));
   else if constexpr (K == BinaryKind::Div) {
+    // Integer division by zero is undefined in ONNX; 0 keeps the reference kernel from trapping.
     if constexpr (std::is_integral_v<C>) return static_cast<T>(y == 0 ? 0 : x / y);
     else return static_cast<T>(x / y);
-  } else if constexpr (K == BinaryKind::Pow) {
-    return static_cast<T>(std::pow(static_cast<double>(x), static_cast<double>(y)));
   } else if constexpr (K == BinaryKind::Mod) return static_cast<T>(python_mod<C>(x, y));
   else if constexpr (K == BinaryKind::FMod) {
     if constexpr (std::is_integral_v<C>) return static_cast<T>(y == 0 ? 0 : x % y);
@@ -91,7 +121,7 @@ class BinaryOp : public Op {
     if constexpr (K == BinaryKind::Mod) {
       if (Attributes(&node).get_int("fmod", 0) == 1) kind_ = BinaryKind::FMod;
       else if (in[0].dtype == EDGERT_DTYPE_FLOAT32 || in[0].dtype == EDGERT_DTYPE_FLOAT64 ||
-               in[0].dtype == EDGERT_DTYPE_FLOAT16)
+               in[0].dtype == EDGERT_DTYPE_FLOAT16 || in[0].dtype == EDGERT_DTYPE_BFLOAT16)
         fail(EDGERT_ERR_INVALID_ARGUMENT, "Mod on floating point inputs requires fmod=1");
     }
     if constexpr (K == BinaryKind::BitShiftLeft) {
@@ -105,17 +135,19 @@ class BinaryOp : public Op {
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
-    switch (kind_) {
-      case BinaryKind::FMod: run<BinaryKind::FMod>(in, out); break;
-      case BinaryKind::BitShiftRight: run<BinaryKind::BitShiftRight>(in, out); break;
-      default: run<K>(in, out); break;
+    // Only Mod and BitShift have a second variant; instantiate it only there.
+    if constexpr (K == BinaryKind::Mod) {
+      if (kind_ == BinaryKind::FMod) return run<BinaryKind::FMod>(in, out);
+    } else if constexpr (K == BinaryKind::BitShiftLeft) {
+      if (kind_ == BinaryKind::BitShiftRight) return run<BinaryKind::BitShiftRight>(in, out);
     }
+    run<K>(in, out);
   }
 
  private:
   template <BinaryKind R>
   void run(const edgert_tensor* in, edgert_tensor* out) {
-    dispatch(in[0].dtype, allowed_dtypes(K), [&](auto tag) {
+    dispatch_only<allowed_dtypes(K)>(in[0].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using R_t = decltype(apply<R, T>(T{}, T{}));
       const T* a = data_as<T>(in[0]);
@@ -135,6 +167,48 @@ class BinaryOp : public Op {
   }
 
   BinaryKind kind_ = K;
+};
+
+// Pow is the one binary op whose inputs may differ in dtype (opset 12+): the output has the
+// base's dtype, and the exponent may be any numeric type. The exponent is converted to double
+// once into the workspace so only the base type needs a typed loop.
+class PowOp : public Op {
+ public:
+  void prepare(const edgert_node&, const edgert_tensor* in, edgert_tensor* out,
+               edgert_prepare_info& info) override {
+    dispatch(in[0].dtype, kFloats | kSigned, [](auto) {}, "base X");
+    dispatch(in[1].dtype, kNumeric, [](auto) {}, "exponent Y");
+    set_output(out[0], in[0].dtype, broadcast_shapes({shape_of(in[0]), shape_of(in[1])}));
+    info.workspace_bytes = static_cast<size_t>(numel(in[1])) * sizeof(double);
+  }
+
+  void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    double* exponent = static_cast<double*>(workspace);
+    int64_t ne = numel(in[1]);
+    dispatch_only<kNumeric>(in[1].dtype, [&](auto tag) {
+      using E = typename decltype(tag)::type;
+      const E* y = data_as<E>(in[1]);
+      for (int64_t i = 0; i < ne; ++i) exponent[i] = static_cast<double>(static_cast<compute_t<E>>(y[i]));
+    });
+    dispatch_only<kFloats | kSigned>(in[0].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = compute_t<T>;
+      const T* x = data_as<T>(in[0]);
+      T* z = data_as<T>(out[0]);
+      auto pow1 = [](T base, double e) {
+        double r = std::pow(static_cast<double>(static_cast<C>(base)), e);
+        if constexpr (std::is_integral_v<C>) {
+          // Like a C cast, but without the undefined behaviour on NaN or overflow.
+          if (std::isnan(r)) return T(0);
+          if (r >= static_cast<double>(std::numeric_limits<C>::max())) return std::numeric_limits<T>::max();
+          if (r <= static_cast<double>(std::numeric_limits<C>::lowest())) return std::numeric_limits<T>::lowest();
+        }
+        return static_cast<T>(static_cast<C>(r));
+      };
+      for (BroadcastIterator it(shape_of(out[0]), {shape_of(in[0]), shape_of(in[1])}); !it.done(); it.next())
+        z[it.index()] = pow1(x[it.offset(0)], exponent[it.offset(1)]);
+    });
+  }
 };
 
 enum class VariadicKind { Sum, Mean, Max, Min };
@@ -157,7 +231,8 @@ class VariadicOp : public Op {
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
-    dispatch(in[0].dtype, kNumeric, [&](auto tag) {
+    constexpr unsigned kAllowed = K == VariadicKind::Sum || K == VariadicKind::Mean ? kFloats : kNumeric;
+    dispatch_only<kAllowed>(in[0].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
       Shape so = shape_of(out[0]);
@@ -190,6 +265,7 @@ class WhereOp : public Op {
     if (in[0].dtype != EDGERT_DTYPE_BOOL) fail(EDGERT_ERR_SHAPE, "condition must be bool, got %s", dtype_name(in[0].dtype));
     if (in[1].dtype != in[2].dtype)
       fail(EDGERT_ERR_SHAPE, "X and Y have different dtypes (%s and %s)", dtype_name(in[1].dtype), dtype_name(in[2].dtype));
+    if (dtype_size(in[1].dtype) == 0) throw_unsupported_dtype(in[1].dtype, "X");
     set_output(out[0], in[1].dtype, broadcast_shapes({shape_of(in[0]), shape_of(in[1]), shape_of(in[2])}));
   }
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
@@ -212,7 +288,7 @@ void register_elementwise_binary_kernels(KernelRegistry& r) {
   r.add<BinaryOp<BinaryKind::Sub>>("Sub", "ref-sub");
   r.add<BinaryOp<BinaryKind::Mul>>("Mul", "ref-mul");
   r.add<BinaryOp<BinaryKind::Div>>("Div", "ref-div");
-  r.add<BinaryOp<BinaryKind::Pow>>("Pow", "ref-pow");
+  r.add<PowOp>("Pow", "ref-pow");
   r.add<BinaryOp<BinaryKind::Mod>>("Mod", "ref-mod");
   r.add<BinaryOp<BinaryKind::Equal>>("Equal", "ref-equal");
   r.add<BinaryOp<BinaryKind::Less>>("Less", "ref-less");

@@ -1,8 +1,243 @@
-// TODO(owner): kernels of the quantize family.
+// Linear quantization: QuantizeLinear, DequantizeLinear (per tensor or per axis),
+// DynamicQuantizeLinear, and QLinearConv. Arithmetic follows ONNX Runtime: float math,
+// round half to even, saturate.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "kernel.h"
+#include "nn_common.h"
 
 namespace edgert::cpu {
+namespace {
 
-void register_quantize_kernels(KernelRegistry& registry) { (void)registry; }
+bool is_quantized_dtype(edgert_dtype d) {
+  return d == EDGERT_DTYPE_UINT8 || d == EDGERT_DTYPE_INT8 || d == EDGERT_DTYPE_UINT16 || d == EDGERT_DTYPE_INT16;
+}
+
+// How a per-tensor or per-axis scale lays over x: x viewed as [outer, channels, inner].
+struct AxisLayout {
+  int64_t outer = 1, channels = 1, inner = 1;
+};
+
+// Validates scale (and zero point) against x and the axis attribute; a scale with one value
+// is per tensor, a 1-D scale is per axis.
+AxisLayout axis_layout(const edgert_node& node, const edgert_tensor& x, const edgert_tensor& scale,
+                       const edgert_tensor* zero_point) {
+  AxisLayout l;
+  l.inner = numel(x);
+  if (Attributes(&node).get_int("block_size", 0) != 0)
+    fail(EDGERT_ERR_UNSUPPORTED, "blocked quantization (block_size != 0) is not supported");
+  const bool per_tensor = numel(scale) == 1 && scale.rank <= 1;
+  if (zero_point && shape_of(*zero_point) != shape_of(scale) && !(numel(*zero_point) == 1 && per_tensor))
+    fail(EDGERT_ERR_SHAPE, "zero point has shape %s, scale has %s; they must match",
+         shape_string(shape_of(*zero_point)).c_str(), shape_string(shape_of(scale)).c_str());
+  if (per_tensor) return l;
+  const int64_t axis = normalize_axis(Attributes(&node).get_int("axis", 1), x.rank);
+  if (scale.rank != 1 || scale.dims[0] != x.dims[axis])
+    fail(EDGERT_ERR_SHAPE, "scale has shape %s, expected a scalar or [%lld] (x's dim on axis %lld)",
+         shape_string(shape_of(scale)).c_str(), static_cast<long long>(x.dims[axis]), static_cast<long long>(axis));
+  l.outer = 1;
+  for (int64_t d = 0; d < axis; ++d) l.outer *= x.dims[d];
+  l.channels = x.dims[axis];
+  l.inner = 1;
+  for (int64_t d = axis + 1; d < x.rank; ++d) l.inner *= x.dims[d];
+  return l;
+}
+
+// Calls fn(element index, channel) over x in order.
+template <typename Fn>
+void for_each_channel(const AxisLayout& l, Fn fn) {
+  int64_t i = 0;
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int64_t c = 0; c < l.channels; ++c)
+      for (int64_t k = 0; k < l.inner; ++k) fn(i++, c);
+}
+
+class QuantizeLinearOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
+    const edgert_tensor& x = in[0];
+    if (!is_float_dtype(x.dtype) && x.dtype != EDGERT_DTYPE_INT32)
+      fail(EDGERT_ERR_UNSUPPORTED, "x has dtype %s, expected a float type or int32", dtype_name(x.dtype));
+    if (!is_float_dtype(in[1].dtype)) fail(EDGERT_ERR_SHAPE, "y_scale has dtype %s, expected float", dtype_name(in[1].dtype));
+    const edgert_tensor* zp = optional_input(node, in, 2);
+    edgert_dtype out_dtype = zp ? zp->dtype : static_cast<edgert_dtype>(Attributes(&node).get_int("output_dtype", 0));
+    if (out_dtype == EDGERT_DTYPE_UNDEFINED) out_dtype = EDGERT_DTYPE_UINT8;
+    if (!is_quantized_dtype(out_dtype))
+      fail(EDGERT_ERR_UNSUPPORTED, "output dtype %s is not supported (expected (u)int8 or (u)int16)", dtype_name(out_dtype));
+    layout_ = axis_layout(node, x, in[1], zp);
+    set_output(out[0], out_dtype, shape_of(x));
+  }
+
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    const edgert_tensor* zp = optional_input(node, in, 2);
+    dispatch(in[0].dtype, kFloats | kSigned, [&](auto xtag) {
+      dispatch(out[0].dtype, kSigned | kUnsigned, [&](auto qtag) {
+        using TX = typename decltype(xtag)::type;
+        using Q = typename decltype(qtag)::type;
+        if constexpr (sizeof(Q) <= 2) {
+          const TX* x = data_as<TX>(in[0]);
+          Q* y = data_as<Q>(out[0]);
+          for_each_channel(layout_, [&](int64_t i, int64_t c) {
+            const float v = static_cast<float>(static_cast<compute_t<TX>>(x[i]));
+            y[i] = saturate_round<Q>(v / scale_at(in[1], c), zero_point_at(zp, c));
+          });
+        }
+      }, "y");
+    }, "x");
+  }
+
+ private:
+  AxisLayout layout_;
+};
+
+class DequantizeLinearOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
+    const edgert_tensor& x = in[0];
+    if (!is_quantized_dtype(x.dtype) && x.dtype != EDGERT_DTYPE_INT32)
+      fail(EDGERT_ERR_UNSUPPORTED, "x has dtype %s, expected (u)int8, (u)int16 or int32", dtype_name(x.dtype));
+    if (!is_float_dtype(in[1].dtype)) fail(EDGERT_ERR_SHAPE, "x_scale has dtype %s, expected float", dtype_name(in[1].dtype));
+    const edgert_tensor* zp = optional_input(node, in, 2);
+    if (zp && zp->dtype != x.dtype)
+      fail(EDGERT_ERR_SHAPE, "x_zero_point has dtype %s, x has %s", dtype_name(zp->dtype), dtype_name(x.dtype));
+    layout_ = axis_layout(node, x, in[1], zp);
+    set_output(out[0], in[1].dtype, shape_of(x));
+  }
+
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    const edgert_tensor* zp = optional_input(node, in, 2);
+    dispatch(in[0].dtype, kSigned | kUnsigned, [&](auto xtag) {
+      dispatch(out[0].dtype, kFloats, [&](auto ytag) {
+        using TX = typename decltype(xtag)::type;
+        using TY = typename decltype(ytag)::type;
+        if constexpr (sizeof(TX) <= 4) {
+          const TX* x = data_as<TX>(in[0]);
+          TY* y = data_as<TY>(out[0]);
+          for_each_channel(layout_, [&](int64_t i, int64_t c) {
+            const int64_t q = static_cast<int64_t>(x[i]) - zero_point_at(zp, c);
+            y[i] = static_cast<TY>(static_cast<float>(q) * scale_at(in[1], c));
+          });
+        }
+      }, "y");
+    }, "x");
+  }
+
+ private:
+  AxisLayout layout_;
+};
+
+// y_scale = (max(0, max x) - min(0, min x)) / 255, y_zero_point = round(clamp(-min / scale)),
+// y = saturate(round(x / scale) + zero point). A constant-zero input gets scale 1 (ORT).
+class DynamicQuantizeLinearOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
+    if (in[0].dtype != EDGERT_DTYPE_FLOAT32)
+      fail(EDGERT_ERR_UNSUPPORTED, "x has dtype %s, expected float32", dtype_name(in[0].dtype));
+    set_output(out[0], EDGERT_DTYPE_UINT8, shape_of(in[0]));
+    if (node.num_outputs > 1) set_output(out[1], EDGERT_DTYPE_FLOAT32, {});
+    if (node.num_outputs > 2) set_output(out[2], EDGERT_DTYPE_UINT8, {});
+  }
+
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    const float* x = data_as<float>(in[0]);
+    const int64_t n = numel(in[0]);
+    float lo = 0, hi = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
+    const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+    const float initial_zero = 0.0f - lo / scale;
+    const uint8_t zero = static_cast<uint8_t>(std::nearbyint(std::max(0.0f, std::min(255.0f, initial_zero))));
+    uint8_t* y = data_as<uint8_t>(out[0]);
+    for (int64_t i = 0; i < n; ++i) y[i] = saturate_round<uint8_t>(x[i] / scale, zero);
+    if (node.num_outputs > 1) *data_as<float>(out[1]) = scale;
+    if (node.num_outputs > 2) *data_as<uint8_t>(out[2]) = zero;
+  }
+};
+
+// Inputs: x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B (int32).
+class QLinearConvOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
+    if (node.num_inputs < 8) fail(EDGERT_ERR_INVALID_ARGUMENT, "needs at least 8 inputs, got %d", node.num_inputs);
+    const edgert_tensor &x = in[0], &w = in[3];
+    if (!is_8bit(x.dtype) || !is_8bit(w.dtype) || !is_8bit(in[7].dtype))
+      fail(EDGERT_ERR_UNSUPPORTED, "x, w, y_zero_point are %s, %s, %s; expected uint8 or int8", dtype_name(x.dtype),
+           dtype_name(w.dtype), dtype_name(in[7].dtype));
+    if (in[2].dtype != x.dtype || in[5].dtype != w.dtype)
+      fail(EDGERT_ERR_SHAPE, "zero points must have the dtype of their operand");
+    for (int i : {1, 4, 6})
+      if (!is_float_dtype(in[i].dtype)) fail(EDGERT_ERR_SHAPE, "scale input %d has dtype %s, expected float", i, dtype_name(in[i].dtype));
+    group_ = Attributes(&node).get_int("group", 1);
+    Shape out_shape;
+    g_ = conv_shapes(node, x, w, group_, out_shape);
+    const int64_t m = w.dims[0];
+    check_per_channel(in[1], 1, "x_scale");
+    check_per_channel(in[2], 1, "x_zero_point");
+    check_per_channel(in[4], m, "w_scale");
+    check_per_channel(in[5], m, "w_zero_point");
+    check_per_channel(in[6], 1, "y_scale");
+    check_per_channel(in[7], 1, "y_zero_point");
+    if (const edgert_tensor* b = optional_input(node, in, 8)) {
+      if (b->dtype != EDGERT_DTYPE_INT32 || b->rank != 1 || b->dims[0] != m)
+        fail(EDGERT_ERR_SHAPE, "B has dtype %s shape %s, expected int32 [%lld]", dtype_name(b->dtype),
+             shape_string(shape_of(*b)).c_str(), static_cast<long long>(m));
+    }
+    set_output(out[0], in[7].dtype, out_shape);
+    info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(int32_t);
+  }
+
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    const edgert_tensor* b = optional_input(node, in, 8);
+    const int32_t* bias = b ? data_as<int32_t>(*b) : nullptr;
+    const float x_scale = scale_at(in[1], 0), y_scale = scale_at(in[6], 0);
+    const int32_t x_zero = zero_point_at(&in[2], 0), y_zero = zero_point_at(&in[7], 0);
+    dispatch_8bit(in[0].dtype, [&](auto xtag) {
+      dispatch_8bit(in[3].dtype, [&](auto wtag) {
+        dispatch_8bit(in[7].dtype, [&](auto ytag) {
+          using TX = typename decltype(xtag)::type;
+          using TW = typename decltype(wtag)::type;
+          using TY = typename decltype(ytag)::type;
+          conv_forward(g_, in[0].dims[0], in[0].dims[1], in[3].dims[0], group_, data_as<TX>(in[0]),
+                       data_as<TW>(in[3]), x_zero, [&](int64_t m) { return zero_point_at(&in[5], m); },
+                       [&](int64_t m) { return bias ? bias[m] : 0; },
+                       [&](int32_t acc, int64_t m) {
+                         // Float multiplier and rounding like ONNX Runtime's requantization.
+                         const float multiplier = x_scale * scale_at(in[4], m) / y_scale;
+                         return saturate_round<TY>(static_cast<float>(acc) * multiplier, y_zero);
+                       },
+                       data_as<TY>(out[0]), static_cast<int32_t*>(workspace));
+        }, "y_zero_point");
+      }, "w");
+    }, "x");
+  }
+
+ private:
+  WindowGeometry g_;
+  int64_t group_ = 1;
+};
+
+// Refuses what opset 19+/21 added and these kernels do not do: float8 / 4-bit types and
+// blocked quantization.
+int32_t quantize_supports(const edgert_node* node, const edgert_tensor* in) {
+  Attributes attrs(node);
+  if (attrs.get_int("block_size", 0) != 0) return 0;
+  const int64_t output_dtype = attrs.get_int("output_dtype", 0);
+  if (output_dtype != 0 && !is_quantized_dtype(static_cast<edgert_dtype>(output_dtype))) return 0;
+  if (has_input(*node, in, 2) && !is_quantized_dtype(in[2].dtype) && in[2].dtype != EDGERT_DTYPE_INT32) return 0;
+  return 1;
+}
+
+}  // namespace
+
+void register_quantize_kernels(KernelRegistry& r) {
+  r.add<QuantizeLinearOp>("QuantizeLinear", "ref-quantize-linear", quantize_supports);
+  r.add<DequantizeLinearOp>("DequantizeLinear", "ref-dequantize-linear", quantize_supports);
+  r.add<DynamicQuantizeLinearOp>("DynamicQuantizeLinear", "ref-dynamic-quantize-linear");
+  r.add<QLinearConvOp>("QLinearConv", "ref-qlinear-conv");
+}
 
 }  // namespace edgert::cpu

@@ -1,0 +1,80 @@
+/*
+ * libedgert: load a verified engine file and run it.
+ *
+ *   edgert_engine   an engine file mapped read-only and verified, with its plugins resolved.
+ *                   Immutable after load; share it between threads.
+ *   edgert_context  the mutable state of one run at a time (activations, kernel state). One per
+ *                   thread that runs the engine, like TensorRT's execution context.
+ *
+ * Every call returns an edgert_status; on failure the edgert_error passed in (may be NULL)
+ * receives a message that says what failed and where (file, node, tensor, expected vs found).
+ */
+#ifndef EDGERT_EDGERT_H
+#define EDGERT_EDGERT_H
+
+#include "edgert/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct edgert_engine edgert_engine;
+typedef struct edgert_context edgert_context;
+
+typedef struct edgert_load_options {
+  uint32_t struct_size;        /* sizeof(edgert_load_options): lets later versions append fields */
+  const char* plugin_path;     /* colon-separated directories; NULL: $EDGERT_PLUGIN_PATH, then the
+                                  directory next to libedgert, then the install directory */
+  const char* expected_board;  /* board profile name this machine is; NULL: check hardware only */
+  int32_t allow_board_mismatch;/* 1: load an engine built for another board (experts only) */
+} edgert_load_options;
+
+/* Describes an engine input or output. `name` and `dim_names` point into the engine and live
+ * as long as it. A dynamic dimension has dims[i] == -1 and usually a name. */
+typedef struct edgert_tensor_info {
+  const char* name;
+  edgert_dtype dtype;
+  int32_t rank;
+  int64_t dims[EDGERT_MAX_RANK];
+  const char* dim_names[EDGERT_MAX_RANK];
+} edgert_tensor_info;
+
+EDGERT_API const char* edgert_version(void);
+EDGERT_API const char* edgert_status_string(edgert_status status);
+
+EDGERT_API void edgert_load_options_init(edgert_load_options* options);
+
+/* Maps and verifies `path`, loads the plugins it names. On success *engine owns the mapping;
+ * free it with edgert_engine_release after every context made from it is released. */
+EDGERT_API edgert_status edgert_engine_load(const char* path, const edgert_load_options* options,
+                                 edgert_engine** engine, edgert_error* error);
+EDGERT_API void edgert_engine_release(edgert_engine* engine);
+
+EDGERT_API int32_t edgert_engine_num_inputs(const edgert_engine* engine);
+EDGERT_API int32_t edgert_engine_num_outputs(const edgert_engine* engine);
+EDGERT_API edgert_status edgert_engine_input_info(const edgert_engine* engine, int32_t index,
+                                       edgert_tensor_info* info);
+EDGERT_API edgert_status edgert_engine_output_info(const edgert_engine* engine, int32_t index,
+                                        edgert_tensor_info* info);
+/* Board profile name the engine was built for; lives as long as the engine. */
+EDGERT_API const char* edgert_engine_board(const edgert_engine* engine);
+
+EDGERT_API edgert_status edgert_context_create(const edgert_engine* engine, edgert_context** context,
+                                    edgert_error* error);
+EDGERT_API void edgert_context_release(edgert_context* context);
+
+/* Runs the engine once. `inputs` holds one tensor per engine input, in engine order; their data
+ * is borrowed for the duration of the call. Shapes may differ between runs. */
+EDGERT_API edgert_status edgert_context_run(edgert_context* context, const edgert_tensor* inputs,
+                                 int32_t num_inputs, edgert_error* error);
+
+/* The output `index` of the last successful run. Its data belongs to the context and stays
+ * valid until the next run or the context's release. */
+EDGERT_API edgert_status edgert_context_output(const edgert_context* context, int32_t index,
+                                    edgert_tensor* output);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EDGERT_EDGERT_H */

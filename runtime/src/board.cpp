@@ -1,0 +1,91 @@
+#include "board.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+#include "error.h"
+
+namespace edgert {
+
+std::string board_fingerprint(const BoardHardware& hw) {
+  std::vector<std::string> features = hw.cpu_features;
+  std::sort(features.begin(), features.end());
+  features.erase(std::unique(features.begin(), features.end()), features.end());
+  std::string canonical = "arch=" + hw.architecture + ";features=";
+  for (size_t i = 0; i < features.size(); ++i) canonical += (i ? "," : "") + features[i];
+  canonical += ";gpu=" + (hw.gpu.empty() ? std::string("none") : hw.gpu);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(XXH64(canonical.data(), canonical.size(), 0)));
+  return hex;
+}
+
+std::string host_architecture() {
+#if defined(__x86_64__)
+  return "x86_64";
+#elif defined(__aarch64__)
+  return "aarch64";
+#else
+  return "unknown";
+#endif
+}
+
+bool host_has_cpu_feature(const std::string& f) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (f == "sse4.2") return __builtin_cpu_supports("sse4.2");
+  if (f == "avx") return __builtin_cpu_supports("avx");
+  if (f == "avx2") return __builtin_cpu_supports("avx2");
+  if (f == "fma") return __builtin_cpu_supports("fma");
+  if (f == "f16c") return __builtin_cpu_supports("f16c");
+  if (f == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
+  if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
+  if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
+  return false;
+#elif defined(__aarch64__)
+  unsigned long hwcap = getauxval(AT_HWCAP);
+  if (f == "neon" || f == "asimd") return hwcap & HWCAP_ASIMD;
+  if (f == "fp16") return hwcap & HWCAP_FPHP;
+  if (f == "asimdhp") return hwcap & HWCAP_ASIMDHP;
+  if (f == "dotprod") return hwcap & HWCAP_ASIMDDP;
+  return false;
+#else
+  (void)f;
+  return false;
+#endif
+}
+
+edgert_status check_board_compatible(const std::string& board_name, const BoardHardware& hw,
+                                     const std::string& fingerprint, const std::string& expected_board,
+                                     edgert_error* error) {
+  if (board_fingerprint(hw) != fingerprint)
+    return set_error(error, EDGERT_ERR_BOARD,
+                     "engine's board record for '%s' is inconsistent: fingerprint %s does not match its "
+                     "hardware description (%s)",
+                     board_name.c_str(), fingerprint.c_str(), board_fingerprint(hw).c_str());
+  if (!expected_board.empty() && expected_board != board_name)
+    return set_error(error, EDGERT_ERR_BOARD,
+                     "engine was built for board '%s' but this machine is configured as '%s'; rebuild "
+                     "with --board %s (or load with the board check overridden)",
+                     board_name.c_str(), expected_board.c_str(), expected_board.c_str());
+  if (hw.architecture != host_architecture())
+    return set_error(error, EDGERT_ERR_BOARD,
+                     "engine was built for board '%s' (%s) but this machine is %s; rebuild it for this board",
+                     board_name.c_str(), hw.architecture.c_str(), host_architecture().c_str());
+  for (const std::string& f : hw.cpu_features)
+    if (!host_has_cpu_feature(f))
+      return set_error(error, EDGERT_ERR_BOARD,
+                       "engine was built for board '%s', which has CPU feature '%s'; this %s machine lacks it",
+                       board_name.c_str(), f.c_str(), host_architecture().c_str());
+  return EDGERT_OK;
+}
+
+}  // namespace edgert

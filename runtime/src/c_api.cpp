@@ -1,0 +1,110 @@
+// The C API (edgert.h) over LoadedEngine and ExecutionContext. No exception leaves this file.
+#include <new>
+
+#include "edgert/edgert.h"
+#include "error.h"
+#include "execution_context.h"
+#include "loaded_engine.h"
+
+struct edgert_engine {
+  std::unique_ptr<edgert::LoadedEngine> engine;
+};
+
+struct edgert_context {
+  std::unique_ptr<edgert::ExecutionContext> context;
+};
+
+using edgert::set_error;
+
+namespace {
+
+template <typename Fn>
+edgert_status guarded(edgert_error* error, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return set_error(error, EDGERT_ERR_INTERNAL, "internal error: %s", e.what());
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* edgert_version(void) { return EDGERT_VERSION; }
+
+const char* edgert_status_string(edgert_status status) { return edgert::status_name(status); }
+
+edgert_status edgert_engine_load(const char* path, const edgert_load_options* options, edgert_engine** engine,
+                                 edgert_error* error) {
+  if (!path || !engine) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "path and engine must not be NULL");
+  *engine = nullptr;
+  return guarded(error, [&] {
+    edgert_load_options effective;
+    edgert_load_options_init(&effective);
+    if (options) {
+      if (options->struct_size < sizeof(uint32_t) + sizeof(const char*))
+        return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "edgert_load_options.struct_size is not set");
+      effective = *options;
+    }
+    auto loaded = edgert::LoadedEngine::load(path, effective, error);
+    if (!loaded) return error ? error->status : EDGERT_ERR_FORMAT;
+    *engine = new edgert_engine{std::move(loaded)};
+    return EDGERT_OK;
+  });
+}
+
+void edgert_engine_release(edgert_engine* engine) { delete engine; }
+
+int32_t edgert_engine_num_inputs(const edgert_engine* engine) {
+  return static_cast<int32_t>(engine->engine->input_tensors().size());
+}
+
+int32_t edgert_engine_num_outputs(const edgert_engine* engine) {
+  return static_cast<int32_t>(engine->engine->output_tensors().size());
+}
+
+edgert_status edgert_engine_input_info(const edgert_engine* engine, int32_t index, edgert_tensor_info* info) {
+  const auto& e = *engine->engine;
+  if (index < 0 || index >= static_cast<int32_t>(e.input_tensors().size())) return EDGERT_ERR_INVALID_ARGUMENT;
+  edgert::fill_tensor_info(e.main_graph().tensors[e.input_tensors()[index]], e.input_names()[index], info);
+  return EDGERT_OK;
+}
+
+edgert_status edgert_engine_output_info(const edgert_engine* engine, int32_t index, edgert_tensor_info* info) {
+  const auto& e = *engine->engine;
+  if (index < 0 || index >= static_cast<int32_t>(e.output_tensors().size())) return EDGERT_ERR_INVALID_ARGUMENT;
+  edgert::fill_tensor_info(e.main_graph().tensors[e.output_tensors()[index]], e.output_names()[index], info);
+  return EDGERT_OK;
+}
+
+const char* edgert_engine_board(const edgert_engine* engine) { return engine->engine->board().c_str(); }
+
+edgert_status edgert_context_create(const edgert_engine* engine, edgert_context** context, edgert_error* error) {
+  if (!engine || !context) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "engine and context must not be NULL");
+  return guarded(error, [&] {
+    *context = new edgert_context{std::make_unique<edgert::ExecutionContext>(*engine->engine)};
+    return EDGERT_OK;
+  });
+}
+
+void edgert_context_release(edgert_context* context) { delete context; }
+
+edgert_status edgert_context_run(edgert_context* context, const edgert_tensor* inputs, int32_t num_inputs,
+                                 edgert_error* error) {
+  if (!context || (num_inputs > 0 && !inputs))
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "context and inputs must not be NULL");
+  return guarded(error, [&] { return context->context->run(inputs, num_inputs, error); });
+}
+
+edgert_status edgert_context_output(const edgert_context* context, int32_t index, edgert_tensor* output) {
+  if (!context || !output) return EDGERT_ERR_INVALID_ARGUMENT;
+  if (index < 0 || index >= static_cast<int32_t>(context->context->engine().output_tensors().size()))
+    return EDGERT_ERR_INVALID_ARGUMENT;
+  *output = context->context->output(index);
+  return EDGERT_OK;
+}
+
+}  // extern "C"

@@ -1,0 +1,232 @@
+#include "loaded_engine.h"
+
+#include <climits>
+
+#include "board.h"
+#include "error.h"
+
+namespace edgert {
+namespace {
+
+const char* str(const flatbuffers::String* s) { return s ? s->c_str() : ""; }
+
+}  // namespace
+
+std::unique_ptr<LoadedEngine> LoadedEngine::load(const std::string& path, const edgert_load_options& options,
+                                                  edgert_error* error) {
+  auto engine = std::unique_ptr<LoadedEngine>(new LoadedEngine());
+  if (!engine->file_.open(path, error) || !engine->resolve(options, error)) return nullptr;
+  return engine;
+}
+
+std::unique_ptr<LoadedEngine> LoadedEngine::load_memory(const void* data, size_t size,
+                                                        const edgert_load_options& options, edgert_error* error) {
+  auto engine = std::unique_ptr<LoadedEngine>(new LoadedEngine());
+  if (!engine->file_.open_memory(data, size, "<memory>", error) || !engine->resolve(options, error))
+    return nullptr;
+  return engine;
+}
+
+bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* error) {
+  const fb::Engine* e = file_.engine();
+  const char* where = file_.path().c_str();
+
+  const fb::BoardRef* board = e->board();
+  if (!board || !board->name() || !board->architecture() || !board->fingerprint()) {
+    set_error(error, EDGERT_ERR_FORMAT, "engine '%s' does not say which board it was built for", where);
+    return false;
+  }
+  board_ = board->name()->str();
+  if (!options.allow_board_mismatch) {
+    BoardHardware hw;
+    hw.architecture = board->architecture()->str();
+    if (board->cpu_features())
+      for (const auto* f : *board->cpu_features()) hw.cpu_features.push_back(f->str());
+    hw.gpu = "none";
+    if (check_board_compatible(board_, hw, board->fingerprint()->str(),
+                               options.expected_board ? options.expected_board : "", error) != EDGERT_OK) {
+      prefix_error(error, "%s", where);
+      return false;
+    }
+  }
+
+  std::vector<std::string> search_path = plugin_search_path(options.plugin_path);
+  if (e->plugins())
+    for (const fb::PluginRef* ref : *e->plugins()) {
+      const LoadedPlugin* plugin = load_plugin(ref->name()->str(), search_path, error);
+      if (!plugin) {
+        prefix_error(error, "engine '%s' needs plugin '%s'", where, ref->name()->c_str());
+        return false;
+      }
+      if (plugin->table->score && plugin->table->score() <= 0) {
+        set_error(error, EDGERT_ERR_PLUGIN, "engine '%s' needs plugin '%s' (%s), which cannot run on this machine",
+                  where, ref->name()->c_str(), plugin->path.c_str());
+        return false;
+      }
+      plugins_.push_back(plugin);
+    }
+
+  graphs_.resize(e->graphs()->size());
+  for (uint32_t g = 0; g < e->graphs()->size(); ++g)
+    if (!resolve_graph(g, error)) return false;
+
+  for (const auto* list : {e->inputs(), e->outputs()}) {
+    bool is_input = list == e->inputs();
+    if (!list) continue;
+    for (const fb::Binding* b : *list) {
+      (is_input ? inputs_ : outputs_).push_back(b->tensor());
+      (is_input ? input_names_ : output_names_).push_back(b->name()->str());
+    }
+  }
+  for (int32_t t : outputs_) graphs_[0].is_graph_output[t] = true;
+  return true;
+}
+
+bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
+  const fb::Engine* e = file_.engine();
+  const fb::Graph* g = e->graphs()->Get(index);
+  const char* where = file_.path().c_str();
+  LoadedGraph& graph = graphs_[index];
+
+  uint32_t num_tensors = g->tensors() ? g->tensors()->size() : 0;
+  graph.tensors.resize(num_tensors);
+  for (uint32_t t = 0; t < num_tensors; ++t) {
+    const fb::Tensor* src = g->tensors()->Get(t);
+    LoadedTensor& dst = graph.tensors[t];
+    dst.name = str(src->name());
+    dst.dtype = src->dtype();
+    dst.rank_known = src->rank_known();
+    dst.rank = src->shape() ? static_cast<int32_t>(src->shape()->size()) : 0;
+    for (int32_t d = 0; d < dst.rank; ++d) {
+      dst.dims[d] = src->shape()->Get(d)->value();
+      dst.dim_names[d] = src->shape()->Get(d)->name() ? src->shape()->Get(d)->name()->c_str() : nullptr;
+    }
+    if (src->weight() >= 0) {
+      dst.is_constant = true;
+      dst.constant.dtype = static_cast<edgert_dtype>(dst.dtype);
+      dst.constant.rank = dst.rank;
+      for (int32_t d = 0; d < dst.rank; ++d) dst.constant.dims[d] = dst.dims[d];
+      const fb::WeightRegion* region = e->weights()->Get(src->weight());
+      // Weights are read in place from the read-only mapping; kernels must not write inputs.
+      dst.constant.data = const_cast<uint8_t*>(file_.weights_base() + region->offset());
+    }
+  }
+  if (g->inputs()) graph.inputs.assign(g->inputs()->begin(), g->inputs()->end());
+  if (g->outputs()) graph.outputs.assign(g->outputs()->begin(), g->outputs()->end());
+
+  // Execution order must be sound: every tensor read is a constant, a graph input or written by
+  // an earlier node, and no tensor is written twice. Subgraphs may also read outer-scope tensors.
+  std::vector<bool> available(num_tensors, false);
+  for (uint32_t t = 0; t < num_tensors; ++t) available[t] = graph.tensors[t].is_constant;
+  for (int32_t t : graph.inputs) available[t] = true;
+  graph.last_use.assign(num_tensors, -1);
+  graph.is_graph_output.assign(num_tensors, false);
+  for (int32_t t : graph.outputs) graph.is_graph_output[t] = true;
+
+  uint32_t num_nodes = g->nodes() ? g->nodes()->size() : 0;
+  graph.nodes.resize(num_nodes);
+  for (uint32_t n = 0; n < num_nodes; ++n) {
+    const fb::Node* src = g->nodes()->Get(n);
+    LoadedNode& node = graph.nodes[n];
+    node.plugin = plugins_[src->plugin()];
+    node.kernel = node.plugin->find_kernel(src->kernel()->c_str());
+    if (!node.kernel) {
+      set_error(error, EDGERT_ERR_PLUGIN,
+                "engine '%s': node '%s' (%s) needs kernel '%s', which plugin '%s' (%s, version %s) does not "
+                "have; install the plugin version the engine was built with or rebuild the engine",
+                where, str(src->name()), str(src->op_type()), src->kernel()->c_str(), node.plugin->name.c_str(),
+                node.plugin->path.c_str(), node.plugin->table->version);
+      return false;
+    }
+    node.tactic = src->tactic();
+    if (src->inputs()) node.inputs.assign(src->inputs()->begin(), src->inputs()->end());
+    if (src->outputs()) node.outputs.assign(src->outputs()->begin(), src->outputs()->end());
+    if (node.inputs.size() > 1024 || node.outputs.size() > 1024) {
+      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node '%s' has %zu inputs and %zu outputs, over the "
+                "limit of 1024", where, str(src->name()), node.inputs.size(), node.outputs.size());
+      return false;
+    }
+    for (int32_t t : node.inputs) {
+      if (t < 0) continue;
+      if (!available[t] && index == 0) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node '%s' reads tensor '%s' before any node writes it",
+                  where, str(src->name()), graph.tensors[t].name);
+        return false;
+      }
+      graph.last_use[t] = static_cast<int32_t>(n);
+    }
+    for (int32_t t : node.outputs) {
+      if (available[t]) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node '%s' writes tensor '%s', which already has a value",
+                  where, str(src->name()), graph.tensors[t].name);
+        return false;
+      }
+      available[t] = true;
+    }
+
+    uint32_t num_attributes = src->attributes() ? src->attributes()->size() : 0;
+    node.attributes.resize(num_attributes);
+    node.string_lists.resize(num_attributes);
+    for (uint32_t a = 0; a < num_attributes; ++a) {
+      const fb::Attribute* fa = src->attributes()->Get(a);
+      edgert_attribute& attr = node.attributes[a];
+      attr.name = fa->name()->c_str();
+      attr.type = static_cast<edgert_attr_type>(fa->type());
+      attr.i = fa->i();
+      attr.f = fa->f();
+      attr.graph = -1;
+      switch (fa->type()) {
+        case fb::AttributeType::String:
+          attr.s = fa->s() ? reinterpret_cast<const char*>(fa->s()->data()) : "";
+          attr.s_len = fa->s() ? fa->s()->size() : 0;
+          break;
+        case fb::AttributeType::Ints:
+          attr.ints = fa->ints() ? fa->ints()->data() : nullptr;
+          attr.count = fa->ints() ? fa->ints()->size() : 0;
+          break;
+        case fb::AttributeType::Floats:
+          attr.floats = fa->floats() ? fa->floats()->data() : nullptr;
+          attr.count = fa->floats() ? fa->floats()->size() : 0;
+          break;
+        case fb::AttributeType::Strings:
+          if (fa->strings())
+            for (const auto* s : *fa->strings()) node.string_lists[a].push_back(s->c_str());
+          attr.strings = node.string_lists[a].data();
+          attr.count = node.string_lists[a].size();
+          break;
+        case fb::AttributeType::Tensor: attr.tensor = &graph.tensors[fa->tensor()].constant; break;
+        case fb::AttributeType::Graph: attr.graph = fa->graph(); break;
+        default: break;
+      }
+    }
+    node.node.name = str(src->name());
+    node.node.domain = str(src->domain());
+    node.node.op_type = str(src->op_type());
+    node.node.opset = src->opset();
+    node.node.num_inputs = static_cast<int32_t>(node.inputs.size());
+    node.node.num_outputs = static_cast<int32_t>(node.outputs.size());
+    node.node.num_attributes = static_cast<int32_t>(num_attributes);
+    node.node.attributes = node.attributes.data();
+  }
+  if (index == 0)
+    for (int32_t t : graph.outputs)
+      if (!available[t]) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': graph output '%s' is never written", where,
+                  graph.tensors[t].name);
+        return false;
+      }
+  return true;
+}
+
+void fill_tensor_info(const LoadedTensor& tensor, const std::string& binding_name, edgert_tensor_info* info) {
+  *info = edgert_tensor_info{};
+  info->name = binding_name.c_str();
+  info->dtype = static_cast<edgert_dtype>(tensor.dtype);
+  info->rank = tensor.rank_known ? tensor.rank : -1;
+  for (int32_t d = 0; d < tensor.rank; ++d) {
+    info->dims[d] = tensor.dims[d];
+    info->dim_names[d] = tensor.dim_names[d];
+  }
+}
+
+}  // namespace edgert

@@ -1,0 +1,80 @@
+// An engine after verification: graphs resolved into the structs kernels receive, plugins and
+// kernels looked up. Immutable once loaded; shared by every ExecutionContext made from it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgert/edgert.h"
+#include "edgert/plugin.h"
+#include "engine_file.h"
+#include "plugin_loader.h"
+
+namespace edgert {
+
+struct LoadedTensor {
+  const char* name = "";
+  int32_t dtype = 0;  // 0 when the builder could not infer it
+  bool rank_known = false;
+  int32_t rank = 0;
+  int64_t dims[EDGERT_MAX_RANK] = {};        // -1: dynamic
+  const char* dim_names[EDGERT_MAX_RANK] = {};
+  bool is_constant = false;
+  edgert_tensor constant{};  // for constants: data points into the mmap (read-only)
+};
+
+struct LoadedNode {
+  edgert_node node{};
+  std::vector<edgert_attribute> attributes;
+  std::vector<std::vector<const char*>> string_lists;  // backing store of STRINGS attributes
+  std::vector<int32_t> inputs;                          // -1: omitted optional input
+  std::vector<int32_t> outputs;
+  const LoadedPlugin* plugin = nullptr;
+  const edgert_kernel* kernel = nullptr;
+  int64_t tactic = 0;
+};
+
+struct LoadedGraph {
+  std::vector<LoadedTensor> tensors;
+  std::vector<LoadedNode> nodes;
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> outputs;
+  // Index of the last node reading each tensor; -1 when none does. Graph outputs and
+  // constants are never freed early, whatever this says.
+  std::vector<int32_t> last_use;
+  std::vector<bool> is_graph_output;
+};
+
+class LoadedEngine {
+ public:
+  static std::unique_ptr<LoadedEngine> load(const std::string& path, const edgert_load_options& options,
+                                            edgert_error* error);
+  // For tests and fuzzing: load from memory that outlives the engine.
+  static std::unique_ptr<LoadedEngine> load_memory(const void* data, size_t size,
+                                                   const edgert_load_options& options, edgert_error* error);
+
+  const EngineFile& file() const { return file_; }
+  const LoadedGraph& main_graph() const { return graphs_[0]; }
+  const std::vector<LoadedGraph>& graphs() const { return graphs_; }
+  const std::vector<int32_t>& input_tensors() const { return inputs_; }
+  const std::vector<int32_t>& output_tensors() const { return outputs_; }
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  const std::vector<std::string>& output_names() const { return output_names_; }
+  const std::string& board() const { return board_; }
+
+ private:
+  bool resolve(const edgert_load_options& options, edgert_error* error);
+  bool resolve_graph(uint32_t index, edgert_error* error);
+
+  EngineFile file_;
+  std::vector<const LoadedPlugin*> plugins_;
+  std::vector<LoadedGraph> graphs_;
+  std::vector<int32_t> inputs_, outputs_;
+  std::vector<std::string> input_names_, output_names_;
+  std::string board_;
+};
+
+void fill_tensor_info(const LoadedTensor& tensor, const std::string& binding_name, edgert_tensor_info* info);
+
+}  // namespace edgert

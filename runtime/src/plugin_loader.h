@@ -1,0 +1,38 @@
+// Finding, checking and dlopen-ing plugins. Process-wide: a plugin is loaded once and its handle
+// is never closed, because kernels of engines (and threads running them) may still execute its
+// code; unloading a live plugin would turn into a crash far from the cause.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "edgert/plugin.h"
+
+namespace edgert {
+
+struct LoadedPlugin {
+  std::string name;
+  std::string path;
+  const edgert_plugin* table = nullptr;
+  const edgert_kernel* find_kernel(const char* kernel_name) const;
+};
+
+// Directories searched, in order: the explicit path list (colon-separated) if given, otherwise
+// $EDGERT_PLUGIN_PATH, otherwise <dir of libedgert or the executable>/../lib/edgert/plugins and
+// the install directory.
+std::vector<std::string> plugin_search_path(const char* explicit_path);
+
+// The file name a plugin called `name` has: libedgert_plugin_<name>.so
+std::string plugin_file_name(const std::string& name);
+
+// Loads (or returns the already loaded) plugin `name`. Refuses world-writable directories or
+// files and plugins with another ABI version; the error names every path searched.
+const LoadedPlugin* load_plugin(const std::string& name, const std::vector<std::string>& search_path,
+                                edgert_error* error);
+
+// Every plugin found on the search path (for the builder, which picks kernels among them).
+std::vector<const LoadedPlugin*> load_all_plugins(const std::vector<std::string>& search_path,
+                                                  edgert_error* error);
+
+}  // namespace edgert
