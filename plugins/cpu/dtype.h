@@ -155,4 +155,23 @@ decltype(auto) dispatch(edgert_dtype dtype, unsigned allowed, Fn&& fn, const cha
   throw_unsupported_dtype(dtype, what);
 }
 
+template <typename T>
+constexpr unsigned dtype_set_of() {
+  if constexpr (std::is_same_v<T, bool>) return kBool;
+  else if constexpr (is_float_like_v<T>) return kFloats;
+  else if constexpr (std::is_signed_v<T>) return kSigned;
+  else return kUnsigned;
+}
+
+// Like dispatch(), but compiles fn only for the dtypes in kAllowed: dispatch() instantiates its
+// lambda for all 13 dtypes whatever `allowed` says (the check is at run time), which costs
+// compile time and code size in kernels that are only valid for a few types.
+template <unsigned kAllowed, typename Fn>
+void dispatch_only(edgert_dtype dtype, Fn&& fn, const char* what = "tensor") {
+  dispatch(dtype, kAllowed, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr ((dtype_set_of<T>() & kAllowed) != 0) fn(tag);
+  }, what);
+}
+
 }  // namespace edgert::cpu

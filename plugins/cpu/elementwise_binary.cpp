@@ -10,24 +10,6 @@
 namespace edgert::cpu {
 namespace {
 
-// dispatch() instantiates its lambda for all 13 dtypes whatever `allowed` says (the check is at
-// run time); this wrapper compiles the body only for the dtypes in kAllowed, which keeps compile
-// time and code size down. (Same helper as in elementwise_unary.cpp.)
-template <typename T>
-constexpr unsigned dtype_set_of() {
-  if constexpr (std::is_same_v<T, bool>) return kBool;
-  else if constexpr (is_float_like_v<T>) return kFloats;
-  else if constexpr (std::is_signed_v<T>) return kSigned;
-  else return kUnsigned;
-}
-
-template <unsigned kAllowed, typename Fn>
-void dispatch_only(edgert_dtype dtype, Fn&& fn, const char* what = "input") {
-  dispatch(dtype, kAllowed, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr ((dtype_set_of<T>() & kAllowed) != 0) fn(tag);
-  }, what);
-}
 
 enum class BinaryKind { Add, Sub, Mul, Div, Mod, FMod, Equal, Less, LessOrEqual, Greater,
                         GreaterOrEqual, And, Or, Xor, BitShiftLeft, BitShiftRight, BitwiseAnd,

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #if defined(__aarch64__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -39,16 +42,29 @@ std::string host_architecture() {
 
 bool host_has_cpu_feature(const std::string& f) {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (f == "sse4.2") return __builtin_cpu_supports("sse4.2");
-  if (f == "avx") return __builtin_cpu_supports("avx");
-  if (f == "avx2") return __builtin_cpu_supports("avx2");
-  if (f == "fma") return __builtin_cpu_supports("fma");
-  if (f == "f16c") return __builtin_cpu_supports("f16c");
-  if (f == "avx512f") return __builtin_cpu_supports("avx512f");
-  if (f == "avx512bw") return __builtin_cpu_supports("avx512bw");
-  if (f == "avx512vl") return __builtin_cpu_supports("avx512vl");
-  if (f == "avx512vnni") return __builtin_cpu_supports("avx512vnni");
+  // cpuid plus the OS's XSAVE state: a CPU with AVX registers the kernel does not save is no
+  // AVX machine.
+  unsigned eax, ebx, ecx, edx;
+  __cpuid(1, eax, ebx, ecx, edx);
+  unsigned leaf1_ecx = ecx;
+  bool os_avx = false, os_avx512 = false;
+  if (leaf1_ecx & (1u << 27)) {
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    os_avx = (lo & 0x6u) == 0x6u;
+    os_avx512 = (lo & 0xe6u) == 0xe6u;
+  }
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  unsigned leaf7_ebx = ebx, leaf7_ecx = ecx;
+  if (f == "sse4.2") return leaf1_ecx & (1u << 20);
+  if (f == "avx") return os_avx && (leaf1_ecx & (1u << 28));
+  if (f == "fma") return os_avx && (leaf1_ecx & (1u << 12));
+  if (f == "f16c") return os_avx && (leaf1_ecx & (1u << 29));
+  if (f == "avx2") return os_avx && (leaf7_ebx & (1u << 5));
+  if (f == "avx512f") return os_avx512 && (leaf7_ebx & (1u << 16));
+  if (f == "avx512bw") return os_avx512 && (leaf7_ebx & (1u << 30));
+  if (f == "avx512vl") return os_avx512 && (leaf7_ebx & (1u << 31));
+  if (f == "avx512vnni") return os_avx512 && (leaf7_ecx & (1u << 11));
   return false;
 #elif defined(__aarch64__)
   unsigned long hwcap = getauxval(AT_HWCAP);

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY  // XXH64_state_t on the stack
 #include <xxhash.h>
 
 #include <cerrno>
@@ -23,7 +24,17 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_
 
 }  // namespace
 
-uint64_t engine_checksum(const void* data, size_t size) { return XXH64(data, size, 0); }
+uint64_t engine_checksum(const void* file, size_t size) {
+  size_t body = size - sizeof(EngineTrailer);
+  EngineTrailer trailer;
+  std::memcpy(&trailer, static_cast<const uint8_t*>(file) + body, sizeof trailer);
+  trailer.checksum = 0;
+  XXH64_state_t state;
+  XXH64_reset(&state, 0);
+  XXH64_update(&state, file, body);
+  XXH64_update(&state, &trailer, sizeof trailer);
+  return XXH64_digest(&state);
+}
 
 EngineFile::~EngineFile() {
   if (mapping_) munmap(mapping_, size_);
@@ -67,6 +78,12 @@ bool EngineFile::open_memory(const void* data, size_t size, const std::string& l
   path_ = label;
   base_ = static_cast<const uint8_t*>(data);
   size_ = size;
+  // Weights are aligned relative to the file start; the start itself must be aligned for that
+  // to mean anything (malloc and mmap both give at least this).
+  if (reinterpret_cast<uintptr_t>(data) % 16 != 0) {
+    set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "engine buffer '%s' is not 16-byte aligned", label.c_str());
+    return false;
+  }
   if (size_ < sizeof(EngineTrailer)) {
     set_error(error, EDGERT_ERR_FORMAT, "engine '%s' is truncated: %zu bytes, smaller than the %zu-byte trailer",
               path_.c_str(), size_, sizeof(EngineTrailer));
@@ -85,6 +102,10 @@ bool EngineFile::verify(edgert_error* error) {
               where, sizeof(EngineTrailer));
     return false;
   }
+  if (trailer_.reserved0 != 0 || trailer_.reserved[0] != 0 || trailer_.reserved[1] != 0) {
+    set_error(error, EDGERT_ERR_FORMAT, "engine '%s' has non-zero reserved trailer fields (corrupted?)", where);
+    return false;
+  }
   if (trailer_.trailer_version != 1) {
     set_error(error, EDGERT_ERR_VERSION, "engine '%s' has trailer version %u; this runtime reads 1",
               where, trailer_.trailer_version);
@@ -101,7 +122,7 @@ bool EngineFile::verify(edgert_error* error) {
               static_cast<unsigned long long>(trailer_.weights_size));
     return false;
   }
-  uint64_t checksum = engine_checksum(base_, body);
+  uint64_t checksum = engine_checksum(base_, size_);
   if (checksum != trailer_.checksum) {
     set_error(error, EDGERT_ERR_CHECKSUM,
               "engine '%s' is corrupted: checksum %016llx of its %zu bytes does not match the recorded %016llx",
@@ -132,6 +153,15 @@ bool EngineFile::verify(edgert_error* error) {
   const auto* graphs = e->graphs();
   if (!graphs || graphs->size() == 0) {
     set_error(error, EDGERT_ERR_FORMAT, "engine '%s' has no graph", where);
+    return false;
+  }
+  // The FlatBuffers verifier checks alignment of scalars but not of vector elements; a hostile
+  // file could place 8-byte elements at 4-byte offsets.
+  auto misaligned = [&](const void* p, size_t align) {
+    return (static_cast<size_t>(static_cast<const uint8_t*>(p) - base_) % align) != 0;
+  };
+  if (e->weights() && e->weights()->size() && misaligned(e->weights()->Data(), alignof(fb::WeightRegion))) {
+    set_error(error, EDGERT_ERR_FORMAT, "engine '%s': the weight table is misaligned", where);
     return false;
   }
   uint32_t num_weights = e->weights() ? e->weights()->size() : 0;
@@ -219,6 +249,11 @@ bool EngineFile::verify(edgert_error* error) {
           }
       if (node->attributes())
         for (const fb::Attribute* a : *node->attributes()) {
+          if ((a->ints() && a->ints()->size() && misaligned(a->ints()->Data(), sizeof(int64_t))) ||
+              (a->floats() && misaligned(a->floats()->Data(), sizeof(float)))) {
+            set_error(error, EDGERT_ERR_FORMAT, "engine '%s': an attribute of node %u of graph %u is misaligned", where, n, g);
+            return false;
+          }
           if (!a->name()) {
             set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node %u of graph %u has an unnamed attribute", where, n, g);
             return false;

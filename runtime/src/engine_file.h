@@ -22,14 +22,16 @@ struct EngineTrailer {
   uint64_t flatbuffer_size;  // the FlatBuffer occupies [0, flatbuffer_size)
   uint64_t weights_offset;   // file offset of the weights section, multiple of 64
   uint64_t weights_size;
-  uint64_t checksum;         // XXH64 (seed 0) of every byte before the trailer
+  uint64_t checksum;         // XXH64 (seed 0) of the whole file with this field taken as zero
   uint32_t trailer_version;  // 1
   uint32_t reserved0;
   uint64_t reserved[2];
 };
 static_assert(sizeof(EngineTrailer) == 64, "trailer layout is part of the file format");
 
-uint64_t engine_checksum(const void* data, size_t size);
+// XXH64 of a whole engine file (`size` includes the trailer) with the trailer's checksum field
+// taken as zero, so every byte, the trailer's own fields included, is covered.
+uint64_t engine_checksum(const void* file, size_t size);
 
 // A read-only mmap of an engine file that passed every structural check: trailer, checksum,
 // identifier, FlatBuffers verifier, format version, and every index and weight region in
