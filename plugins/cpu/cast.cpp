@@ -130,13 +130,15 @@ class CastLikeOp : public Op {
 
 // Strings are refused up front so the builder can report the node as unsupported.
 int32_t cast_supports(const edgert_node* node, const edgert_tensor* inputs) {
-  if (!castable(inputs[0].dtype)) return 0;
+  // UNDEFINED: the builder has not inferred the input's dtype; prepare checks it at run time.
+  if (inputs[0].dtype != EDGERT_DTYPE_UNDEFINED && !castable(inputs[0].dtype)) return 0;
   int64_t to = Attributes(node).get_int("to", 0);
   return castable(static_cast<edgert_dtype>(to)) ? 1 : 0;
 }
 
 int32_t cast_like_supports(const edgert_node* node, const edgert_tensor* inputs) {
-  return node->num_inputs >= 2 && castable(inputs[0].dtype) && castable(inputs[1].dtype) ? 1 : 0;
+  auto ok = [](edgert_dtype d) { return d == EDGERT_DTYPE_UNDEFINED || castable(d); };
+  return node->num_inputs >= 2 && ok(inputs[0].dtype) && ok(inputs[1].dtype) ? 1 : 0;
 }
 
 }  // namespace

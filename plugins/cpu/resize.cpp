@@ -545,7 +545,7 @@ int32_t grid_sample_supports(const edgert_node* node, const edgert_tensor* input
   GridPadding padding;
   if (!parse_grid_mode(attrs.get_string("mode", "bilinear"), mode)) return 0;
   if (!parse_grid_padding(attrs.get_string("padding_mode", "zeros"), padding)) return 0;
-  return inputs[0].rank == 4;
+  return inputs[0].rank == 4 || inputs[0].rank < 0;  // < 0: rank not inferred at build time
 }
 
 }  // namespace

@@ -12,7 +12,10 @@ namespace {
 int32_t tfidf_supports(const edgert_node* node, const edgert_tensor* inputs) {
   Attributes attrs(node);
   if (attrs.has("pool_strings") && !attrs.has("pool_int64s")) return 0;
-  return inputs[0].dtype == EDGERT_DTYPE_INT32 || inputs[0].dtype == EDGERT_DTYPE_INT64 ? 1 : 0;
+  return inputs[0].dtype == EDGERT_DTYPE_INT32 || inputs[0].dtype == EDGERT_DTYPE_INT64 ||
+                 inputs[0].dtype == EDGERT_DTYPE_UNDEFINED
+             ? 1
+             : 0;
 }
 
 // Counts the pool's n-grams in each row of X, as ONNX Runtime does: for every skip distance,

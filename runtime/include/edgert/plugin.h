@@ -102,7 +102,12 @@ struct edgert_kernel {
 
   const void* user_data; /* the plugin's own; the runtime never reads it */
 
-  /* 1 when the kernel can run `node` (attributes, opset, input count), 0 otherwise. */
+  /*
+   * 1 when the kernel can run `node` (attributes, opset, input count), 0 otherwise. Called by
+   * the builder, which may not know everything yet: an input dtype it has not inferred is
+   * EDGERT_DTYPE_UNDEFINED, an unknown rank is -1, an unknown dimension -1, and data is NULL
+   * unless the input is a constant. Refuse only what is known to be unsupported.
+   */
   int32_t (*supports)(const edgert_kernel* self, const edgert_node* node,
                       const edgert_tensor* inputs);
 
