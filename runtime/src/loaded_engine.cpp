@@ -1,6 +1,8 @@
 #include "loaded_engine.h"
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include "board.h"
 #include "error.h"
@@ -53,6 +55,10 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
   std::vector<std::string> search_path = plugin_search_path(options.plugin_path);
   if (e->plugins())
     for (const fb::PluginRef* ref : *e->plugins()) {
+      if (ref->name()->str() == kBuiltinPlugin) {
+        plugins_.push_back(nullptr);
+        continue;
+      }
       const LoadedPlugin* plugin = load_plugin(ref->name()->str(), search_path, error);
       if (!plugin) {
         prefix_error(error, "engine '%s' needs plugin '%s'", where, ref->name()->c_str());
@@ -67,8 +73,13 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
     }
 
   graphs_.resize(e->graphs()->size());
-  for (uint32_t g = 0; g < e->graphs()->size(); ++g)
+  for (uint32_t g = 0; g < e->graphs()->size(); ++g) {
+    if (g > 0 && graphs_[g].parent < 0) {
+      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': graph %u is not the subgraph of any node", where, g);
+      return false;
+    }
     if (!resolve_graph(g, error)) return false;
+  }
 
   for (const auto* list : {e->inputs(), e->outputs()}) {
     bool is_input = list == e->inputs();
@@ -79,7 +90,66 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
     }
   }
   for (int32_t t : outputs_) graphs_[0].is_graph_output[t] = true;
+  return resolve_profiles(error);
+}
+
+bool LoadedEngine::resolve_profiles(edgert_error* error) {
+  const fb::Engine* e = file_.engine();
+  const char* where = file_.path().c_str();
+  ranges_.assign(inputs_.size(), ShapeRange{});
+  if (!e->profiles() || e->profiles()->size() == 0) return true;
+  const fb::OptimizationProfile* profile = e->profiles()->Get(0);
+  if (!profile->inputs()) return true;
+  for (const fb::ShapeRange* r : *profile->inputs()) {
+    size_t index = inputs_.size();
+    for (size_t i = 0; i < input_names_.size(); ++i)
+      if (r->input() && input_names_[i] == r->input()->str()) index = i;
+    if (index == inputs_.size() || !r->min() || !r->opt() || !r->max()) {
+      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': optimization profile names an unknown input or lacks a bound", where);
+      return false;
+    }
+    const LoadedTensor& t = graphs_[0].tensors[inputs_[index]];
+    size_t rank = r->min()->size();
+    if (r->opt()->size() != rank || r->max()->size() != rank || (t.rank_known && rank != static_cast<size_t>(t.rank))) {
+      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': optimization profile of input '%s' has mismatched ranks", where,
+                input_names_[index].c_str());
+      return false;
+    }
+    ShapeRange& range = ranges_[index];
+    range.min.assign(r->min()->begin(), r->min()->end());
+    range.opt.assign(r->opt()->begin(), r->opt()->end());
+    range.max.assign(r->max()->begin(), r->max()->end());
+    for (size_t d = 0; d < rank; ++d)
+      if (range.min[d] < 0 || range.min[d] > range.opt[d] || range.opt[d] > range.max[d]) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': optimization profile of input '%s' has min > opt > max at "
+                  "dimension %zu", where, input_names_[index].c_str(), d);
+        return false;
+      }
+  }
   return true;
+}
+
+const LoadedEngine::ShapeRange* LoadedEngine::profile_range(size_t index) const {
+  return index < ranges_.size() && !ranges_[index].min.empty() ? &ranges_[index] : nullptr;
+}
+
+edgert_status LoadedEngine::check_profile(size_t index, const edgert_tensor& tensor, edgert_error* error) const {
+  const ShapeRange* range = profile_range(index);
+  if (!range) return EDGERT_OK;
+  bool inside = static_cast<size_t>(tensor.rank) == range->min.size();
+  for (size_t d = 0; inside && d < range->min.size(); ++d)
+    inside = tensor.dims[d] >= range->min[d] && tensor.dims[d] <= range->max[d];
+  if (inside) return EDGERT_OK;
+  auto text = [](const std::vector<int64_t>& dims) {
+    std::string s = "[";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+    return s + "]";
+  };
+  std::vector<int64_t> got(tensor.dims, tensor.dims + std::max(0, tensor.rank));
+  return set_error(error, EDGERT_ERR_SHAPE,
+                   "input '%s': shape %s is outside the engine's optimization profile: allowed from min %s to max %s "
+                   "(rebuild with wider --min-shapes/--max-shapes to accept it)",
+                   input_names_[index].c_str(), text(got).c_str(), text(range->min).c_str(), text(range->max).c_str());
 }
 
 bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
@@ -124,13 +194,52 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
   for (int32_t t : graph.outputs) graph.is_graph_output[t] = true;
 
   uint32_t num_nodes = g->nodes() ? g->nodes()->size() : 0;
+  if (index > 0) {
+    // A subgraph tensor that is not a constant, an input or written here is the parent's,
+    // by name (ONNX outer-scope references).
+    std::vector<bool> produced(num_tensors, false);
+    for (uint32_t n = 0; n < num_nodes; ++n)
+      if (g->nodes()->Get(n)->outputs())
+        for (int32_t t : *g->nodes()->Get(n)->outputs()) produced[t] = true;
+    const LoadedGraph& parent = graphs_[graph.parent];  // resolved already: parents come first
+    std::vector<bool> read(num_tensors, false);
+    for (uint32_t n = 0; n < num_nodes; ++n)
+      if (g->nodes()->Get(n)->inputs())
+        for (int32_t t : *g->nodes()->Get(n)->inputs())
+          if (t >= 0) read[t] = true;
+    for (int32_t t : graph.outputs) read[t] = true;
+    for (uint32_t t = 0; t < num_tensors; ++t) {
+      if (!read[t] || available[t] || produced[t]) continue;
+      int32_t found = -1;
+      for (size_t p = 0; p < parent.tensors.size() && found < 0; ++p)
+        if (std::strcmp(parent.tensors[p].name, graph.tensors[t].name) == 0) found = static_cast<int32_t>(p);
+      if (found < 0) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': subgraph %u reads '%s', which neither it nor its parent "
+                  "graph defines", where, index, graph.tensors[t].name);
+        return false;
+      }
+      graph.captures.emplace_back(static_cast<int32_t>(t), found);
+      available[t] = true;
+      // The parent must keep the tensor alive until the node running this subgraph is done.
+      int32_t& last = graphs_[graph.parent].last_use[found];
+      last = std::max(last, graph.parent_node);
+    }
+  }
   graph.nodes.resize(num_nodes);
   for (uint32_t n = 0; n < num_nodes; ++n) {
     const fb::Node* src = g->nodes()->Get(n);
     LoadedNode& node = graph.nodes[n];
     node.plugin = plugins_[src->plugin()];
-    node.kernel = node.plugin->find_kernel(src->kernel()->c_str());
-    if (!node.kernel) {
+    if (!node.plugin) {
+      std::string kernel = src->kernel()->str();
+      node.builtin = kernel == "builtin-if" ? BuiltinOp::If : kernel == "builtin-loop" ? BuiltinOp::Loop
+                     : kernel == "builtin-scan" ? BuiltinOp::Scan : BuiltinOp::None;
+      if (node.builtin == BuiltinOp::None) {
+        set_error(error, EDGERT_ERR_PLUGIN, "engine '%s': node '%s' needs builtin op '%s', which this runtime "
+                  "does not have", where, str(src->name()), kernel.c_str());
+        return false;
+      }
+    } else if (!(node.kernel = node.plugin->find_kernel(src->kernel()->c_str()))) {
       set_error(error, EDGERT_ERR_PLUGIN,
                 "engine '%s': node '%s' (%s) needs kernel '%s', which plugin '%s' (%s, version %s) does not "
                 "have; install the plugin version the engine was built with or rebuild the engine",
@@ -148,7 +257,7 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
     }
     for (int32_t t : node.inputs) {
       if (t < 0) continue;
-      if (!available[t] && index == 0) {
+      if (!available[t]) {
         set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node '%s' reads tensor '%s' before any node writes it",
                   where, str(src->name()), graph.tensors[t].name);
         return false;
@@ -195,7 +304,21 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
           attr.count = node.string_lists[a].size();
           break;
         case fb::AttributeType::Tensor: attr.tensor = &graph.tensors[fa->tensor()].constant; break;
-        case fb::AttributeType::Graph: attr.graph = fa->graph(); break;
+        case fb::AttributeType::Graph: {
+          attr.graph = fa->graph();
+          LoadedGraph& sub = graphs_[attr.graph];
+          if (sub.parent >= 0) {
+            set_error(error, EDGERT_ERR_FORMAT, "engine '%s': graph %d is the subgraph of two nodes", where, attr.graph);
+            return false;
+          }
+          sub.parent = static_cast<int32_t>(index);
+          sub.parent_node = static_cast<int32_t>(n);
+          std::string an = fa->name()->str();
+          if (an == "then_branch") node.then_graph = attr.graph;
+          else if (an == "else_branch") node.else_graph = attr.graph;
+          else if (an == "body") node.body_graph = attr.graph;
+          break;
+        }
         default: break;
       }
     }
@@ -208,8 +331,7 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
     node.node.num_attributes = static_cast<int32_t>(num_attributes);
     node.node.attributes = node.attributes.data();
   }
-  if (index == 0)
-    for (int32_t t : graph.outputs)
+  for (int32_t t : graph.outputs)
       if (!available[t]) {
         set_error(error, EDGERT_ERR_FORMAT, "engine '%s': graph output '%s' is never written", where,
                   graph.tensors[t].name);

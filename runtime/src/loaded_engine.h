@@ -24,13 +24,20 @@ struct LoadedTensor {
   edgert_tensor constant{};  // for constants: data points into the mmap (read-only)
 };
 
+// Ops the runtime runs itself because they execute subgraphs (a kernel cannot call back into
+// the executor). The builder assigns them to the reserved plugin name "builtin".
+enum class BuiltinOp { None, If, Loop, Scan };
+constexpr const char* kBuiltinPlugin = "builtin";
+
 struct LoadedNode {
   edgert_node node{};
+  BuiltinOp builtin = BuiltinOp::None;
+  int32_t then_graph = -1, else_graph = -1, body_graph = -1;  // subgraph indices of If / Loop, Scan
   std::vector<edgert_attribute> attributes;
   std::vector<std::vector<const char*>> string_lists;  // backing store of STRINGS attributes
   std::vector<int32_t> inputs;                          // -1: omitted optional input
   std::vector<int32_t> outputs;
-  const LoadedPlugin* plugin = nullptr;
+  const LoadedPlugin* plugin = nullptr;  // null for builtin ops
   const edgert_kernel* kernel = nullptr;
   int64_t tactic = 0;
 };
@@ -44,6 +51,10 @@ struct LoadedGraph {
   // constants are never freed early, whatever this says.
   std::vector<int32_t> last_use;
   std::vector<bool> is_graph_output;
+  // Subgraphs read tensors of the enclosing graph by name: (tensor here, tensor in the parent).
+  int32_t parent = -1;
+  int32_t parent_node = -1;  // the node of the parent graph that runs this subgraph
+  std::vector<std::pair<int32_t, int32_t>> captures;
 };
 
 class LoadedEngine {
@@ -63,16 +74,26 @@ class LoadedEngine {
   const std::vector<std::string>& output_names() const { return output_names_; }
   const std::string& board() const { return board_; }
 
+  struct ShapeRange {
+    std::vector<int64_t> min, opt, max;
+  };
+  // The profile range of engine input `index`, or null when the engine sets none.
+  const ShapeRange* profile_range(size_t index) const;
+  // Fails with a message giving the allowed range when `tensor` lies outside the profile.
+  edgert_status check_profile(size_t index, const edgert_tensor& tensor, edgert_error* error) const;
+
  private:
   bool resolve(const edgert_load_options& options, edgert_error* error);
   bool resolve_graph(uint32_t index, edgert_error* error);
+  bool resolve_profiles(edgert_error* error);
 
   EngineFile file_;
-  std::vector<const LoadedPlugin*> plugins_;
+  std::vector<const LoadedPlugin*> plugins_;  // null entry for the builtin pseudo-plugin
   std::vector<LoadedGraph> graphs_;
   std::vector<int32_t> inputs_, outputs_;
   std::vector<std::string> input_names_, output_names_;
   std::string board_;
+  std::vector<ShapeRange> ranges_;  // per engine input; empty vectors when unconstrained
 };
 
 void fill_tensor_info(const LoadedTensor& tensor, const std::string& binding_name, edgert_tensor_info* info);

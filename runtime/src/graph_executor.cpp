@@ -1,0 +1,193 @@
+#include "graph_executor.h"
+
+#include <cstring>
+#include <string>
+
+#include "control_flow.h"
+#include "error.h"
+
+namespace edgert {
+namespace {
+
+bool same_signature(const edgert_tensor& a, const edgert_tensor& b) {
+  if (a.dtype != b.dtype || a.rank != b.rank) return false;
+  for (int32_t d = 0; d < a.rank; ++d)
+    if (a.dims[d] != b.dims[d]) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string shape_text(const int64_t* dims, int32_t rank) {
+  std::string s = "[";
+  for (int32_t d = 0; d < rank; ++d) s += (d ? "x" : "") + (dims[d] < 0 ? std::string("?") : std::to_string(dims[d]));
+  return s + "]";
+}
+
+bool tensor_bytes(const edgert_tensor& t, size_t* bytes) {
+  uint64_t total = dtype_size(t.dtype);
+  for (int32_t d = 0; d < t.rank; ++d)
+    if (t.dims[d] < 0 || __builtin_mul_overflow(total, static_cast<uint64_t>(t.dims[d]), &total)) return false;
+  *bytes = total;
+  return true;
+}
+
+GraphExecutor::GraphExecutor(const LoadedEngine& engine, int32_t graph_index, TensorAllocator& allocator,
+                             const GraphExecutor* parent)
+    : engine_(engine), graph_(engine.graphs()[graph_index]), allocator_(allocator), parent_(parent) {
+  nodes_.resize(graph_.nodes.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    nodes_[i].inputs.resize(graph_.nodes[i].inputs.size());
+    nodes_[i].outputs.resize(graph_.nodes[i].outputs.size());
+    nodes_[i].last_inputs.resize(graph_.nodes[i].inputs.size());
+  }
+  values_.resize(graph_.tensors.size());
+  owned_.assign(graph_.tensors.size(), nullptr);
+}
+
+GraphExecutor::~GraphExecutor() {
+  subgraphs_.clear();
+  release_activations();
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].kernel_state) graph_.nodes[i].kernel->release(graph_.nodes[i].kernel, nodes_[i].kernel_state);
+}
+
+GraphExecutor& GraphExecutor::subgraph(int32_t graph_index) {
+  auto& slot = subgraphs_[graph_index];
+  if (!slot) slot = std::make_unique<GraphExecutor>(engine_, graph_index, allocator_, this);
+  return *slot;
+}
+
+void GraphExecutor::release_activations() {
+  for (size_t t = 0; t < owned_.size(); ++t) {
+    if (owned_[t]) allocator_.release(owned_[t]);
+    owned_[t] = nullptr;
+    values_[t] = edgert_tensor{};
+  }
+}
+
+edgert_status GraphExecutor::allocate_output(int32_t t, edgert_tensor& out, const char* node_name, edgert_error* error) {
+  size_t bytes = 0;
+  if (!tensor_bytes(out, &bytes))
+    return set_error(error, EDGERT_ERR_SHAPE, "node '%s': output '%s' has an invalid shape %s", node_name,
+                     graph_.tensors[t].name, shape_text(out.dims, out.rank).c_str());
+  void* block = allocator_.allocate(bytes);
+  if (!block)
+    return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "node '%s': cannot allocate %zu bytes for output '%s'", node_name,
+                     bytes, graph_.tensors[t].name);
+  if (owned_[t]) allocator_.release(owned_[t]);
+  out.data = block;
+  owned_[t] = block;
+  values_[t] = out;
+  return EDGERT_OK;
+}
+
+edgert_status GraphExecutor::run(const edgert_tensor* inputs, size_t num_inputs, edgert_error* error) {
+  release_activations();
+  if (num_inputs != graph_.inputs.size())
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "graph has %zu inputs, %zu were given", graph_.inputs.size(),
+                     num_inputs);
+  for (size_t t = 0; t < graph_.tensors.size(); ++t)
+    if (graph_.tensors[t].is_constant) values_[t] = graph_.tensors[t].constant;
+  for (size_t i = 0; i < num_inputs; ++i) values_[graph_.inputs[i]] = inputs[i];
+  for (const auto& [local, outer] : graph_.captures) values_[local] = parent_->value(outer);
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    if (edgert_status s = run_node(n, error)) {
+      release_activations();
+      return s;
+    }
+  }
+  return EDGERT_OK;
+}
+
+edgert_status GraphExecutor::run_node(size_t index, edgert_error* error) {
+  const LoadedNode& node = graph_.nodes[index];
+  for (int32_t t : node.inputs)
+    if (t >= 0 && values_[t].dtype == EDGERT_DTYPE_UNDEFINED)
+      return set_error(error, EDGERT_ERR_INTERNAL, "node '%s' (%s): input '%s' has no value", node.node.name,
+                       node.node.op_type, graph_.tensors[t].name);
+  edgert_status s;
+  switch (node.builtin) {
+    case BuiltinOp::If: s = run_if(*this, node, values_, error); break;
+    case BuiltinOp::Loop: s = run_loop(*this, node, values_, error); break;
+    case BuiltinOp::Scan: s = run_scan(*this, node, values_, error); break;
+    default: s = run_kernel(index, error); break;
+  }
+  if (s == EDGERT_OK) free_after(index);
+  return s;
+}
+
+edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
+  const LoadedNode& node = graph_.nodes[index];
+  NodeState& state = nodes_[index];
+  const edgert_kernel* kernel = node.kernel;
+
+  bool shapes_changed = !state.prepared || state.info.data_dependent;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    int32_t t = node.inputs[i];
+    state.inputs[i] = t < 0 ? edgert_tensor{} : values_[t];
+    if (!same_signature(state.inputs[i], state.last_inputs[i])) shapes_changed = true;
+  }
+
+  if (shapes_changed) {
+    for (edgert_tensor& out : state.outputs) out = edgert_tensor{};
+    edgert_error local{};
+    edgert_status s = kernel->prepare(kernel, &node.node, node.tactic, state.inputs.data(), state.outputs.data(),
+                                      &state.kernel_state, &state.info, &local);
+    if (s != EDGERT_OK)
+      return set_error(error, s, "node '%s' (%s, kernel %s/%s): %s", node.node.name, node.node.op_type,
+                       node.plugin->name.c_str(), kernel->name, local.message);
+    for (size_t o = 0; o < state.outputs.size(); ++o) {
+      const edgert_tensor& out = state.outputs[o];
+      size_t bytes;
+      if (!dtype_is_valid(out.dtype) || out.rank < 0 || out.rank > EDGERT_MAX_RANK || !tensor_bytes(out, &bytes))
+        return set_error(error, EDGERT_ERR_PLUGIN, "node '%s' (%s, kernel %s/%s): prepare gave output %zu an "
+                         "invalid dtype or shape", node.node.name, node.node.op_type, node.plugin->name.c_str(),
+                         kernel->name, o);
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      state.last_inputs[i] = state.inputs[i];
+      state.last_inputs[i].data = nullptr;
+    }
+    state.prepared = true;
+  }
+
+  for (size_t o = 0; o < node.outputs.size(); ++o)
+    if (edgert_status s = allocate_output(node.outputs[o], state.outputs[o], node.node.name, error)) return s;
+  void* workspace = nullptr;
+  if (state.info.workspace_bytes) {
+    workspace = allocator_.allocate(state.info.workspace_bytes);
+    if (!workspace)
+      return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "node '%s' (%s): cannot allocate a %zu-byte workspace",
+                       node.node.name, node.node.op_type, state.info.workspace_bytes);
+  }
+  edgert_error local{};
+  edgert_status s = kernel->execute(kernel, state.kernel_state, &node.node, state.inputs.data(), state.outputs.data(),
+                                    workspace, &local);
+  allocator_.release(workspace);
+  if (s != EDGERT_OK)
+    return set_error(error, s, "node '%s' (%s, kernel %s/%s): %s", node.node.name, node.node.op_type,
+                     node.plugin->name.c_str(), kernel->name, local.message);
+  return EDGERT_OK;
+}
+
+void GraphExecutor::free_after(size_t index) {
+  const LoadedNode& node = graph_.nodes[index];
+  // Activations this node was the last to read, and outputs nobody reads (an unused optional
+  // output), go back to the allocator; graph outputs and borrowed memory never do.
+  auto release = [&](int32_t t) {
+    if (graph_.is_graph_output[t] || !owned_[t]) return;
+    allocator_.release(owned_[t]);
+    owned_[t] = nullptr;
+  };
+  for (int32_t t : node.inputs) {
+    if (t < 0 || graph_.last_use[t] != static_cast<int32_t>(index)) continue;
+    bool also_output = false;
+    for (int32_t o : node.outputs) also_output = also_output || o == t;
+    if (!also_output) release(t);
+  }
+  for (int32_t t : node.outputs)
+    if (graph_.last_use[t] == -1) release(t);
+}
+
+}  // namespace edgert

@@ -1,0 +1,66 @@
+// Runs one graph of a LoadedEngine: prepares kernels when shapes change, places activations
+// with the context's TensorAllocator, frees each activation after its last reader, and runs
+// If / Loop / Scan by executing their subgraphs with child executors.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "loaded_engine.h"
+#include "tensor_allocator.h"
+
+namespace edgert {
+
+class GraphExecutor {
+ public:
+  GraphExecutor(const LoadedEngine& engine, int32_t graph_index, TensorAllocator& allocator,
+                const GraphExecutor* parent);
+  ~GraphExecutor();
+  GraphExecutor(const GraphExecutor&) = delete;
+  GraphExecutor& operator=(const GraphExecutor&) = delete;
+
+  // Runs with one tensor per graph input (borrowed for the duration of the call). Outputs stay
+  // valid until the next run or release_activations().
+  edgert_status run(const edgert_tensor* inputs, size_t num_inputs, edgert_error* error);
+  const edgert_tensor& value(int32_t tensor) const { return values_[tensor]; }
+  const edgert_tensor& output(size_t index) const { return values_[graph_.outputs[index]]; }
+  const LoadedGraph& graph() const { return graph_; }
+  void release_activations();
+
+  // For control-flow ops: the executor of a subgraph, made on first use and kept (its kernels
+  // stay prepared across iterations and runs).
+  GraphExecutor& subgraph(int32_t graph_index);
+  // Allocates `out` (dtype and shape already set) from the context's allocator as the value
+  // of tensor `t`.
+  edgert_status allocate_output(int32_t t, edgert_tensor& out, const char* node_name, edgert_error* error);
+
+ private:
+  struct NodeState {
+    void* kernel_state = nullptr;
+    bool prepared = false;
+    edgert_prepare_info info{};
+    std::vector<edgert_tensor> inputs;
+    std::vector<edgert_tensor> outputs;
+    std::vector<edgert_tensor> last_inputs;
+  };
+
+  edgert_status run_node(size_t index, edgert_error* error);
+  edgert_status run_kernel(size_t index, edgert_error* error);
+  void free_after(size_t index);
+
+  const LoadedEngine& engine_;
+  const LoadedGraph& graph_;
+  TensorAllocator& allocator_;
+  const GraphExecutor* parent_;
+  std::vector<NodeState> nodes_;
+  std::vector<edgert_tensor> values_;
+  std::vector<void*> owned_;
+  std::map<int32_t, std::unique_ptr<GraphExecutor>> subgraphs_;
+};
+
+// Tensor helpers shared by the executor and the control-flow ops.
+bool tensor_bytes(const edgert_tensor& t, size_t* bytes);
+std::string shape_text(const int64_t* dims, int32_t rank);
+
+}  // namespace edgert
