@@ -129,7 +129,9 @@ def recalibrate_bn(model, shape):
         batch = [CALIB_BATCH_SIZE] + list(shape[1:])
         for _ in range(CALIB_BATCHES):
             x = torch.randn(batch)
-            if isinstance(model, DetWrapper):
+            if spec["kind"] == "classifier":
+            scale_logits(model, spec["shape"])
+        if isinstance(model, DetWrapper):
                 # The detector takes a list of images and its extra layers reach 1x1, where BN
                 # needs a batch > 1: run backbone and head on a normalised batch directly.
                 det = model.model
@@ -140,6 +142,19 @@ def recalibrate_bn(model, shape):
                 model(x)
     model.eval()
     return len(bns)
+
+
+@torch.no_grad()
+def scale_logits(model, shape):
+    """Random torchvision heads give logits with std from ~0.01 (mobilenet_v3_small) to ~0.5:
+    scale the last layer by a power of two so that the logit std is about 1 for every model."""
+    last = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))][-1]
+    std = float(model(torch.randn([CALIB_BATCH_SIZE] + list(shape[1:]))).std())
+    factor = 2.0 ** round(np.log2(1.0 / std))
+    last.weight.mul_(factor)
+    if last.bias is not None:
+        last.bias.mul_(factor)
+    print(f"  logit std {std:.4g} before scaling the last layer by {factor:g}")
 
 
 def train_digits(rng):
@@ -234,6 +249,16 @@ def export_one(name, out_dir):
                       output_names=spec["outputs"], dynamic_axes=dynamic_axes)
     t_export = time.time() - t1
     m = onnx.load(path)
+    # The exporter names the output dims it could not infer ("Resizeout_dim_0", ...): pin the
+    # ones that are really static, and give the detector's data-dependent count one name.
+    declared = set(spec.get("dynamic", {}).values())
+    for v, o in zip(m.graph.output, outs):
+        for i, d in enumerate(v.type.tensor_type.shape.dim):
+            if d.HasField("dim_param") and d.dim_param not in declared:
+                if spec["kind"] == "detection":
+                    d.dim_param = "num_detections"
+                else:
+                    d.dim_value = o.shape[i]
     for k, v in meta.items():
         m.metadata_props.add(key=k, value=v)
     onnx.checker.check_model(m)
@@ -260,7 +285,16 @@ def manifest_entry(name, out_dir):
     m = onnx.load(os.path.join(out_dir, name + ".onnx"), load_external_data=False)
     props = {p.key: p.value for p in m.metadata_props}
     inits = {i.name for i in m.graph.initializer}
-    ops = sorted({n.op_type for n in m.graph.node})
+    ops = set()
+
+    def collect(graph):  # includes If/Loop subgraphs (the detector's NMS sits in an If)
+        for n in graph.node:
+            ops.add(n.op_type)
+            for a in n.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    collect(g)
+    collect(m.graph)
+    ops = sorted(ops)
     inputs = []
     for v in m.graph.input:
         if v.name in inits:

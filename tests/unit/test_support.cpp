@@ -96,6 +96,28 @@ onnx::ModelProto make_small_model() {
                      node("Relu", {"z"}, "y", "relu")});
 }
 
+onnx::ModelProto make_dynamic_model() {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(17);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("dynamic");
+  *g->add_initializer() = float_tensor("two", {}, {2.0f});
+  *g->add_node() = node("Relu", {"x"}, "r", "relu");
+  *g->add_node() = node("Mul", {"r", "two"}, "y", "double");
+  for (auto* list : {g->mutable_input(), g->mutable_output()}) {
+    onnx::ValueInfoProto* v = list->Add();
+    v->set_name(list == g->mutable_input() ? "x" : "y");
+    auto* tensor = v->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(onnx::TensorProto::FLOAT);
+    tensor->mutable_shape()->add_dim()->set_dim_value(1);
+    tensor->mutable_shape()->add_dim()->set_dim_param("n");
+  }
+  return model;
+}
+
 onnx::ModelProto make_unsupported_model() {
   return model_with({node("Mul", {"x", "w"}, "xw", "scale"), node("FancyNewOp", {"xw"}, "y", "mystery")});
 }

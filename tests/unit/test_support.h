@@ -34,6 +34,8 @@ class TempDir {
 
 // A small float model: y = Relu(x * w + b) over [1, 4] with constant w, b; opset 17.
 onnx::ModelProto make_small_model();
+// y = Relu(x) * 2 with x of shape [1, "n"]: a dynamic dimension.
+onnx::ModelProto make_dynamic_model();
 // A model using an op no plugin implements.
 onnx::ModelProto make_unsupported_model();
 void save_model(const onnx::ModelProto& model, const std::string& path);
