@@ -3,7 +3,9 @@
 
 No weights are downloaded: torchvision models are randomly initialised (seeded), and their
 batch-norm running statistics are recalibrated on random data so that the outputs have a
-healthy spread (an uncalibrated random network gives near-constant logits). One small CNN is
+healthy spread (an uncalibrated random network gives near-constant logits); the classifiers'
+last layer is then scaled by a power of two so that logits have std ~1, and the detector's class
+logits are scaled so that its scores (and so top-k/NMS) are well separated. One small CNN is
 trained on scikit-learn's bundled 8x8 digits so that one model has a real accuracy to check.
 
 For every model NAME this writes, into --out DIR:
@@ -129,9 +131,7 @@ def recalibrate_bn(model, shape):
         batch = [CALIB_BATCH_SIZE] + list(shape[1:])
         for _ in range(CALIB_BATCHES):
             x = torch.randn(batch)
-            if spec["kind"] == "classifier":
-            scale_logits(model, spec["shape"])
-        if isinstance(model, DetWrapper):
+            if isinstance(model, DetWrapper):
                 # The detector takes a list of images and its extra layers reach 1x1, where BN
                 # needs a batch > 1: run backbone and head on a normalised batch directly.
                 det = model.model
@@ -205,6 +205,8 @@ def export_one(name, out_dir):
     else:
         model = construct(spec["ctor"])
         n_bn = recalibrate_bn(model, spec["shape"])
+        if spec["kind"] == "classifier":
+            scale_logits(model, spec["shape"])
         if isinstance(model, DetWrapper):
             # Random class logits have std ~0.4, so all 91 softmax scores sit near 1/91 and the
             # top-k/NMS order hinges on differences of ~1e-7 (float noise). Scaling the last
