@@ -1,0 +1,136 @@
+// edgertctl: talks to edgertd over its control socket (framed JSON, see control_protocol.h).
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "control_protocol.h"
+
+namespace {
+
+using nlohmann::json;
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: edgertctl [--socket PATH] [--json] COMMAND [ARGS]\n"
+               "commands:\n"
+               "  status             daemon, memory budget and pipelines with statistics\n"
+               "  pipelines          the pipelines and their engines\n"
+               "  stats [PIPELINE]   fps, drops, p50/p99 latency per stage\n"
+               "  watch PIPELINE     stream results as JSON lines until interrupted\n");
+  return 2;
+}
+
+int connect_to(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    std::fprintf(stderr, "edgertctl: cannot connect to %s: %s (is edgertd running?)\n", path.c_str(), strerror(errno));
+    return -1;
+  }
+  return fd;
+}
+
+bool read_message(int fd, std::string& buffer, json* message) {
+  for (;;) {
+    std::string payload;
+    auto status = edgert::control::take_frame(buffer, edgert::control::kMaxResponseBytes, &payload);
+    if (status == edgert::control::FrameStatus::Complete) {
+      *message = json::parse(payload, nullptr, false);
+      return !message->is_discarded();
+    }
+    if (status == edgert::control::FrameStatus::TooLarge) return false;
+    char chunk[65536];
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n <= 0) return false;
+    buffer.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+void print_stats(const json& p) {
+  std::printf("%-12s %6.1f fps  in %llu  processed %llu  dropped %llu  errors %llu  copies/frame %.2f\n",
+              p["name"].get<std::string>().c_str(), p.value("fps", 0.0), p.value("frames_in", 0ull),
+              p.value("processed", 0ull), p.value("dropped", 0ull), p.value("errors", 0ull),
+              p.value("frame_copies_per_frame", 0.0));
+  if (p.contains("latency"))
+    for (const char* stage : {"queue", "preprocess", "inference", "postprocess", "total"}) {
+      const json& l = p["latency"][stage];
+      std::printf("    %-12s p50 %8.2f ms   p99 %8.2f ms\n", stage, l.value("p50_ms", 0.0), l.value("p99_ms", 0.0));
+    }
+  if (p.contains("last_error")) std::printf("    last error: %s\n", p["last_error"].get<std::string>().c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string socket_path = edgert::control::kDefaultSocket;
+  bool raw_json = false;
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; ++i) {
+    std::string a = argv[i];
+    if (a == "--socket" && i + 1 < argc) socket_path = argv[++i];
+    else if (a == "--json") raw_json = true;
+    else return usage();
+  }
+  if (i >= argc) return usage();
+  std::string command = argv[i++];
+  json request = {{"command", command}};
+  if (command == "watch" || command == "stats") {
+    if (i < argc) request["pipeline"] = argv[i++];
+    else if (command == "watch") return usage();
+  } else if (command != "status" && command != "pipelines") {
+    request = {{"command", command}};  // let the daemon name the commands it has
+  }
+  int fd = connect_to(socket_path);
+  if (fd < 0) return 1;
+  std::string framed = edgert::control::frame_message(request.dump());
+  if (write(fd, framed.data(), framed.size()) != static_cast<ssize_t>(framed.size())) {
+    std::fprintf(stderr, "edgertctl: write failed: %s\n", strerror(errno));
+    return 1;
+  }
+  std::string buffer;
+  json response;
+  if (!read_message(fd, buffer, &response)) {
+    std::fprintf(stderr, "edgertctl: no valid response from %s\n", socket_path.c_str());
+    return 1;
+  }
+  if (!response.value("ok", false)) {
+    const json& e = response["error"];
+    std::fprintf(stderr, "edgertctl: %s: %s\n", e.value("code", "error").c_str(), e.value("message", "").c_str());
+    return 1;
+  }
+  const json& result = response["result"];
+  if (command == "watch") {
+    json message;
+    while (read_message(fd, buffer, &message)) {
+      std::printf("%s\n", message.dump().c_str());
+      std::fflush(stdout);
+    }
+    return 0;
+  }
+  if (raw_json) {
+    std::printf("%s\n", result.dump(2).c_str());
+  } else if (command == "status") {
+    std::printf("edgertd %s, board %s, up %.0f s, memory %.1f / %.1f MiB\n", result["version"].get<std::string>().c_str(),
+                result["board"].get<std::string>().c_str(), result["uptime_s"].get<double>(),
+                result["memory"]["used_bytes"].get<double>() / 1048576, result["memory"]["budget_bytes"].get<double>() / 1048576);
+    for (const json& p : result["pipelines"]) print_stats(p);
+  } else if (command == "stats") {
+    for (const json& p : result) print_stats(p);
+  } else if (command == "pipelines") {
+    for (const json& p : result)
+      std::printf("%-12s %s -> %s (%s)\n", p["name"].get<std::string>().c_str(), p["source"].get<std::string>().c_str(),
+                  p["engine"].get<std::string>().c_str(), p["postprocess"].get<std::string>().c_str());
+  } else {
+    std::printf("%s\n", result.dump(2).c_str());
+  }
+  close(fd);
+  return 0;
+}

@@ -1,0 +1,145 @@
+#include "config.h"
+
+#include "yaml_tree.h"
+
+namespace edgert::daemon {
+namespace {
+
+using config::YamlNode;
+using config::YamlReader;
+
+std::vector<float> float_list(const YamlReader& r, const YamlNode& node, const std::string& key, size_t count) {
+  if (node.kind != YamlNode::Kind::Sequence || node.items.size() != count)
+    r.fail(node, "'" + key + "' must be a list of " + std::to_string(count) + " numbers");
+  std::vector<float> out;
+  for (const auto& item : node.items) out.push_back(static_cast<float>(r.number_value(*item, key)));
+  return out;
+}
+
+SourceConfig parse_source(const YamlReader& r, const YamlNode& n) {
+  r.expect_keys(n, {"type", "device", "width", "height", "fps", "format", "io", "buffers", "trigger"}, "source");
+  SourceConfig s;
+  s.type = r.string_value(r.require(n, "type", "source"), "source.type");
+  if (s.type != "test-pattern" && s.type != "v4l2") r.fail(*n.get("type"), "source.type must be test-pattern or v4l2");
+  if (const YamlNode* d = n.get("device")) s.device = r.string_value(*d, "source.device");
+  if (s.type == "v4l2" && s.device.empty()) r.fail(n, "a v4l2 source needs 'device'");
+  if (const YamlNode* v = n.get("width")) s.width = static_cast<int>(r.int_value(*v, "source.width", 16, 8192));
+  if (const YamlNode* v = n.get("height")) s.height = static_cast<int>(r.int_value(*v, "source.height", 16, 8192));
+  if (const YamlNode* v = n.get("fps")) s.fps = static_cast<int>(r.int_value(*v, "source.fps", 1, 480));
+  if (const YamlNode* v = n.get("format")) {
+    std::string f = r.string_value(*v, "source.format");
+    if (!parse_pixel_format(f, &s.format)) r.fail(*v, "source.format must be yuyv, nv12, rgb24 or mjpeg, got '" + f + "'");
+  }
+  if (const YamlNode* v = n.get("io")) {
+    s.io = r.string_value(*v, "source.io");
+    if (s.io != "mmap" && s.io != "dmabuf") r.fail(*v, "source.io must be mmap or dmabuf");
+  }
+  if (const YamlNode* v = n.get("buffers")) s.buffers = static_cast<int>(r.int_value(*v, "source.buffers", 2, 32));
+  if (const YamlNode* v = n.get("trigger")) {
+    std::string t = r.string_value(*v, "source.trigger");
+    if (t != "none" && t != "gpio") r.fail(*v, "source.trigger must be none or gpio");
+    s.triggered = t == "gpio";
+  }
+  if (s.format == PixelFormat::NV12 && (s.width % 2 || s.height % 2)) r.fail(n, "nv12 needs an even width and height");
+  return s;
+}
+
+PreprocessConfig parse_preprocess(const YamlReader& r, const YamlNode& n) {
+  r.expect_keys(n, {"channel_order", "mean", "std"}, "preprocess");
+  PreprocessConfig p;
+  if (const YamlNode* v = n.get("channel_order")) {
+    p.channel_order = r.string_value(*v, "preprocess.channel_order");
+    if (p.channel_order != "rgb" && p.channel_order != "bgr") r.fail(*v, "preprocess.channel_order must be rgb or bgr");
+  }
+  if (const YamlNode* v = n.get("mean")) p.mean = float_list(r, *v, "preprocess.mean", 3);
+  if (const YamlNode* v = n.get("std")) {
+    p.std = float_list(r, *v, "preprocess.std", 3);
+    for (float s : p.std)
+      if (s <= 0) r.fail(*v, "preprocess.std values must be positive");
+  }
+  return p;
+}
+
+PostprocessConfig parse_postprocess(const YamlReader& r, const YamlNode& n) {
+  r.expect_keys(n, {"type", "top_k", "labels", "score_threshold", "iou_threshold"}, "postprocess");
+  PostprocessConfig p;
+  p.type = r.string_value(r.require(n, "type", "postprocess"), "postprocess.type");
+  if (p.type != "classification" && p.type != "detection" && p.type != "segmentation" && p.type != "raw")
+    r.fail(*n.get("type"), "postprocess.type must be classification, detection, segmentation or raw");
+  if (const YamlNode* v = n.get("top_k")) p.top_k = static_cast<int>(r.int_value(*v, "postprocess.top_k", 1, 1000));
+  if (const YamlNode* v = n.get("labels")) p.labels = r.string_value(*v, "postprocess.labels");
+  if (const YamlNode* v = n.get("score_threshold")) p.score_threshold = static_cast<float>(r.number_value(*v, "postprocess.score_threshold"));
+  if (const YamlNode* v = n.get("iou_threshold")) p.iou_threshold = static_cast<float>(r.number_value(*v, "postprocess.iou_threshold"));
+  return p;
+}
+
+void parse_sinks(const YamlReader& r, const YamlNode& n, PipelineConfig& p) {
+  r.expect_keys(n, {"socket", "sqlite", "gpio", "journal"}, "sinks");
+  if (const YamlNode* s = n.get("socket")) {
+    r.expect_keys(*s, {"path"}, "sinks.socket");
+    p.socket.enabled = true;
+    p.socket.path = r.string_value(r.require(*s, "path", "sinks.socket"), "sinks.socket.path");
+  }
+  if (const YamlNode* s = n.get("sqlite")) {
+    r.expect_keys(*s, {"retention_days"}, "sinks.sqlite");
+    p.sqlite.enabled = true;
+    if (const YamlNode* v = s->get("retention_days"))
+      p.sqlite.retention_days = static_cast<int>(r.int_value(*v, "sinks.sqlite.retention_days", 1, 3650));
+  }
+  if (const YamlNode* s = n.get("gpio")) {
+    r.expect_keys(*s, {"chip", "detect_line", "classes", "min_score", "heartbeat_line", "trigger_line"}, "sinks.gpio");
+    p.gpio.enabled = true;
+    p.gpio.chip = r.string_value(r.require(*s, "chip", "sinks.gpio"), "sinks.gpio.chip");
+    if (const YamlNode* v = s->get("detect_line")) p.gpio.detect_line = static_cast<int>(r.int_value(*v, "sinks.gpio.detect_line", 0, 1023));
+    if (const YamlNode* v = s->get("classes")) p.gpio.classes = r.string_list(*v, "sinks.gpio.classes");
+    if (const YamlNode* v = s->get("min_score")) p.gpio.min_score = static_cast<float>(r.number_value(*v, "sinks.gpio.min_score"));
+    if (const YamlNode* v = s->get("heartbeat_line")) p.gpio.heartbeat_line = static_cast<int>(r.int_value(*v, "sinks.gpio.heartbeat_line", 0, 1023));
+    if (const YamlNode* v = s->get("trigger_line")) p.gpio.trigger_line = static_cast<int>(r.int_value(*v, "sinks.gpio.trigger_line", 0, 1023));
+  }
+  if (const YamlNode* s = n.get("journal")) {
+    r.expect_keys(*s, {"every_n"}, "sinks.journal");
+    p.journal.enabled = true;
+    if (const YamlNode* v = s->get("every_n")) p.journal.every_n = static_cast<int>(r.int_value(*v, "sinks.journal.every_n", 1, 1000000));
+  }
+}
+
+}  // namespace
+
+DaemonConfig load_daemon_config(const std::string& path) {
+  auto root = config::load_yaml_file(path);
+  YamlReader r(*root, path);
+  r.expect_keys(*root, {"board", "memory_budget_mb", "mlock_weights", "plugin_path", "control_socket", "state_dir",
+                        "pipelines"}, "edgertd configuration");
+  DaemonConfig c;
+  c.source_path = path;
+  if (const YamlNode* v = root->get("board")) c.board = r.string_value(*v, "board");
+  if (const YamlNode* v = root->get("memory_budget_mb")) c.memory_budget_mb = r.int_value(*v, "memory_budget_mb", 16, 1 << 24);
+  if (const YamlNode* v = root->get("mlock_weights")) c.mlock_weights = r.bool_value(*v, "mlock_weights");
+  if (const YamlNode* v = root->get("plugin_path")) c.plugin_path = r.string_value(*v, "plugin_path");
+  if (const YamlNode* v = root->get("control_socket")) c.control_socket = r.string_value(*v, "control_socket");
+  if (const YamlNode* v = root->get("state_dir")) c.state_dir = r.string_value(*v, "state_dir");
+  const YamlNode& pipelines = r.require(*root, "pipelines", "edgertd configuration");
+  if (pipelines.kind != YamlNode::Kind::Sequence || pipelines.items.empty())
+    r.fail(pipelines, "'pipelines' must be a non-empty list");
+  for (const auto& item : pipelines.items) {
+    const YamlNode& n = *item;
+    r.expect_keys(n, {"name", "source", "preprocess", "engine", "postprocess", "sinks"}, "pipeline");
+    PipelineConfig p;
+    p.name = r.string_value(r.require(n, "name", "pipeline"), "name");
+    if (p.name.empty() || p.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
+      r.fail(*n.get("name"), "pipeline name '" + p.name + "' must be letters, digits, '_' or '-'");
+    for (const PipelineConfig& other : c.pipelines)
+      if (other.name == p.name) r.fail(*n.get("name"), "duplicate pipeline name '" + p.name + "'");
+    p.source = parse_source(r, r.require(n, "source", "pipeline '" + p.name + "'"));
+    if (const YamlNode* v = n.get("preprocess")) p.preprocess = parse_preprocess(r, *v);
+    p.engine = r.string_value(r.require(n, "engine", "pipeline '" + p.name + "'"), "engine");
+    p.postprocess = parse_postprocess(r, r.require(n, "postprocess", "pipeline '" + p.name + "'"));
+    if (const YamlNode* v = n.get("sinks")) parse_sinks(r, *v, p);
+    if (p.source.triggered && (!p.gpio.enabled || p.gpio.trigger_line < 0))
+      r.fail(n, "pipeline '" + p.name + "': source.trigger gpio needs sinks.gpio.trigger_line");
+    c.pipelines.push_back(std::move(p));
+  }
+  return c;
+}
+
+}  // namespace edgert::daemon

@@ -1,0 +1,77 @@
+// edgertd's configuration: /etc/edgert/edgertd.yaml, validated strictly (unknown keys are
+// errors; every error names file:line:column and the key).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frame_source.h"
+
+namespace edgert::daemon {
+
+struct PreprocessConfig {
+  std::string channel_order = "rgb";            // rgb | bgr
+  std::vector<float> mean = {0.0f, 0.0f, 0.0f};  // subtracted after scaling pixels to [0, 1]
+  std::vector<float> std = {1.0f, 1.0f, 1.0f};
+};
+
+struct PostprocessConfig {
+  std::string type = "classification";  // classification | detection | segmentation | raw
+  int top_k = 5;
+  std::string labels;                   // file with one label per line, optional
+  float score_threshold = 0.5f;         // detection
+  float iou_threshold = 0.45f;          // detection NMS (for models that do not do their own)
+};
+
+struct SocketSinkConfig {
+  bool enabled = false;
+  std::string path;  // Unix socket streaming newline-delimited JSON results
+};
+
+struct SqliteSinkConfig {
+  bool enabled = false;
+  int retention_days = 7;
+};
+
+struct GpioSinkConfig {
+  bool enabled = false;
+  std::string chip;
+  int detect_line = -1;
+  std::vector<std::string> classes;  // labels (or numeric ids) that drive the detect line
+  float min_score = 0.5f;
+  int heartbeat_line = -1;
+  int trigger_line = -1;             // an input: a rising edge makes the source capture
+};
+
+struct JournalSinkConfig {
+  bool enabled = false;
+  int every_n = 30;  // log one result in N
+};
+
+struct PipelineConfig {
+  std::string name;
+  SourceConfig source;
+  PreprocessConfig preprocess;
+  std::string engine;  // engine file path
+  PostprocessConfig postprocess;
+  SocketSinkConfig socket;
+  SqliteSinkConfig sqlite;
+  GpioSinkConfig gpio;
+  JournalSinkConfig journal;
+};
+
+struct DaemonConfig {
+  std::string source_path;
+  std::string board = "x86_64-generic";
+  int64_t memory_budget_mb = 0;  // 0: the board profile's edgertd_budget_mb
+  bool mlock_weights = false;
+  std::string plugin_path;       // empty: libedgert's default search path
+  std::string control_socket = "/run/edgert/control.sock";
+  std::string state_dir = "/var/lib/edgert";
+  std::vector<PipelineConfig> pipelines;
+};
+
+// Throws config::ConfigError ("file:line:column: message") on any problem.
+DaemonConfig load_daemon_config(const std::string& path);
+
+}  // namespace edgert::daemon

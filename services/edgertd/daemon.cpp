@@ -1,0 +1,262 @@
+#include "daemon.h"
+
+#include <signal.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "board_profile.h"
+#include "stream_sinks.h"
+#include "yaml_tree.h"
+
+namespace edgert::daemon {
+namespace {
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// What decides whether a reload must restart a pipeline.
+std::string fingerprint(const PipelineConfig& p) {
+  nlohmann::json j = {{"source", {p.source.type, p.source.device, p.source.width, p.source.height, p.source.fps,
+                                  pixel_format_name(p.source.format), p.source.io, p.source.buffers, p.source.triggered}},
+                      {"preprocess", {p.preprocess.channel_order, p.preprocess.mean, p.preprocess.std}},
+                      {"engine", p.engine},
+                      {"postprocess", {p.postprocess.type, p.postprocess.top_k, p.postprocess.labels,
+                                       p.postprocess.score_threshold, p.postprocess.iou_threshold}},
+                      {"socket", {p.socket.enabled, p.socket.path}},
+                      {"sqlite", {p.sqlite.enabled, p.sqlite.retention_days}},
+                      {"gpio", {p.gpio.enabled, p.gpio.chip, p.gpio.detect_line, p.gpio.classes, p.gpio.min_score,
+                                p.gpio.heartbeat_line, p.gpio.trigger_line}},
+                      {"journal", {p.journal.enabled, p.journal.every_n}}};
+  return j.dump();
+}
+
+nlohmann::json latency_json(const LatencySummary& s) {
+  return {{"p50_ms", s.p50_us / 1000}, {"p99_ms", s.p99_us / 1000}, {"mean_ms", s.mean_us / 1000}, {"samples", s.samples}};
+}
+
+uint64_t budget_bytes(const DaemonConfig& config) {
+  uint64_t budget = 0;
+  if (config.memory_budget_mb > 0) {
+    budget = static_cast<uint64_t>(config.memory_budget_mb) << 20;
+  } else {
+    auto profile = config::load_board_profile(config::find_board_profile(config.board));
+    budget = static_cast<uint64_t>(profile.edgertd_budget_mb) << 20;
+  }
+  uint64_t cgroup = cgroup_memory_limit();
+  return cgroup && cgroup < budget ? cgroup : budget;
+}
+
+}  // namespace
+
+Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {}
+
+Daemon::~Daemon() {
+  pipelines_.clear();
+  control_.reset();
+  if (loop_) sd_event_unref(loop_);
+}
+
+void Daemon::start_pipeline(const PipelineConfig& config) {
+  auto pipeline = std::make_unique<Pipeline>(config, config_, *budget_, results_);
+  if (config.socket.enabled) pipeline->add_sink(std::make_unique<SocketSink>(config.socket.path, loop_));
+  if (config.journal.enabled) pipeline->add_sink(std::make_unique<JournalSink>(config.journal.every_n));
+  pipeline->start(loop_);
+  std::fprintf(stderr, SD_NOTICE "pipeline %s: %s -> %s (%s)\n", config.name.c_str(), pipeline->describe_source().c_str(),
+               config.engine.c_str(), config.postprocess.type.c_str());
+  pipeline_fingerprints_[config.name] = fingerprint(config);
+  pipelines_[config.name] = std::move(pipeline);
+}
+
+void Daemon::start() {
+  config_ = load_daemon_config(config_path_);
+  budget_ = std::make_unique<MemoryBudget>(budget_bytes(config_));
+  if (sd_event_default(&loop_) < 0) throw std::runtime_error("cannot create the event loop");
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);  // signals arrive through the loop, never asynchronously
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sd_event_add_signal(loop_, nullptr, sig, &Daemon::on_signal, this);
+  sd_event_add_io(loop_, nullptr, results_.fd(), EPOLLIN, &Daemon::on_results, this);
+  // Pings the watchdog from the loop itself (WATCHDOG_USEC from systemd): a stuck loop is killed.
+  sd_event_set_watchdog(loop_, true);
+  uint64_t now;
+  sd_event_now(loop_, CLOCK_MONOTONIC, &now);
+  sd_event_add_time(loop_, nullptr, CLOCK_MONOTONIC, now + 1000000, 0, &Daemon::on_status_timer, this);
+  if (const char* hang = std::getenv("EDGERTD_DEBUG_HANG_AFTER_SEC")) {
+    // Debug-only: simulates a hung main loop so tests can watch the watchdog restart us.
+    std::fprintf(stderr, SD_WARNING "debug: the main loop will hang after %s s (EDGERTD_DEBUG_HANG_AFTER_SEC)\n", hang);
+    sd_event_add_time(loop_, nullptr, CLOCK_MONOTONIC, now + std::strtoull(hang, nullptr, 10) * 1000000, 0,
+                      &Daemon::on_debug_hang, this);
+  }
+
+  control_ = std::make_unique<ControlServer>(config_.control_socket);
+  register_commands();
+  control_->start(loop_);
+  for (const PipelineConfig& p : config_.pipelines) start_pipeline(p);
+  started_ns_ = monotonic_ns();
+}
+
+int Daemon::run() {
+  try {
+    start();
+  } catch (const config::ConfigError& e) {
+    std::fprintf(stderr, SD_ERR "configuration error: %s\n", e.what());
+    sd_notifyf(0, "STATUS=configuration error: %s", e.what());
+    return 78;  // EX_CONFIG: Restart=on-failure will not help, the file must be fixed
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, SD_ERR "cannot start: %s\n", e.what());
+    sd_notifyf(0, "STATUS=cannot start: %s", e.what());
+    return 1;
+  }
+  // Config valid, engines loaded, sources streaming: now we are ready.
+  sd_notify(0, "READY=1");
+  publish_status();
+  int r = sd_event_loop(loop_);
+  sd_notify(0, "STOPPING=1");
+  for (auto& [name, p] : pipelines_) p->stop();
+  return r < 0 ? 1 : 0;
+}
+
+void Daemon::reload() {
+  sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", static_cast<unsigned long long>(monotonic_ns() / 1000));
+  try {
+    DaemonConfig next = load_daemon_config(config_path_);
+    std::map<std::string, const PipelineConfig*> wanted;
+    for (const PipelineConfig& p : next.pipelines) wanted[p.name] = &p;
+    for (auto it = pipelines_.begin(); it != pipelines_.end();) {
+      auto w = wanted.find(it->first);
+      if (w == wanted.end() || fingerprint(*w->second) != pipeline_fingerprints_[it->first]) {
+        std::fprintf(stderr, SD_NOTICE "reload: stopping pipeline %s\n", it->first.c_str());
+        it->second->stop();
+        pipeline_fingerprints_.erase(it->first);
+        it = pipelines_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    config_ = next;
+    for (const PipelineConfig& p : config_.pipelines)
+      if (!pipelines_.count(p.name)) start_pipeline(p);
+    std::fprintf(stderr, SD_NOTICE "reload: %zu pipelines running\n", pipelines_.size());
+  } catch (const std::exception& e) {
+    // A bad edit must not take the service down: keep what runs and say why.
+    std::fprintf(stderr, SD_ERR "reload failed, keeping the running configuration: %s\n", e.what());
+  }
+  sd_notify(0, "READY=1");
+  publish_status();
+}
+
+Pipeline& Daemon::pipeline_named(const std::string& name) {
+  auto it = pipelines_.find(name);
+  if (it == pipelines_.end()) throw ControlError("no_such_pipeline", "no pipeline named '" + name + "'");
+  return *it->second;
+}
+
+nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
+  PipelineStats s = p.stats();
+  nlohmann::json j = {{"name", p.config().name}, {"source", p.describe_source()}, {"engine", s.engine},
+                      {"postprocess", p.config().postprocess.type}};
+  if (with_stats) {
+    j["fps"] = s.fps;
+    j["frames_in"] = s.frames_in;
+    j["processed"] = s.processed;
+    j["dropped"] = s.dropped;
+    j["source_gaps"] = s.source_gaps;
+    j["errors"] = s.errors;
+    if (!s.last_error.empty()) j["last_error"] = s.last_error;
+    j["frame_copies_per_frame"] = s.processed ? static_cast<double>(s.frame_copies) / s.processed : 0.0;
+    j["latency"] = {{"total", latency_json(s.total)}, {"queue", latency_json(s.queue)},
+                    {"preprocess", latency_json(s.preprocess)}, {"inference", latency_json(s.inference)},
+                    {"postprocess", latency_json(s.postprocess)}};
+  }
+  return j;
+}
+
+nlohmann::json Daemon::status_json() {
+  nlohmann::json pipelines = nlohmann::json::array();
+  for (auto& [name, p] : pipelines_) pipelines.push_back(pipeline_json(*p, true));
+  return {{"version", EDGERT_VERSION},
+          {"config", config_path_},
+          {"board", config_.board},
+          {"uptime_s", (monotonic_ns() - started_ns_) / 1e9},
+          {"memory", {{"budget_bytes", budget_->limit()}, {"used_bytes", budget_->used()}}},
+          {"pipelines", pipelines}};
+}
+
+void Daemon::register_commands() {
+  control_->handle("status", [this](const nlohmann::json&, UnixSocketServer::Client&) { return status_json(); });
+  control_->handle("pipelines", [this](const nlohmann::json&, UnixSocketServer::Client&) {
+    nlohmann::json list = nlohmann::json::array();
+    for (auto& [name, p] : pipelines_) list.push_back(pipeline_json(*p, false));
+    return list;
+  });
+  control_->handle("stats", [this](const nlohmann::json& request, UnixSocketServer::Client&) {
+    nlohmann::json out = nlohmann::json::array();
+    std::string only = request.value("pipeline", "");
+    for (auto& [name, p] : pipelines_)
+      if (only.empty() || only == name) out.push_back(pipeline_json(*p, true));
+    if (!only.empty() && out.empty()) throw ControlError("no_such_pipeline", "no pipeline named '" + only + "'");
+    return out;
+  });
+  control_->handle("watch", [this](const nlohmann::json& request, UnixSocketServer::Client& client) {
+    std::string name = request.value("pipeline", "");
+    pipeline_named(name);
+    client.tag = "watch:" + name;
+    return nlohmann::json{{"watching", name}};
+  });
+}
+
+void Daemon::publish_status() {
+  std::string line;
+  for (auto& [name, p] : pipelines_) {
+    PipelineStats s = p->stats();
+    char part[256];
+    std::snprintf(part, sizeof part, "%s%s %.1f fps p50 %.1f ms drops %llu", line.empty() ? "" : "; ", name.c_str(), s.fps,
+                  s.total.p50_us / 1000, static_cast<unsigned long long>(s.dropped));
+    line += part;
+  }
+  sd_notifyf(0, "STATUS=%s; memory %.0f/%.0f MiB", line.c_str(), budget_->used() / 1048576.0, budget_->limit() / 1048576.0);
+}
+
+int Daemon::on_signal(sd_event_source*, const struct signalfd_siginfo* si, void* userdata) {
+  auto* self = static_cast<Daemon*>(userdata);
+  if (si->ssi_signo == SIGHUP) {
+    self->reload();
+    return 0;
+  }
+  std::fprintf(stderr, SD_NOTICE "signal %u: stopping\n", si->ssi_signo);
+  sd_event_exit(self->loop_, 0);
+  return 0;
+}
+
+int Daemon::on_results(sd_event_source*, int, uint32_t, void* userdata) {
+  auto* self = static_cast<Daemon*>(userdata);
+  for (Result& r : self->results_.drain()) {
+    auto it = self->pipelines_.find(r.pipeline);
+    if (it == self->pipelines_.end()) continue;  // from a pipeline stopped by a reload
+    it->second->publish(r);
+    self->control_->broadcast(r.pipeline, result_to_json(r));
+  }
+  return 0;
+}
+
+int Daemon::on_status_timer(sd_event_source* s, uint64_t usec, void* userdata) {
+  static_cast<Daemon*>(userdata)->publish_status();
+  sd_event_source_set_time(s, usec + 1000000);
+  sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+  return 0;
+}
+
+int Daemon::on_debug_hang(sd_event_source*, uint64_t, void*) {
+  std::fprintf(stderr, SD_WARNING "debug: hanging the main loop now\n");
+  for (;;) pause();
+}
+
+}  // namespace edgert::daemon

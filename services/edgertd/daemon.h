@@ -1,0 +1,52 @@
+// edgertd's one event loop (sd-event): signals, the watchdog, status timer, control socket,
+// source fds and timers, results from worker threads, GPIO triggers.
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "config.h"
+#include "control_server.h"
+#include "memory_budget.h"
+#include "pipeline.h"
+
+namespace edgert::daemon {
+
+class Daemon {
+ public:
+  explicit Daemon(std::string config_path);
+  ~Daemon();
+  // Runs until SIGTERM/SIGINT; returns the process exit status.
+  int run();
+
+ private:
+  void start();
+  void start_pipeline(const PipelineConfig& config);
+  void reload();
+  void register_commands();
+  void publish_status();
+  nlohmann::json status_json();
+  nlohmann::json pipeline_json(const Pipeline& pipeline, bool with_stats);
+  Pipeline& pipeline_named(const std::string& name);
+
+  static int on_signal(sd_event_source* s, const struct signalfd_siginfo* si, void* userdata);
+  static int on_results(sd_event_source* s, int fd, uint32_t revents, void* userdata);
+  static int on_status_timer(sd_event_source* s, uint64_t usec, void* userdata);
+  static int on_debug_hang(sd_event_source* s, uint64_t usec, void* userdata);
+
+  std::string config_path_;
+  DaemonConfig config_;
+  sd_event* loop_ = nullptr;
+  std::unique_ptr<MemoryBudget> budget_;
+  ResultQueue results_;
+  std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+  std::map<std::string, std::string> pipeline_fingerprints_;
+  std::unique_ptr<ControlServer> control_;
+  uint64_t started_ns_ = 0;
+};
+
+}  // namespace edgert::daemon

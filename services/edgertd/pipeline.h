@@ -1,0 +1,99 @@
+// One pipeline: source -> (latest-frame slot) -> worker thread: preprocess, engine, postprocess
+// -> results queue -> sinks on the loop thread. The slot holds one frame: when the worker is
+// busy, a newer frame replaces the waiting one (the stale one is dropped and counted), so a slow
+// model never builds up lag.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "engine_handle.h"
+#include "frame_source.h"
+#include "latency_stats.h"
+#include "memory_budget.h"
+#include "postprocess.h"
+#include "preprocess.h"
+#include "result.h"
+
+namespace edgert::daemon {
+
+// Results travel from worker threads to the loop thread through this queue; `fd` is an eventfd
+// the loop watches.
+class ResultQueue {
+ public:
+  ResultQueue();
+  ~ResultQueue();
+  int fd() const { return fd_; }
+  void push(Result result);
+  std::deque<Result> drain();
+
+ private:
+  int fd_ = -1;
+  std::mutex mutex_;
+  std::deque<Result> results_;
+};
+
+struct PipelineStats {
+  uint64_t frames_in = 0, processed = 0, dropped = 0, errors = 0, source_gaps = 0;
+  double fps = 0;
+  LatencySummary total, inference, preprocess, postprocess, queue;
+  uint64_t frame_copies = 0;
+  std::string engine;
+  std::string last_error;
+};
+
+class Pipeline {
+ public:
+  Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, MemoryBudget& budget, ResultQueue& results);
+  ~Pipeline();
+
+  void start(sd_event* loop);
+  void stop();
+  void trigger();  // GPIO trigger input: capture the next frame (triggered sources)
+
+  // Swaps in a loaded engine between two frames; returns the previous one.
+  std::shared_ptr<EngineHandle> swap_engine(std::shared_ptr<EngineHandle> engine);
+  std::shared_ptr<EngineHandle> engine() const;
+
+  void add_sink(std::unique_ptr<Sink> sink) { sinks_.push_back(std::move(sink)); }
+  void publish(const Result& result);  // loop thread: stats + sinks
+  PipelineStats stats() const;
+  const PipelineConfig& config() const { return config_; }
+  std::string describe_source() const { return source_->describe(); }
+
+ private:
+  void on_frame(FrameRef frame);
+  void worker_main();
+  void process(FrameRef frame, const std::shared_ptr<EngineHandle>& engine);
+
+  PipelineConfig config_;
+  MemoryBudget& budget_;
+  ResultQueue& results_;
+  std::unique_ptr<FrameSource> source_;
+  Preprocessor preprocessor_;
+  Postprocessor postprocessor_;
+  std::vector<std::unique_ptr<Sink>> sinks_;
+
+  mutable std::mutex mutex_;  // guards slot_, engine_, stopping_, counters below
+  std::condition_variable wake_;
+  FrameRef slot_;
+  std::shared_ptr<EngineHandle> engine_;
+  bool stopping_ = false;
+  uint64_t frames_in_ = 0, dropped_ = 0, errors_ = 0;
+  std::string last_error_;
+  std::thread worker_;
+  std::vector<float> input_buffer_;  // worker thread only
+
+  // Loop-thread statistics.
+  uint64_t processed_ = 0, frame_copies_ = 0;
+  LatencyWindow total_, inference_, preprocess_, postprocess_, queue_;
+  std::deque<uint64_t> recent_capture_ns_;
+};
+
+}  // namespace edgert::daemon

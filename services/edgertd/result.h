@@ -1,0 +1,44 @@
+// What a pipeline produces per processed frame, handed to every sink on the event loop.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace edgert::daemon {
+
+struct Detection {
+  int class_id = -1;
+  std::string label;
+  float score = 0;
+  float box[4] = {0, 0, 0, 0};  // x1, y1, x2, y2 in input-image pixels (detection only)
+};
+
+struct StageTimes {
+  double queue_us = 0;        // capture -> worker picked the frame up
+  double preprocess_us = 0;
+  double inference_us = 0;    // engine execute
+  double postprocess_us = 0;
+  double total_us = 0;        // capture timestamp -> result ready
+};
+
+struct Result {
+  std::string pipeline;
+  uint64_t sequence = 0;
+  uint64_t capture_ns = 0;
+  std::string engine;          // sha256 (or file name) of the engine that produced it
+  StageTimes times;
+  std::vector<Detection> detections;  // classification top-k, or detected objects
+  nlohmann::json payload;      // postprocess output as JSON (top-k, boxes, segmentation summary, raw)
+  uint32_t frame_copies = 0;   // extra copies of the frame beyond the one preprocess pass
+};
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void publish(const Result& result) = 0;  // called on the loop thread; must not block
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace edgert::daemon

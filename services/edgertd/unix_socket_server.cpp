@@ -1,0 +1,181 @@
+#include "unix_socket_server.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace edgert::daemon {
+namespace {
+
+void make_parent_dirs(const std::string& path) {
+  for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1))
+    mkdir(path.substr(0, slash).c_str(), 0755);
+}
+
+}  // namespace
+
+bool peer_in_group(const Peer& peer, const std::string& group) {
+  if (peer.uid == 0 || peer.uid == geteuid()) return true;
+  struct group* g = getgrnam(group.c_str());
+  if (!g) return false;
+  if (peer.gid == g->gr_gid) return true;
+  std::ifstream status("/proc/" + std::to_string(peer.pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Groups:", 0) != 0) continue;
+    std::istringstream ids(line.substr(7));
+    for (gid_t id; ids >> id;)
+      if (id == g->gr_gid) return true;
+  }
+  return false;
+}
+
+UnixSocketServer::UnixSocketServer(std::string path, std::string group, Limits limits)
+    : path_(std::move(path)), group_(std::move(group)), limits_(limits) {}
+
+UnixSocketServer::~UnixSocketServer() { stop(); }
+
+void UnixSocketServer::start(sd_event* loop) {
+  loop_ = loop;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path_.size() >= sizeof addr.sun_path) throw std::runtime_error("socket path '" + path_ + "' is too long");
+  std::strcpy(addr.sun_path, path_.c_str());
+  make_parent_dirs(path_);
+  unlink(path_.c_str());
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      listen(listen_fd_, 16) != 0)
+    throw std::runtime_error("cannot listen on '" + path_ + "': " + strerror(errno));
+  // Access is decided per peer; the mode keeps others from even connecting.
+  chmod(path_.c_str(), 0660);
+  if (struct group* g = getgrnam(group_.c_str())) {
+    if (chown(path_.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) { /* not fatal: peers are checked anyway */ }
+  }
+  int r = sd_event_add_io(loop, &accept_source_, listen_fd_, EPOLLIN, &UnixSocketServer::on_accept, this);
+  if (r < 0) throw std::runtime_error("cannot watch '" + path_ + "': " + strerror(-r));
+}
+
+void UnixSocketServer::stop() {
+  while (!clients_.empty()) close_client(clients_.begin()->first);
+  if (accept_source_) accept_source_ = sd_event_source_disable_unref(accept_source_);
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(path_.c_str());
+    listen_fd_ = -1;
+  }
+}
+
+int UnixSocketServer::on_accept(sd_event_source*, int fd, uint32_t, void* userdata) {
+  auto* self = static_cast<UnixSocketServer*>(userdata);
+  for (;;) {
+    int client_fd = accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (client_fd < 0) break;
+    auto client = std::make_unique<Client>();
+    client->fd = client_fd;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(client_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      client->peer.pid = cred.pid;
+      client->peer.uid = cred.uid;
+      client->peer.gid = cred.gid;
+      client->peer.authorized = peer_in_group(client->peer, self->group_);
+    }
+    if (sd_event_add_io(self->loop_, &client->io, client_fd, EPOLLIN, &UnixSocketServer::on_client_io, self) < 0) {
+      close(client_fd);
+      continue;
+    }
+    Client& ref = *client;
+    self->clients_[client_fd] = std::move(client);
+    self->touch(ref);
+    self->on_connect(ref);
+  }
+  return 0;
+}
+
+void UnixSocketServer::touch(Client& client) {
+  if (!limits_.idle_timeout_us) return;
+  uint64_t now;
+  sd_event_now(loop_, CLOCK_MONOTONIC, &now);
+  if (client.idle) {
+    sd_event_source_set_time(client.idle, now + limits_.idle_timeout_us);
+    sd_event_source_set_enabled(client.idle, SD_EVENT_ONESHOT);
+  } else {
+    sd_event_add_time(loop_, &client.idle, CLOCK_MONOTONIC, now + limits_.idle_timeout_us, 0,
+                      &UnixSocketServer::on_idle, this);
+    sd_event_source_set_description(client.idle, std::to_string(client.fd).c_str());
+  }
+}
+
+int UnixSocketServer::on_idle(sd_event_source* s, uint64_t, void* userdata) {
+  const char* description = nullptr;
+  sd_event_source_get_description(s, &description);
+  if (description) static_cast<UnixSocketServer*>(userdata)->close_client(std::atoi(description));
+  return 0;
+}
+
+int UnixSocketServer::on_client_io(sd_event_source*, int fd, uint32_t revents, void* userdata) {
+  auto* self = static_cast<UnixSocketServer*>(userdata);
+  auto it = self->clients_.find(fd);
+  if (it == self->clients_.end()) return 0;
+  Client& client = *it->second;
+  if (revents & EPOLLOUT) self->flush(client);
+  if (self->clients_.find(fd) == self->clients_.end()) return 0;
+  if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+    char buffer[65536];
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
+      self->close_client(fd);
+      return 0;
+    }
+    if (n > 0) {
+      client.input.append(buffer, static_cast<size_t>(n));
+      self->touch(client);
+      self->on_input(client);
+    }
+  }
+  return 0;
+}
+
+void UnixSocketServer::send(Client& client, const std::string& bytes) {
+  if (client.output.size() + bytes.size() > limits_.max_pending_output) {
+    close_client(client.fd);  // a consumer this slow would make the daemon buffer without bound
+    return;
+  }
+  client.output += bytes;
+  flush(client);
+}
+
+void UnixSocketServer::flush(Client& client) {
+  while (!client.output.empty()) {
+    ssize_t n = write(client.fd, client.output.data(), client.output.size());
+    if (n < 0) {
+      if (errno == EAGAIN) break;
+      if (errno == EINTR) continue;
+      close_client(client.fd);
+      return;
+    }
+    client.output.erase(0, static_cast<size_t>(n));
+  }
+  sd_event_source_set_io_events(client.io, client.output.empty() ? EPOLLIN : (EPOLLIN | EPOLLOUT));
+}
+
+void UnixSocketServer::close_client(int fd) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  Client& c = *it->second;
+  if (c.io) sd_event_source_disable_unref(c.io);
+  if (c.idle) sd_event_source_disable_unref(c.idle);
+  close(c.fd);
+  clients_.erase(it);
+}
+
+}  // namespace edgert::daemon
