@@ -33,7 +33,7 @@ struct SqliteSinkConfig {
   int retention_days = 7;
 };
 
-struct GpioSinkConfig {
+struct GpioPipelineConfig {
   bool enabled = false;
   std::string chip;
   int detect_line = -1;
@@ -56,7 +56,7 @@ struct PipelineConfig {
   PostprocessConfig postprocess;
   SocketSinkConfig socket;
   SqliteSinkConfig sqlite;
-  GpioSinkConfig gpio;
+  GpioPipelineConfig gpio;
   JournalSinkConfig journal;
 };
 

@@ -1,6 +1,7 @@
 #include "daemon.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
@@ -8,6 +9,7 @@
 #include <cstdlib>
 
 #include "board_profile.h"
+#include "gpio_sink.h"
 #include "stream_sinks.h"
 #include "yaml_tree.h"
 
@@ -57,16 +59,42 @@ uint64_t budget_bytes(const DaemonConfig& config) {
 Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {}
 
 Daemon::~Daemon() {
+  for (auto& [name, t] : triggers_) sd_event_source_disable_unref(t->source);
+  triggers_.clear();
   pipelines_.clear();
   control_.reset();
+  sqlite_.reset();  // flushes the open minutes
+  store_.reset();
   if (loop_) sd_event_unref(loop_);
+}
+
+void Daemon::record_event(const std::string& pipeline, const std::string& kind, const std::string& message) {
+  if (sqlite_) sqlite_->record_event(pipeline, kind, message);
 }
 
 void Daemon::start_pipeline(const PipelineConfig& config) {
   auto pipeline = std::make_unique<Pipeline>(config, config_, *budget_, results_);
   if (config.socket.enabled) pipeline->add_sink(std::make_unique<SocketSink>(config.socket.path, loop_));
   if (config.journal.enabled) pipeline->add_sink(std::make_unique<JournalSink>(config.journal.every_n));
+  if (config.gpio.enabled && (config.gpio.detect_line >= 0 || config.gpio.heartbeat_line >= 0)) {
+    GpioSinkConfig gpio;
+    gpio.chip = config.gpio.chip;
+    gpio.detect_line = config.gpio.detect_line;
+    gpio.classes = config.gpio.classes;
+    gpio.min_score = config.gpio.min_score;
+    gpio.heartbeat_line = config.gpio.heartbeat_line;
+    pipeline->add_sink(std::make_unique<GpioSink>(gpio));
+  }
+  if (config.gpio.enabled && config.gpio.trigger_line >= 0) {
+    auto binding = std::make_unique<TriggerBinding>();
+    binding->input = std::make_unique<GpioTriggerInput>(config.gpio.chip, static_cast<unsigned>(config.gpio.trigger_line));
+    binding->pipeline = pipeline.get();
+    if (sd_event_add_io(loop_, &binding->source, binding->input->fd(), EPOLLIN, &Daemon::on_trigger, binding.get()) < 0)
+      throw std::runtime_error("cannot watch GPIO trigger " + binding->input->describe());
+    triggers_[config.name] = std::move(binding);
+  }
   pipeline->start(loop_);
+  record_event(config.name, "pipeline_started", pipeline->describe_source() + " -> " + config.engine);
   std::fprintf(stderr, SD_NOTICE "pipeline %s: %s -> %s (%s)\n", config.name.c_str(), pipeline->describe_source().c_str(),
                config.engine.c_str(), config.postprocess.type.c_str());
   pipeline_fingerprints_[config.name] = fingerprint(config);
@@ -96,6 +124,16 @@ void Daemon::start() {
                       &Daemon::on_debug_hang, this);
   }
 
+  try {
+    mkdir(config_.state_dir.c_str(), 0750);
+    store_ = std::make_unique<SqliteStore>(config_.state_dir + "/edgertd.db");
+    SqliteSinkOptions options;
+    options.on_error = [](const std::string& message) { std::fprintf(stderr, SD_WARNING "sqlite: %s\n", message.c_str()); };
+    sqlite_ = std::make_unique<SqliteSink>(*store_, options);
+  } catch (const std::exception& e) {
+    // Losing history must not stop inference: run without the database and say so.
+    std::fprintf(stderr, SD_ERR "state database unavailable, running without it: %s\n", e.what());
+  }
   control_ = std::make_unique<ControlServer>(config_.control_socket);
   register_commands();
   control_->start(loop_);
@@ -134,9 +172,8 @@ void Daemon::reload() {
       auto w = wanted.find(it->first);
       if (w == wanted.end() || fingerprint(*w->second) != pipeline_fingerprints_[it->first]) {
         std::fprintf(stderr, SD_NOTICE "reload: stopping pipeline %s\n", it->first.c_str());
-        it->second->stop();
-        pipeline_fingerprints_.erase(it->first);
-        it = pipelines_.erase(it);
+        std::string name = (it++)->first;
+        stop_pipeline(name);
       } else {
         ++it;
       }
@@ -151,6 +188,26 @@ void Daemon::reload() {
   }
   sd_notify(0, "READY=1");
   publish_status();
+}
+
+void Daemon::stop_pipeline(const std::string& name) {
+  auto it = pipelines_.find(name);
+  if (it == pipelines_.end()) return;
+  auto trigger = triggers_.find(name);
+  if (trigger != triggers_.end()) {
+    sd_event_source_disable_unref(trigger->second->source);
+    triggers_.erase(trigger);
+  }
+  it->second->stop();
+  pipeline_fingerprints_.erase(name);
+  pipelines_.erase(it);
+  record_event(name, "pipeline_stopped", "stopped");
+}
+
+int Daemon::on_trigger(sd_event_source*, int, uint32_t, void* userdata) {
+  auto* binding = static_cast<TriggerBinding*>(userdata);
+  while (binding->input->read_event()) binding->pipeline->trigger();  // one capture per edge
+  return 0;
 }
 
 Pipeline& Daemon::pipeline_named(const std::string& name) {
@@ -242,13 +299,16 @@ int Daemon::on_results(sd_event_source*, int, uint32_t, void* userdata) {
     auto it = self->pipelines_.find(r.pipeline);
     if (it == self->pipelines_.end()) continue;  // from a pipeline stopped by a reload
     it->second->publish(r);
+    if (self->sqlite_ && it->second->config().sqlite.enabled) self->sqlite_->publish(r);
     self->control_->broadcast(r.pipeline, result_to_json(r));
   }
   return 0;
 }
 
 int Daemon::on_status_timer(sd_event_source* s, uint64_t usec, void* userdata) {
-  static_cast<Daemon*>(userdata)->publish_status();
+  auto* self = static_cast<Daemon*>(userdata);
+  self->publish_status();
+  if (self->sqlite_) self->sqlite_->tick();
   sd_event_source_set_time(s, usec + 1000000);
   sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
   return 0;

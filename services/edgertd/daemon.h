@@ -12,7 +12,10 @@
 #include "config.h"
 #include "control_server.h"
 #include "memory_budget.h"
+#include "gpio.h"
 #include "pipeline.h"
+#include "sqlite_sink.h"
+#include "sqlite_store.h"
 
 namespace edgert::daemon {
 
@@ -46,6 +49,17 @@ class Daemon {
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
   std::map<std::string, std::string> pipeline_fingerprints_;
   std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<SqliteStore> store_;  // null when the state directory cannot be used
+  std::unique_ptr<SqliteSink> sqlite_;
+  struct TriggerBinding {
+    std::unique_ptr<GpioTriggerInput> input;
+    Pipeline* pipeline = nullptr;
+    sd_event_source* source = nullptr;
+  };
+  std::map<std::string, std::unique_ptr<TriggerBinding>> triggers_;  // by pipeline name
+  void record_event(const std::string& pipeline, const std::string& kind, const std::string& message);
+  void stop_pipeline(const std::string& name);
+  static int on_trigger(sd_event_source* s, int fd, uint32_t revents, void* userdata);
   uint64_t started_ns_ = 0;
 };
 

@@ -1,4 +1,5 @@
 // edgertd: streams camera frames through engines and publishes results, under systemd.
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
       return 78;
     }
   }
+  // Peers of our sockets may vanish at any time; writes report EPIPE instead.
+  signal(SIGPIPE, SIG_IGN);
   edgert::daemon::Daemon daemon(config);
   return daemon.run();
 }

@@ -156,7 +156,8 @@ void UnixSocketServer::send(Client& client, const std::string& bytes) {
 
 void UnixSocketServer::flush(Client& client) {
   while (!client.output.empty()) {
-    ssize_t n = write(client.fd, client.output.data(), client.output.size());
+    // MSG_NOSIGNAL: a client that hung up is an EPIPE to handle, not a SIGPIPE that kills us.
+    ssize_t n = ::send(client.fd, client.output.data(), client.output.size(), MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EAGAIN) break;
       if (errno == EINTR) continue;

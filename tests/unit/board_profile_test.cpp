@@ -48,7 +48,7 @@ TEST(BoardProfile, FingerprintIgnoresFeatureOrderButNotFeatures) {
 
 TEST(BoardProfile, UnknownKeyIsAnErrorWithItsLine) {
   std::string e = load_error(std::string(kValid) + "turbo: yes\n");
-  EXPECT_NE(e.find("board.yaml:9"), std::string::npos) << e;
+  EXPECT_NE(e.find("board.yaml:9:1"), std::string::npos) << e;
   EXPECT_NE(e.find("unknown key 'turbo'"), std::string::npos) << e;
 }
 

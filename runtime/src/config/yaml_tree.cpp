@@ -117,6 +117,7 @@ class Builder {
           next(&value);
           n->map.emplace_back(name, node(&value));
           n->key_lines.push_back(static_cast<int>(key_mark.line) + 1);
+          n->key_columns.push_back(static_cast<int>(key_mark.column) + 1);
         }
         break;
       }
@@ -176,7 +177,8 @@ void YamlReader::expect_keys(const YamlNode& node, const std::vector<std::string
     if (!known) {
       std::string list;
       for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      throw ConfigError(file_ + ":" + std::to_string(node.key_lines[i]) + ": unknown key '" + key + "' in " + where +
+      throw ConfigError(file_ + ":" + std::to_string(node.key_lines[i]) + ":" + std::to_string(node.key_columns[i]) +
+                        ": unknown key '" + key + "' in " + where +
                         " (known keys: " + list + ")");
     }
   }

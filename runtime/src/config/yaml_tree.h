@@ -18,7 +18,8 @@ struct YamlNode {
   std::vector<std::pair<std::string, std::unique_ptr<YamlNode>>> map;  // Mapping, in file order
   int line = 0;    // 1-based
   int column = 0;  // 1-based
-  std::vector<int> key_lines;  // per map entry: line of the key
+  std::vector<int> key_lines;    // per map entry: line of the key
+  std::vector<int> key_columns;  // per map entry: column of the key
 
   const YamlNode* get(const std::string& key) const;
 };
