@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "activation.h"
 #include "kernel.h"
 #include "nn_common.h"
 
@@ -150,6 +151,70 @@ class ConvOp : public Op {
  private:
   WindowGeometry g_;
   int64_t group_ = 1;
+};
+
+// edgert.FusedConv (builder's activation fusion): Conv + bias, then an optional residual Z
+// (input 3, Conv's output shape) added, then an activation; attributes are Conv's plus those in
+// activation.h. float32 only. Each output plane is finished right after it is accumulated,
+// rounding to float where the separate Conv, Add and activation did. Z may be the output's own
+// memory (the memory planner runs it in place): Z[i] is read before Y[i] is written.
+class FusedConvOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
+               edgert_prepare_info& info) override {
+    const edgert_tensor &x = in[0], &w = in[1];
+    if (x.dtype != EDGERT_DTYPE_FLOAT32 || w.dtype != EDGERT_DTYPE_FLOAT32)
+      fail(EDGERT_ERR_UNSUPPORTED, "X is %s and W is %s; FusedConv runs float32 only", dtype_name(x.dtype),
+           dtype_name(w.dtype));
+    group_ = Attributes(&node).get_int("group", 1);
+    Shape out_shape;
+    g_ = conv_shapes(node, x, w, group_, out_shape);
+    if (const edgert_tensor* b = optional_input(node, in, 2)) {
+      if (b->dtype != x.dtype || b->rank != 1 || b->dims[0] != w.dims[0])
+        fail(EDGERT_ERR_SHAPE, "B has dtype %s shape %s, expected float32 [%lld]", dtype_name(b->dtype),
+             shape_string(shape_of(*b)).c_str(), static_cast<long long>(w.dims[0]));
+    }
+    if (const edgert_tensor* z = optional_input(node, in, 3)) {
+      if (z->dtype != x.dtype || shape_of(*z) != out_shape)
+        fail(EDGERT_ERR_SHAPE, "Z has dtype %s shape %s, expected float32 %s", dtype_name(z->dtype),
+             shape_string(shape_of(*z)).c_str(), shape_string(out_shape).c_str());
+    }
+    activation_ = Activation::from_node(node);
+    set_output(out[0], x.dtype, out_shape);
+    info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(double);
+  }
+
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    const edgert_tensor* b = optional_input(node, in, 2);
+    const edgert_tensor* zt = optional_input(node, in, 3);
+    const float* bias = b ? data_as<float>(*b) : nullptr;
+    const float* z = zt ? data_as<float>(*zt) : nullptr;
+    const float* x = data_as<float>(in[0]);
+    const float* w = data_as<float>(in[1]);
+    float* y = data_as<float>(out[0]);
+    double* acc = static_cast<double*>(workspace);
+    const int64_t batch = in[0].dims[0], channels = in[0].dims[1], out_channels = in[1].dims[0];
+    const int64_t cg = channels / group_, mg = out_channels / group_;
+    const int64_t in_plane = g_.in_size(), out_plane = g_.out_size(), k_plane = g_.kernel_size();
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t m = 0; m < out_channels; ++m) {
+        std::fill(acc, acc + out_plane, bias ? static_cast<double>(bias[m]) : 0.0);
+        accumulate_conv_plane(g_, x + (n * channels + (m / mg) * cg) * in_plane, cg, w + m * cg * k_plane, 0.0, 0.0,
+                              acc);
+        const int64_t base = (n * out_channels + m) * out_plane;
+        for (int64_t i = 0; i < out_plane; ++i) {
+          float v = static_cast<float>(acc[i]);
+          if (z) v = v + z[base + i];
+          y[base + i] = activation_.apply(v);
+        }
+      }
+    }
+  }
+
+ private:
+  WindowGeometry g_;
+  int64_t group_ = 1;
+  Activation activation_;
 };
 
 class ConvIntegerOp : public Op {
@@ -343,6 +408,7 @@ class ConvTransposeOp : public Op {
 
 void register_conv_kernels(KernelRegistry& r) {
   r.add<ConvOp>("Conv", "ref-conv");
+  r.add_in_domain<FusedConvOp>("edgert", "FusedConv", "ref-fused-conv");
   r.add<ConvTransposeOp>("ConvTranspose", "ref-conv-transpose");
   r.add<ConvIntegerOp>("ConvInteger", "ref-conv-integer");
 }

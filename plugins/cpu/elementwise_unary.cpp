@@ -5,6 +5,7 @@
 #include <string>
 #include <type_traits>
 
+#include "activation.h"
 #include "kernel.h"
 
 namespace edgert::cpu {
@@ -72,7 +73,6 @@ EDGERT_FLOAT_FN(Cosh, std::cosh(x))
 EDGERT_FLOAT_FN(Sin, std::sin(x))
 EDGERT_FLOAT_FN(Sinh, std::sinh(x))
 EDGERT_FLOAT_FN(Tan, std::tan(x))
-EDGERT_FLOAT_FN(Tanh, std::tanh(x))
 EDGERT_FLOAT_FN(Exp, std::exp(x))
 EDGERT_FLOAT_FN(Log, std::log(x))
 EDGERT_FLOAT_FN(Sqrt, std::sqrt(x))
@@ -80,8 +80,6 @@ EDGERT_FLOAT_FN(Ceil, std::ceil(x))
 EDGERT_FLOAT_FN(Floor, std::floor(x))
 EDGERT_FLOAT_FN(Round, std::nearbyint(x))  // default rounding mode: half to even, as ONNX asks
 EDGERT_FLOAT_FN(Reciprocal, 1.0 / x)
-// Both branches avoid exp overflow for large |x|.
-EDGERT_FLOAT_FN(Sigmoid, x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)))
 EDGERT_FLOAT_FN(Softplus, x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)))
 EDGERT_FLOAT_FN(Softsign, x / (1.0 + std::fabs(x)))
 EDGERT_FLOAT_FN(Mish, x * std::tanh(x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x))))
@@ -94,9 +92,17 @@ struct Erf : FloatMath {
   }
 };
 
+// Shared with the fused epilogues (activation.h).
+struct Tanh : FloatMath {
+  template <typename C> static C apply(C x, const Params&) { return tanh_of(x); }
+};
+// Both branches avoid exp overflow for large |x|.
+struct Sigmoid : FloatMath {
+  template <typename C> static C apply(C x, const Params&) { return sigmoid_of(x); }
+};
 struct Relu : FloatMath {
   static constexpr unsigned kAllowed = kFloats | kSigned;  // ints since opset 14
-  template <typename C> static C apply(C x, const Params&) { return x > C(0) ? x : C(0); }
+  template <typename C> static C apply(C x, const Params&) { return relu_of(x); }
 };
 struct Neg : FloatMath {
   static constexpr unsigned kAllowed = kFloats | kSigned;
@@ -171,26 +177,18 @@ struct Celu : FloatMath {
 };
 struct LeakyRelu : FloatMath {
   static void init(const Attributes& a, Params& p) { p.p[0] = a.get_float("alpha", 0.01f); }
-  template <typename C> static C apply(C x, const Params& p) {
-    return x >= C(0) ? x : static_cast<C>(static_cast<C>(p.p[0]) * x);
-  }
+  template <typename C> static C apply(C x, const Params& p) { return leaky_relu_of(x, p.p[0]); }
 };
 struct HardSigmoid : FloatMath {
   static void init(const Attributes& a, Params& p) {
     p.p[0] = a.get_float("alpha", 0.2f);
     p.p[1] = a.get_float("beta", 0.5f);
   }
-  template <typename C> static C apply(C x, const Params& p) {
-    C v = static_cast<C>(p.p[0]) * x + static_cast<C>(p.p[1]);
-    return std::max(C(0), std::min(C(1), v));
-  }
+  template <typename C> static C apply(C x, const Params& p) { return hard_sigmoid_of(x, p.p[0], p.p[1]); }
 };
 // x * HardSigmoid(x) with alpha = 1/6, beta = 0.5: the function body ONNX defines.
 struct HardSwish : FloatMath {
-  template <typename C> static C apply(C x, const Params&) {
-    C v = static_cast<C>(1.0f / 6.0f) * x + static_cast<C>(0.5f);
-    return x * std::max(C(0), std::min(C(1), v));
-  }
+  template <typename C> static C apply(C x, const Params&) { return hard_swish_of(x); }
 };
 struct ThresholdedRelu : FloatMath {
   static void init(const Attributes& a, Params& p) { p.p[0] = a.get_float("alpha", 1.0f); }
@@ -214,14 +212,7 @@ struct Gelu : FloatMath {
       fail(EDGERT_ERR_INVALID_ARGUMENT, "approximate must be 'none' or 'tanh', got '%s'", approximate.c_str());
     p.p[0] = approximate == "tanh" ? 1.0f : 0.0f;
   }
-  template <typename C> static C apply(C c, const Params& p) {
-    double x = static_cast<double>(c);
-    if (p.p[0] != 0) {
-      const double k = 0.7978845608028654;  // sqrt(2 / pi)
-      return static_cast<C>(0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))));
-    }
-    return static_cast<C>(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
-  }
+  template <typename C> static C apply(C c, const Params& p) { return gelu_of(c, p.p[0] != 0); }
 };
 
 // Clip: bounds are attributes `min`/`max` before opset 11, optional scalar inputs from 11 on
@@ -276,10 +267,7 @@ class ClipOp : public Op {
       int64_t n = numel(in[0]);
       // Written so NaN passes through unchanged, like numpy.clip.
       for (int64_t i = 0; i < n; ++i) {
-        C v = static_cast<C>(x[i]);
-        if (v < lo) v = lo;
-        if (v > hi) v = hi;
-        y[i] = static_cast<T>(v);
+        y[i] = static_cast<T>(clip_of(static_cast<C>(x[i]), lo, hi));
       }
     });
   }
@@ -362,6 +350,62 @@ class DropoutOp : public Op {
   }
 };
 
+// edgert.PointwiseChain (builder's pointwise fusion): a float32 tensor through a list of
+// steps in one sweep; attributes `ops` and `params` as builder/src/passes/pointwise_fusion.cpp
+// writes them. Each step rounds to float like the op it replaces. In place safe.
+class PointwiseChainOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
+               edgert_prepare_info&) override {
+    if (in[0].dtype != EDGERT_DTYPE_FLOAT32)
+      fail(EDGERT_ERR_UNSUPPORTED, "input is %s; PointwiseChain runs float32 only", dtype_name(in[0].dtype));
+    Attributes attrs(&node);
+    std::vector<std::string> ops = attrs.get_strings("ops");
+    std::vector<float> params = attrs.get_floats("params");
+    if (ops.empty() || params.size() != 2 * ops.size())
+      fail(EDGERT_ERR_INVALID_ARGUMENT, "%zu ops need %zu params, got %zu", ops.size(), 2 * ops.size(), params.size());
+    steps_.clear();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      Step s;
+      s.constant = params[2 * i];
+      const std::string& op = ops[i];
+      s.binary = op == "Add" ? 1 : op == "Sub" ? 2 : op == "Mul" ? 3 : op == "Div" ? 4 : op == "RSub" ? 5
+                 : op == "RDiv" ? 6 : 0;
+      if (!s.binary) s.activation = Activation::parse(op, &params[2 * i], 2);
+      steps_.push_back(s);
+    }
+    set_output(out[0], in[0].dtype, shape_of(in[0]));
+  }
+  void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    const float* x = data_as<float>(in[0]);
+    float* y = data_as<float>(out[0]);
+    const int64_t n = numel(in[0]);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x[i];
+      for (const Step& s : steps_) {
+        switch (s.binary) {
+          case 0: v = s.activation.apply(v); break;
+          case 1: v = v + s.constant; break;
+          case 2: v = v - s.constant; break;
+          case 3: v = v * s.constant; break;
+          case 4: v = v / s.constant; break;
+          case 5: v = s.constant - v; break;
+          default: v = s.constant / v; break;
+        }
+      }
+      y[i] = v;
+    }
+  }
+
+ private:
+  struct Step {
+    int binary = 0;  // 0: activation; 1..6: Add, Sub, Mul, Div, RSub, RDiv by `constant`
+    float constant = 0;
+    Activation activation;
+  };
+  std::vector<Step> steps_;
+};
+
 }  // namespace
 
 void register_elementwise_unary_kernels(KernelRegistry& r) {
@@ -408,6 +452,7 @@ void register_elementwise_unary_kernels(KernelRegistry& r) {
   r.add<ClipOp>("Clip", "ref-clip");
   r.add<IdentityOp>("Identity", "ref-identity");
   r.add<DropoutOp>("Dropout", "ref-dropout", dropout_supports);
+  r.add_in_domain<PointwiseChainOp>("edgert", "PointwiseChain", "ref-pointwise-chain");
 }
 
 }  // namespace edgert::cpu

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "activation.h"
 #include "broadcast.h"
 #include "kernel.h"
 #include "nn_common.h"
@@ -189,6 +190,60 @@ class GemmOp : public Op {
   std::vector<int64_t> c_strides_;
 };
 
+// edgert.FusedGemm and edgert.FusedMatMul (builder's activation fusion), float32 only: the
+// plain product, then in one sweep over the output (still in cache for the sizes edge models
+// have) the MatMul bias (input 2, [N], FusedMatMul only) and the activation of activation.h,
+// rounding to float where the separate Add and activation did.
+void apply_epilogue(float* y, int64_t count, int64_t n, const float* bias, const Activation& activation) {
+  for (int64_t i = 0; i < count; ++i) {
+    float v = y[i];
+    if (bias) v = v + bias[i % n];
+    y[i] = activation.apply(v);
+  }
+}
+
+class FusedGemmOp : public GemmOp {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
+    if (in[0].dtype != EDGERT_DTYPE_FLOAT32)
+      fail(EDGERT_ERR_UNSUPPORTED, "A is %s; FusedGemm runs float32 only", dtype_name(in[0].dtype));
+    GemmOp::prepare(node, in, out, info);
+    activation_ = Activation::from_node(node);
+  }
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    GemmOp::execute(node, in, out, workspace);
+    apply_epilogue(data_as<float>(out[0]), numel(out[0]), 1, nullptr, activation_);
+  }
+
+ private:
+  Activation activation_;
+};
+
+class FusedMatMulOp : public MatMulOp {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
+    if (in[0].dtype != EDGERT_DTYPE_FLOAT32)
+      fail(EDGERT_ERR_UNSUPPORTED, "A is %s; FusedMatMul runs float32 only", dtype_name(in[0].dtype));
+    MatMulOp::prepare(node, in, out, info);
+    n_ = out[0].rank > 0 ? out[0].dims[out[0].rank - 1] : 1;
+    if (const edgert_tensor* b = optional_input(node, in, 2)) {
+      if (b->dtype != EDGERT_DTYPE_FLOAT32 || b->rank != 1 || b->dims[0] != n_ || out[0].rank < 2)
+        fail(EDGERT_ERR_SHAPE, "bias has dtype %s shape %s, expected float32 [%lld]", dtype_name(b->dtype),
+             shape_string(shape_of(*b)).c_str(), static_cast<long long>(n_));
+    }
+    activation_ = Activation::from_node(node);
+  }
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    MatMulOp::execute(node, in, out, workspace);
+    const edgert_tensor* b = optional_input(node, in, 2);
+    apply_epilogue(data_as<float>(out[0]), numel(out[0]), n_, b ? data_as<float>(*b) : nullptr, activation_);
+  }
+
+ private:
+  int64_t n_ = 1;
+  Activation activation_;
+};
+
 // Zero points / scales of the quantized products: per tensor, per row of A, per column of B.
 void check_quant_param(const edgert_tensor& t, int64_t count, const char* what) { check_per_channel(t, count, what); }
 
@@ -348,6 +403,8 @@ class DetOp : public Op {
 void register_matmul_kernels(KernelRegistry& r) {
   r.add<MatMulOp>("MatMul", "ref-matmul");
   r.add<GemmOp>("Gemm", "ref-gemm");
+  r.add_in_domain<FusedGemmOp>("edgert", "FusedGemm", "ref-fused-gemm");
+  r.add_in_domain<FusedMatMulOp>("edgert", "FusedMatMul", "ref-fused-matmul");
   r.add<MatMulIntegerOp>("MatMulInteger", "ref-matmul-integer");
   r.add<QLinearMatMulOp>("QLinearMatMul", "ref-qlinear-matmul");
   r.add<DetOp>("Det", "ref-det");

@@ -1,5 +1,7 @@
 #include "execution_context.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "error.h"
@@ -46,9 +48,31 @@ edgert_status ExecutionContext::check_inputs(const edgert_tensor* inputs, int32_
   return EDGERT_OK;
 }
 
+void ExecutionContext::FreeDeleter::operator()(void* p) const { std::free(p); }
+
+edgert_status ExecutionContext::ensure_arena(edgert_error* error) {
+  const ArenaPlan* plan = engine_.arena_plan();
+  if (!plan || arena_) return EDGERT_OK;
+  auto aligned = [&](uint64_t bytes) { return (std::max<uint64_t>(bytes, 1) + plan->alignment - 1) / plan->alignment * plan->alignment; };
+  arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(plan->alignment, aligned(plan->arena_bytes))));
+  if (plan->workspace_bytes)
+    workspace_.reset(static_cast<uint8_t*>(std::aligned_alloc(plan->alignment, aligned(plan->workspace_bytes))));
+  if (!arena_ || (plan->workspace_bytes && !workspace_)) {
+    arena_.reset();
+    workspace_.reset();
+    return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "cannot allocate the engine's %llu-byte activation arena and "
+                     "%llu-byte workspace", static_cast<unsigned long long>(plan->arena_bytes),
+                     static_cast<unsigned long long>(plan->workspace_bytes));
+  }
+  arena_bytes_ = plan->arena_bytes + plan->workspace_bytes;
+  main_.use_arena(plan, arena_.get(), workspace_.get());
+  return EDGERT_OK;
+}
+
 edgert_status ExecutionContext::run(const edgert_tensor* inputs, int32_t num_inputs, edgert_error* error) {
   main_.release_activations();
   if (edgert_status s = check_inputs(inputs, num_inputs, error)) return s;
+  if (edgert_status s = ensure_arena(error)) return s;
   // Engine inputs are bound in engine order; the main graph lists the same tensors.
   const LoadedGraph& graph = engine_.main_graph();
   graph_inputs_.assign(graph.inputs.size(), edgert_tensor{});

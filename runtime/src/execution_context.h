@@ -2,6 +2,7 @@
 // allocator shared with its subgraphs. Checks inputs against the engine's bindings and profile.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "graph_executor.h"
@@ -20,11 +21,25 @@ class ExecutionContext {
   // Valid after a successful run, until the next run.
   const edgert_tensor& output(int32_t index) const;
   const LoadedEngine& engine() const { return engine_; }
+  // Per-node wall time of the main graph's next runs, in nanoseconds (see GraphExecutor).
+  void set_layer_times(std::vector<double>* times) { main_.set_layer_times(times); }
+  // Bytes of the planned arena and workspace (0 before the first run or without a plan).
+  size_t arena_bytes() const { return arena_bytes_; }
 
  private:
   edgert_status check_inputs(const edgert_tensor* inputs, int32_t num_inputs, edgert_error* error) const;
 
+  edgert_status ensure_arena(edgert_error* error);
+
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
   const LoadedEngine& engine_;
+  // One arena per context for the engine's memory plan, made on the first run; declared
+  // before main_, which points into it.
+  std::unique_ptr<uint8_t, FreeDeleter> arena_;
+  std::unique_ptr<uint8_t, FreeDeleter> workspace_;
+  size_t arena_bytes_ = 0;
   TensorAllocator allocator_;  // declared before main_: the executor releases into it
   GraphExecutor main_;
   std::vector<edgert_tensor> graph_inputs_;

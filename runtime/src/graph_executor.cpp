@@ -1,5 +1,6 @@
 #include "graph_executor.h"
 
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -66,11 +67,26 @@ void GraphExecutor::release_activations() {
   }
 }
 
+void GraphExecutor::use_arena(const ArenaPlan* plan, uint8_t* arena, void* workspace) {
+  plan_ = plan;
+  arena_ = arena;
+  workspace_ = workspace;
+}
+
 edgert_status GraphExecutor::allocate_output(int32_t t, edgert_tensor& out, const char* node_name, edgert_error* error) {
   size_t bytes = 0;
   if (!tensor_bytes(out, &bytes))
     return set_error(error, EDGERT_ERR_SHAPE, "node '%s': output '%s' has an invalid shape %s", node_name,
                      graph_.tensors[t].name, shape_text(out.dims, out.rank).c_str());
+  // The plan was verified at load (offset + size inside the arena); a tensor that came out
+  // larger than planned (another input shape) falls back to the allocator.
+  if (arena_ && static_cast<size_t>(t) < plan_->offsets.size() && plan_->offsets[t] >= 0 && bytes <= plan_->sizes[t]) {
+    if (owned_[t]) allocator_.release(owned_[t]);
+    owned_[t] = nullptr;
+    out.data = arena_ + plan_->offsets[t];
+    values_[t] = out;
+    return EDGERT_OK;
+  }
   void* block = allocator_.allocate(bytes);
   if (!block)
     return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "node '%s': cannot allocate %zu bytes for output '%s'", node_name,
@@ -107,6 +123,7 @@ edgert_status GraphExecutor::run_node(size_t index, edgert_error* error) {
       return set_error(error, EDGERT_ERR_INTERNAL, "node '%s' (%s): input '%s' has no value", node.node.name,
                        node.node.op_type, graph_.tensors[t].name);
   edgert_status s;
+  const auto started = layer_times_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   switch (node.builtin) {
     case BuiltinOp::If: s = run_if(*this, node, values_, error); break;
     case BuiltinOp::Loop: s = run_loop(*this, node, values_, error); break;
@@ -114,6 +131,8 @@ edgert_status GraphExecutor::run_node(size_t index, edgert_error* error) {
     default: s = run_kernel(index, error); break;
   }
   if (s == EDGERT_OK) free_after(index);
+  if (layer_times_ && index < layer_times_->size())
+    (*layer_times_)[index] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started).count();
   return s;
 }
 
@@ -155,7 +174,11 @@ edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
   for (size_t o = 0; o < node.outputs.size(); ++o)
     if (edgert_status s = allocate_output(node.outputs[o], state.outputs[o], node.node.name, error)) return s;
   void* workspace = nullptr;
-  if (state.info.workspace_bytes) {
+  bool own_workspace = false;
+  if (state.info.workspace_bytes && workspace_ && state.info.workspace_bytes <= plan_->workspace_bytes) {
+    workspace = workspace_;
+  } else if (state.info.workspace_bytes) {
+    own_workspace = true;
     workspace = allocator_.allocate(state.info.workspace_bytes);
     if (!workspace)
       return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "node '%s' (%s): cannot allocate a %zu-byte workspace",
@@ -164,7 +187,7 @@ edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
   edgert_error local{};
   edgert_status s = kernel->execute(kernel, state.kernel_state, &node.node, state.inputs.data(), state.outputs.data(),
                                     workspace, &local);
-  allocator_.release(workspace);
+  if (own_workspace) allocator_.release(workspace);
   if (s != EDGERT_OK)
     return set_error(error, s, "node '%s' (%s, kernel %s/%s): %s", node.node.name, node.node.op_type,
                      node.plugin->name.c_str(), kernel->name, local.message);

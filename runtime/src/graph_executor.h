@@ -28,6 +28,13 @@ class GraphExecutor {
   const LoadedGraph& graph() const { return graph_; }
   void release_activations();
 
+  // Places planned tensors in `arena` (plan.arena_bytes, aligned as the plan says) and node
+  // workspaces in `workspace` (plan.workspace_bytes) instead of the allocator; both borrowed
+  // for the executor's life. Tensors larger than planned still use the allocator.
+  void use_arena(const ArenaPlan* plan, uint8_t* arena, void* workspace);
+  // When set, run() writes each node's wall time in nanoseconds into (*times)[node index].
+  void set_layer_times(std::vector<double>* times) { layer_times_ = times; }
+
   // For control-flow ops: the executor of a subgraph, made on first use and kept (its kernels
   // stay prepared across iterations and runs).
   GraphExecutor& subgraph(int32_t graph_index);
@@ -57,6 +64,10 @@ class GraphExecutor {
   std::vector<edgert_tensor> values_;
   std::vector<void*> owned_;
   std::map<int32_t, std::unique_ptr<GraphExecutor>> subgraphs_;
+  const ArenaPlan* plan_ = nullptr;
+  uint8_t* arena_ = nullptr;
+  void* workspace_ = nullptr;
+  std::vector<double>* layer_times_ = nullptr;
 };
 
 // Tensor helpers shared by the executor and the control-flow ops.

@@ -90,7 +90,83 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
     }
   }
   for (int32_t t : outputs_) graphs_[0].is_graph_output[t] = true;
-  return resolve_profiles(error);
+  return resolve_profiles(error) && resolve_memory_plan(error);
+}
+
+bool LoadedEngine::resolve_memory_plan(edgert_error* error) {
+  const fb::Engine* e = file_.engine();
+  const char* where = file_.path().c_str();
+  if (!e->memory_plans() || e->memory_plans()->size() == 0) return true;
+  // Far above any board's memory; keeps a hostile header from asking for an absurd arena.
+  constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 40;
+  const fb::MemoryPlan* p = e->memory_plans()->Get(0);
+  const LoadedGraph& graph = graphs_[0];
+  const size_t num_tensors = graph.tensors.size();
+  auto bad = [&](const std::string& what) {
+    set_error(error, EDGERT_ERR_FORMAT, "engine '%s': memory plan %s", where, what.c_str());
+    return false;
+  };
+  if (!p->offsets() || !p->sizes() || p->offsets()->size() != num_tensors || p->sizes()->size() != num_tensors)
+    return bad("does not give an offset and size for each of the " + std::to_string(num_tensors) + " tensors");
+  const uint64_t alignment = p->alignment();
+  if (alignment < 64 || alignment > 4096 || (alignment & (alignment - 1)))
+    return bad("has alignment " + std::to_string(alignment) + ", expected a power of two in [64, 4096]");
+  if (p->arena_bytes() > kMaxArenaBytes || p->workspace_bytes() > kMaxArenaBytes)
+    return bad("asks for " + std::to_string(p->arena_bytes()) + " arena and " + std::to_string(p->workspace_bytes()) +
+               " workspace bytes, over the limit of " + std::to_string(kMaxArenaBytes));
+  // The FlatBuffers verifier does not check the alignment of 8-byte vector elements.
+  auto misaligned = [&](const void* d) { return (static_cast<const uint8_t*>(d) - file_.bytes()) % 8 != 0; };
+  if ((num_tensors && misaligned(p->offsets()->Data())) || (num_tensors && misaligned(p->sizes()->Data())))
+    return bad("tables are misaligned");
+
+  // When each tensor is written and last read, as the executor will see it.
+  const int32_t num_nodes = static_cast<int32_t>(graph.nodes.size());
+  std::vector<int32_t> start(num_tensors, -1);
+  std::vector<bool> builtin_output(num_tensors, false);
+  for (int32_t n = 0; n < num_nodes; ++n)
+    for (int32_t t : graph.nodes[n].outputs) {
+      start[t] = n;
+      builtin_output[t] = graph.nodes[n].builtin != BuiltinOp::None;
+    }
+  struct Block {
+    uint64_t offset, size;
+    int32_t start, end;
+  };
+  std::vector<Block> blocks;
+  ArenaPlan plan;
+  plan.arena_bytes = p->arena_bytes();
+  plan.alignment = alignment;
+  plan.workspace_bytes = p->workspace_bytes();
+  plan.offsets.assign(p->offsets()->begin(), p->offsets()->end());
+  plan.sizes.assign(p->sizes()->begin(), p->sizes()->end());
+  for (size_t t = 0; t < num_tensors; ++t) {
+    const int64_t offset = plan.offsets[t];
+    const uint64_t size = plan.sizes[t];
+    if (offset == -1) continue;
+    const std::string name = std::string("tensor '") + graph.tensors[t].name + "'";
+    if (offset < 0 || static_cast<uint64_t>(offset) % alignment != 0 || size > plan.arena_bytes ||
+        static_cast<uint64_t>(offset) > plan.arena_bytes - size)
+      return bad("places " + name + " (" + std::to_string(size) + " bytes) at offset " + std::to_string(offset) +
+                 ", outside the " + std::to_string(plan.arena_bytes) + "-byte arena or misaligned");
+    if (start[t] < 0 || builtin_output[t] || graph.tensors[t].is_constant)
+      return bad("places " + name + ", which is not written by a plugin kernel of the main graph");
+    if (size == 0) continue;
+    int32_t end = graph.is_graph_output[t] ? num_nodes : std::max(graph.last_use[t], start[t]);
+    blocks.push_back({static_cast<uint64_t>(offset), size, start[t], end});
+  }
+  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.offset < b.offset; });
+  for (size_t i = 0; i < blocks.size(); ++i)
+    for (size_t j = i + 1; j < blocks.size() && blocks[j].offset < blocks[i].offset + blocks[i].size; ++j) {
+      const Block &a = blocks[i], &b = blocks[j];
+      if (a.end < b.start || b.end < a.start) continue;  // never alive together
+      // In place: a node overwrites an input it reads for the last time with its output.
+      if (a.offset == b.offset && a.start != b.start && (a.end == b.start || b.end == a.start)) continue;
+      return bad("overlaps two tensors that are alive at the same time (offsets " + std::to_string(a.offset) +
+                 " and " + std::to_string(b.offset) + ")");
+    }
+  plan_ = std::move(plan);
+  has_plan_ = true;
+  return true;
 }
 
 bool LoadedEngine::resolve_profiles(edgert_error* error) {

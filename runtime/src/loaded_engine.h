@@ -57,6 +57,19 @@ struct LoadedGraph {
   std::vector<std::pair<int32_t, int32_t>> captures;
 };
 
+// The builder's memory plan for graphs[0] (engine.fbs MemoryPlan), verified at load: every
+// offset aligned and inside the arena, only node outputs planned, and no two tensors alive at
+// the same time overlapping (except an output written in place over an input read for the
+// last time by the same node). A hostile plan can therefore not make the runtime write
+// outside the arena or over a live tensor.
+struct ArenaPlan {
+  uint64_t arena_bytes = 0;
+  uint64_t alignment = 64;
+  uint64_t workspace_bytes = 0;
+  std::vector<int64_t> offsets;  // per tensor of graphs[0]; -1: from the allocator
+  std::vector<uint64_t> sizes;
+};
+
 class LoadedEngine {
  public:
   static std::unique_ptr<LoadedEngine> load(const std::string& path, const edgert_load_options& options,
@@ -79,6 +92,9 @@ class LoadedEngine {
   };
   // The profile range of engine input `index`, or null when the engine sets none.
   const ShapeRange* profile_range(size_t index) const;
+  // The plan the runtime uses, or null when the engine has none.
+  const ArenaPlan* arena_plan() const { return has_plan_ ? &plan_ : nullptr; }
+
   // Fails with a message giving the allowed range when `tensor` lies outside the profile.
   edgert_status check_profile(size_t index, const edgert_tensor& tensor, edgert_error* error) const;
 
@@ -86,6 +102,7 @@ class LoadedEngine {
   bool resolve(const edgert_load_options& options, edgert_error* error);
   bool resolve_graph(uint32_t index, edgert_error* error);
   bool resolve_profiles(edgert_error* error);
+  bool resolve_memory_plan(edgert_error* error);
 
   EngineFile file_;
   std::vector<const LoadedPlugin*> plugins_;  // null entry for the builtin pseudo-plugin
@@ -94,6 +111,8 @@ class LoadedEngine {
   std::vector<std::string> input_names_, output_names_;
   std::string board_;
   std::vector<ShapeRange> ranges_;  // per engine input; empty vectors when unconstrained
+  ArenaPlan plan_;
+  bool has_plan_ = false;
 };
 
 void fill_tensor_info(const LoadedTensor& tensor, const std::string& binding_name, edgert_tensor_info* info);

@@ -22,7 +22,8 @@ int usage() {
                "  status             daemon, memory budget and pipelines with statistics\n"
                "  pipelines          the pipelines and their engines\n"
                "  stats [PIPELINE]   fps, drops, p50/p99 latency per stage\n"
-               "  watch PIPELINE     stream results as JSON lines until interrupted\n");
+               "  watch PIPELINE     stream results as JSON lines until interrupted\n"
+               "  results SOCKET     print the JSON lines of a pipeline's results socket (sinks.socket)\n");
   return 2;
 }
 
@@ -81,6 +82,18 @@ int main(int argc, char** argv) {
   }
   if (i >= argc) return usage();
   std::string command = argv[i++];
+  if (command == "results") {
+    // The result stream sink is plain newline-delimited JSON: copy it to stdout as it comes.
+    if (i >= argc) return usage();
+    int fd = connect_to(argv[i]);
+    if (fd < 0) return 1;
+    char chunk[65536];
+    for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) > 0;) {
+      fwrite(chunk, 1, static_cast<size_t>(n), stdout);
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   json request = {{"command", command}};
   if (command == "watch" || command == "stats") {
     if (i < argc) request["pipeline"] = argv[i++];

@@ -1,7 +1,7 @@
 #!/bin/bash
 # edgertd end to end on real kernel devices, in the qemu VM: frames from the vivid camera at
 # 640x480 in YUYV and NV12 flow through an engine and out of the results socket (read with
-# edgertctl watch); with gpio-sim, a configured class drives an output line high and a rising
+# edgertctl results); with gpio-sim, a configured class drives an output line high and a rising
 # edge on a trigger line makes a triggered pipeline capture a frame.
 # Usage: test_edgertd_in_vm.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
@@ -42,7 +42,7 @@ for fmt in yuyv nv12; do
   ./edgertd --config $fmt.yaml 2> edgertd-$fmt.log &
   pid=$!
   sleep 4
-  timeout 3 ./edgertctl watch cam_$fmt > watch-$fmt.txt
+  timeout 3 ./edgertctl results /run/edgert/cam_$fmt.sock > watch-$fmt.txt
   echo "RESULT $fmt lines=$(grep -c '"sequence"' watch-$fmt.txt) copies0=$(grep -c '"frame_copies":0' watch-$fmt.txt)"
   ./edgertctl stats cam_$fmt | head -1
   kill $pid; wait $pid

@@ -1,0 +1,101 @@
+// edgert build MODEL.onnx --board PROFILE -o OUT.engine (TensorRT spellings --onnx= --saveEngine=)
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "board_profile.h"
+#include "build_error.h"
+#include "commands.h"
+#include "engine_builder.h"
+#include "engine_writer.h"
+
+namespace edgert::cli {
+namespace {
+
+// "input:1x3x224x224,mask:1x224x224" -> name -> dims. The name ends at the last ':' so names
+// with ':' (common in TF exports) work.
+std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& spec, const char* option) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  size_t start = 0;
+  while (start < spec.size()) {
+    size_t comma = spec.find(',', start);
+    std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? spec.size() : comma + 1;
+    size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
+      builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "%s: '%s' must be NAME:DxDx...", option, item.c_str());
+    std::vector<int64_t> dims;
+    std::string text = item.substr(colon + 1);
+    size_t pos = 0;
+    while (pos <= text.size()) {
+      size_t x = text.find('x', pos);
+      std::string d = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+      char* end = nullptr;
+      long long v = std::strtoll(d.c_str(), &end, 10);
+      if (d.empty() || *end != '\0' || v < 0)
+        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "%s: '%s' is not a dimension in '%s'", option, d.c_str(), item.c_str());
+      dims.push_back(v);
+      if (x == std::string::npos) break;
+      pos = x + 1;
+    }
+    shapes[item.substr(0, colon)] = dims;
+  }
+  return shapes;
+}
+
+std::map<std::string, builder::InputShapeRange> parse_profile(const std::string& min, const std::string& opt,
+                                                              const std::string& max) {
+  auto mins = parse_shapes(min, "--min-shapes"), opts = parse_shapes(opt, "--opt-shapes"),
+       maxs = parse_shapes(max, "--max-shapes");
+  std::map<std::string, builder::InputShapeRange> profile;
+  for (const auto* list : {&mins, &opts, &maxs})
+    for (const auto& [name, dims] : *list) {
+      if (!mins.count(name) || !opts.count(name) || !maxs.count(name))
+        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT,
+                            "input '%s' needs all of --min-shapes, --opt-shapes and --max-shapes", name.c_str());
+      profile[name] = builder::InputShapeRange{mins[name], opts[name], maxs[name]};
+    }
+  return profile;
+}
+
+}  // namespace
+
+void add_build_command(CLI::App& app) {
+  struct Options {
+    std::string model, onnx, output, save_engine, board = "x86_64-generic", plugin_path;
+    std::string min_shapes, opt_shapes, max_shapes;
+    bool verbose = false, no_optimize = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("build", "Build an engine from an ONNX model for a board profile");
+  cmd->add_option("model", options->model, "ONNX model file");
+  cmd->add_option("--onnx", options->onnx, "ONNX model file (trtexec spelling)");
+  cmd->add_option("-o,--output", options->output, "Engine file to write");
+  cmd->add_option("--saveEngine", options->save_engine, "Engine file to write (trtexec spelling)");
+  cmd->add_option("--board", options->board, "Board profile name or YAML path")->capture_default_str();
+  cmd->add_option("--plugin-path", options->plugin_path, "Colon-separated plugin directories");
+  cmd->add_flag("-v,--verbose", options->verbose, "Log each build step, pass and the memory plan");
+  cmd->add_flag("--no-optimize", options->no_optimize, "Skip the graph passes (folding, fusion): nodes as imported");
+  cmd->add_option("--min-shapes,--minShapes", options->min_shapes, "Optimization profile minimum: NAME:1x3x160x160,...");
+  cmd->add_option("--opt-shapes,--optShapes", options->opt_shapes, "Optimization profile optimum: NAME:1x3x224x224,...");
+  cmd->add_option("--max-shapes,--maxShapes", options->max_shapes, "Optimization profile maximum: NAME:1x3x640x640,...");
+  cmd->callback([options] {
+    const std::string& model = options->model.empty() ? options->onnx : options->model;
+    const std::string& output = options->output.empty() ? options->save_engine : options->output;
+    if (model.empty()) throw CLI::RequiredError("MODEL (or --onnx=)");
+    if (output.empty()) throw CLI::RequiredError("-o OUT.engine (or --saveEngine=)");
+    builder::BuildOptions build;
+    build.model_path = model;
+    build.board = config::load_board_profile(config::find_board_profile(options->board));
+    if (!options->plugin_path.empty()) build.plugin_path = options->plugin_path.c_str();
+    build.optimize = !options->no_optimize;
+    build.profile = parse_profile(options->min_shapes, options->opt_shapes, options->max_shapes);
+    if (options->verbose) build.log = [](const std::string& line) { std::fprintf(stderr, "[build] %s\n", line.c_str()); };
+    builder::BuildResult result = builder::build_engine(build);
+    builder::write_file_atomically(output, result.engine);
+    std::printf("built %s for board %s: %zu nodes, %zu bytes -> %s\n", model.c_str(), build.board.name.c_str(),
+                result.model.graphs[0].nodes.size(), result.engine.size(), output.c_str());
+  });
+}
+
+}  // namespace edgert::cli

@@ -1,0 +1,189 @@
+// edgert compare MODEL.onnx ENGINE [--inputs DIR] [--reference DIR]: runs the engine and a
+// reference (ONNX Runtime through tests/models/ort_reference.js, or stored outputs) on the same
+// inputs and reports per output: max abs error, relative L2 error, cosine similarity, top-1
+// agreement for score vectors. Polygraphy's `run --onnxrt --trt` in spirit.
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "build_error.h"
+#include "commands.h"
+#include "error.h"
+#include "execution_context.h"
+#include "loaded_engine.h"
+#include "tensor_compare.h"
+#include "tensor_io.h"
+
+extern char** environ;
+
+namespace edgert::cli {
+namespace {
+
+using builder::build_fail;
+
+std::string file_name_for(const std::string& tensor_name) {
+  std::string s = tensor_name;
+  for (char& c : s)
+    if (c == '/') c = '_';
+  return s;
+}
+
+bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+HostTensor read_named(const std::string& dir, const std::string& name) {
+  std::string base = dir + "/" + file_name_for(name);
+  if (exists(base + ".npy")) return read_tensor_npy(base + ".npy");
+  if (exists(base + ".pb")) return read_tensor_pb(base + ".pb");
+  build_fail(EDGERT_ERR_IO, "no %s.npy or %s.pb in '%s'", file_name_for(name).c_str(), file_name_for(name).c_str(),
+             dir.c_str());
+}
+
+// Seeded random data in the shape the engine expects; dynamic dims take the profile's opt value.
+HostTensor random_input(const LoadedEngine& engine, size_t index, std::mt19937& rng) {
+  const LoadedTensor& t = engine.main_graph().tensors[engine.input_tensors()[index]];
+  HostTensor h;
+  h.name = engine.input_names()[index];
+  h.dtype = static_cast<edgert_dtype>(t.dtype ? t.dtype : EDGERT_DTYPE_FLOAT32);
+  const auto* range = engine.profile_range(index);
+  for (int32_t d = 0; d < t.rank; ++d) h.shape.push_back(t.dims[d] >= 0 ? t.dims[d] : range ? range->opt[d] : 1);
+  h.data.resize(static_cast<size_t>(h.numel()) * dtype_size(h.dtype));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  if (h.dtype == EDGERT_DTYPE_FLOAT32) {
+    float* p = reinterpret_cast<float*>(h.data.data());
+    for (int64_t i = 0; i < h.numel(); ++i) p[i] = normal(rng);
+  } else if (h.dtype == EDGERT_DTYPE_FLOAT64) {
+    double* p = reinterpret_cast<double*>(h.data.data());
+    for (int64_t i = 0; i < h.numel(); ++i) p[i] = normal(rng);
+  }  // other dtypes stay zero: random integers would be meaningless indices
+  return h;
+}
+
+int run_process(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+    build_fail(EDGERT_ERR_IO, "cannot start '%s': %s", argv[0], std::strerror(errno));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+std::string default_ort_runner() {
+  if (const char* env = std::getenv("EDGERT_ORT_REFERENCE")) return env;
+  return EDGERT_SOURCE_DIR "/tests/models/ort_reference.js";
+}
+
+// Fraction of rows whose argmax agrees, for [N, C] float score outputs; -1 when not applicable.
+double top1_agreement(const HostTensor& a, const HostTensor& b) {
+  if (a.shape.size() != 2 || a.shape[1] < 2 || a.shape != b.shape) return -1;
+  if (a.dtype != EDGERT_DTYPE_FLOAT32 && a.dtype != EDGERT_DTYPE_FLOAT64) return -1;
+  int64_t rows = a.shape[0], cols = a.shape[1], agree = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t ia = 0, ib = 0;
+    for (int64_t c = 1; c < cols; ++c) {
+      if (element_as_double(a, r * cols + c) > element_as_double(a, r * cols + ia)) ia = c;
+      if (element_as_double(b, r * cols + c) > element_as_double(b, r * cols + ib)) ib = c;
+    }
+    agree += ia == ib;
+  }
+  return rows ? static_cast<double>(agree) / rows : -1;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+  struct Options {
+    std::string model, engine, inputs, reference, runner, save_outputs, plugin_path;
+    double max_rel_l2 = 1e-4;
+    unsigned seed = 1;
+    int threads = 1;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("compare", "Compare an engine's outputs with ONNX Runtime's (or stored ones)");
+  cmd->add_option("model", options->model, "The ONNX model the engine was built from")->required();
+  cmd->add_option("engine", options->engine, "Engine file")->required();
+  cmd->add_option("--inputs", options->inputs, "Folder of NAME.npy / NAME.pb inputs (default: seeded random)");
+  cmd->add_option("--reference", options->reference, "Folder of stored reference outputs (default: run ONNX Runtime)");
+  cmd->add_option("--ort-runner", options->runner, "Node script running ONNX Runtime (default: tests/models/ort_reference.js)");
+  cmd->add_option("--save-outputs", options->save_outputs, "Also write edgert's outputs here as .npy");
+  cmd->add_option("--max-rel-l2", options->max_rel_l2, "Fail when an output's relative L2 error exceeds this")->capture_default_str();
+  cmd->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
+  cmd->add_option("--plugin-path", options->plugin_path, "Colon-separated plugin directories");
+  cmd->callback([options] {
+    edgert_load_options load;
+    edgert_load_options_init(&load);
+    load.plugin_path = options->plugin_path.empty() ? nullptr : options->plugin_path.c_str();
+    edgert_error error{};
+    auto engine = LoadedEngine::load(options->engine, load, &error);
+    if (!engine) build_fail(error.status, "%s", error.message);
+
+    char scratch_template[] = "/tmp/edgert-compare-XXXXXX";
+    if (!mkdtemp(scratch_template)) build_fail(EDGERT_ERR_IO, "mkdtemp: %s", std::strerror(errno));
+    std::string scratch = scratch_template;
+    std::string input_dir = options->inputs.empty() ? scratch + "/inputs" : options->inputs;
+    std::vector<HostTensor> inputs;
+    std::mt19937 rng(options->seed);
+    if (options->inputs.empty()) mkdir(input_dir.c_str(), 0755);
+    for (size_t i = 0; i < engine->input_names().size(); ++i) {
+      if (options->inputs.empty()) {
+        inputs.push_back(random_input(*engine, i, rng));
+        write_tensor_npy(input_dir + "/" + file_name_for(inputs.back().name) + ".npy", inputs.back());
+      } else {
+        inputs.push_back(read_named(input_dir, engine->input_names()[i]));
+      }
+    }
+    std::vector<edgert_tensor> views;
+    for (const HostTensor& t : inputs) views.push_back(t.view());
+    ExecutionContext context(*engine);
+    if (context.run(views.data(), static_cast<int32_t>(views.size()), &error) != EDGERT_OK)
+      build_fail(error.status, "edgert run failed: %s", error.message);
+
+    std::string reference_dir = options->reference;
+    if (reference_dir.empty()) {
+      reference_dir = scratch + "/reference";
+      mkdir(reference_dir.c_str(), 0755);
+      std::string runner = options->runner.empty() ? default_ort_runner() : options->runner;
+      int rc = run_process({"node", runner, options->model, input_dir, reference_dir});
+      if (rc != 0) build_fail(EDGERT_ERR_IO, "the ONNX Runtime reference (node %s) failed with exit code %d", runner.c_str(), rc);
+    }
+    if (!options->save_outputs.empty()) mkdir(options->save_outputs.c_str(), 0755);
+
+    bool all_ok = true;
+    std::printf("%-28s %-16s %12s %12s %10s %8s\n", "output", "shape", "max_abs_err", "rel_l2_err", "cosine", "top1");
+    for (size_t o = 0; o < engine->output_names().size(); ++o) {
+      const std::string& name = engine->output_names()[o];
+      HostTensor actual = HostTensor::from(context.output(static_cast<int32_t>(o)), name);
+      if (!options->save_outputs.empty()) write_tensor_npy(options->save_outputs + "/" + file_name_for(name) + ".npy", actual);
+      HostTensor expected = read_named(reference_dir, name);
+      Comparison c = compare_tensors(actual, expected, 0, 0);
+      bool shape_ok = actual.shape == expected.shape && actual.dtype == expected.dtype;
+      double top1 = top1_agreement(actual, expected);
+      char top1_text[16] = "-";
+      if (top1 >= 0) std::snprintf(top1_text, sizeof top1_text, "%.3f", top1);
+      if (!shape_ok) {
+        std::printf("%-28s %s\n", name.c_str(), c.problem.c_str());
+        all_ok = false;
+        continue;
+      }
+      bool ok = c.relative_l2_error <= options->max_rel_l2 && !std::isnan(c.relative_l2_error);
+      all_ok = all_ok && ok;
+      std::printf("%-28s %-16s %12.3g %12.3g %10.6f %8s%s\n", name.c_str(), shape_string(actual.shape).c_str(),
+                  c.max_abs_error, c.relative_l2_error, c.cosine_similarity, top1_text, ok ? "" : "  EXCEEDS");
+    }
+    std::string cleanup = "rm -rf '" + scratch + "'";
+    if (std::system(cleanup.c_str()) != 0) std::fprintf(stderr, "edgert: could not remove %s\n", scratch.c_str());
+    std::printf("%s: relative L2 error %s %.1e on every output\n", all_ok ? "PASS" : "FAIL",
+                all_ok ? "within" : "not within", options->max_rel_l2);
+    if (!all_ok) g_exit_status = 1;
+  });
+}
+
+}  // namespace edgert::cli

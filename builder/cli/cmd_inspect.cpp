@@ -1,0 +1,214 @@
+// edgert inspect ENGINE [--json]: what an engine holds, without loading its plugins, so an
+// engine for another board can be inspected anywhere.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "build_error.h"
+#include "commands.h"
+#include "engine_file.h"
+#include "error.h"
+
+namespace edgert::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string str(const flatbuffers::String* s) { return s ? s->str() : ""; }
+
+// The main graph's memory plan, when the engine has one.
+const fb::MemoryPlan* main_plan(const fb::Engine* e) {
+  if (!e->memory_plans() || e->memory_plans()->size() == 0) return nullptr;
+  const fb::MemoryPlan* p = e->memory_plans()->Get(0);
+  uint32_t tensors = e->graphs()->Get(0)->tensors() ? e->graphs()->Get(0)->tensors()->size() : 0;
+  if (!p->offsets() || !p->sizes() || p->offsets()->size() != tensors || p->sizes()->size() != tensors) return nullptr;
+  return p;
+}
+
+// "conv1 + bn1 + relu1" -> the parts the builder fused into one layer.
+ordered_json fused_parts(const std::string& name) {
+  ordered_json parts = ordered_json::array();
+  size_t start = 0;
+  while (true) {
+    size_t plus = name.find(" + ", start);
+    parts.push_back(name.substr(start, plus == std::string::npos ? std::string::npos : plus - start));
+    if (plus == std::string::npos) break;
+    start = plus + 3;
+  }
+  return parts;
+}
+
+ordered_json tensor_json(const fb::Graph* g, int32_t index, const fb::MemoryPlan* plan = nullptr) {
+  if (index < 0) return nullptr;
+  const fb::Tensor* t = g->tensors()->Get(index);
+  ordered_json shape = ordered_json::array();
+  if (t->shape())
+    for (const fb::Dim* d : *t->shape()) {
+      if (d->value() >= 0) shape.push_back(d->value());
+      else shape.push_back(d->name() ? d->name()->str() : "?");
+    }
+  ordered_json j = {{"name", str(t->name())}, {"dtype", dtype_name(t->dtype())}};
+  j["shape"] = t->rank_known() ? shape : ordered_json(nullptr);
+  if (plan) {
+    int64_t offset = plan->offsets()->Get(index);
+    j["arena_offset"] = offset >= 0 ? ordered_json(offset) : ordered_json(nullptr);
+    j["bytes"] = offset >= 0 ? ordered_json(plan->sizes()->Get(index)) : ordered_json(nullptr);
+  }
+  return j;
+}
+
+ordered_json engine_json(const EngineFile& file) {
+  const fb::Engine* e = file.engine();
+  ordered_json j;
+  j["file"] = file.path();
+  j["file_bytes"] = file.size();
+  j["format_version"] = e->format_version();
+  j["producer"] = str(e->producer());
+  j["source_model"] = str(e->source_model());
+  ordered_json board = {{"name", str(e->board()->name())}, {"fingerprint", str(e->board()->fingerprint())},
+                        {"architecture", str(e->board()->architecture())}, {"cpu_features", ordered_json::array()}};
+  if (e->board()->cpu_features())
+    for (const auto* f : *e->board()->cpu_features()) board["cpu_features"].push_back(f->str());
+  j["board"] = board;
+  j["plugins"] = ordered_json::array();
+  if (e->plugins())
+    for (const fb::PluginRef* p : *e->plugins()) {
+      ordered_json kernels = ordered_json::array();
+      if (p->kernels())
+        for (const auto* k : *p->kernels()) kernels.push_back(k->str());
+      j["plugins"].push_back({{"name", str(p->name())}, {"abi_version", p->abi_version()},
+                              {"version", str(p->version())}, {"kernels", kernels}});
+    }
+  const fb::Graph* main = e->graphs()->Get(0);
+  j["inputs"] = ordered_json::array();
+  j["outputs"] = ordered_json::array();
+  if (e->inputs())
+    for (const fb::Binding* b : *e->inputs()) j["inputs"].push_back(tensor_json(main, b->tensor()));
+  if (e->outputs())
+    for (const fb::Binding* b : *e->outputs()) j["outputs"].push_back(tensor_json(main, b->tensor()));
+  uint64_t weight_bytes = 0;
+  if (e->weights())
+    for (const fb::WeightRegion* w : *e->weights()) weight_bytes += w->size();
+  const fb::MemoryPlan* plan = main_plan(e);
+  j["graphs"] = ordered_json::array();
+  for (uint32_t g = 0; g < e->graphs()->size(); ++g) {
+    const fb::Graph* graph = e->graphs()->Get(g);
+    ordered_json nodes = ordered_json::array();
+    if (graph->nodes())
+      for (const fb::Node* n : *graph->nodes()) {
+        const fb::MemoryPlan* graph_plan = g == 0 ? plan : nullptr;
+        std::string precision = "unknown";
+        if (n->outputs() && n->outputs()->size() && graph->tensors()->Get(n->outputs()->Get(0))->dtype())
+          precision = dtype_name(graph->tensors()->Get(n->outputs()->Get(0))->dtype());
+        ordered_json node = {{"name", str(n->name())}, {"parts", fused_parts(str(n->name()))}, {"op", (n->domain() && n->domain()->size() ? str(n->domain()) + "." : "") + str(n->op_type())},
+                             {"plugin", str(e->plugins()->Get(n->plugin())->name())}, {"kernel", str(n->kernel())},
+                             {"tactic", n->tactic()}, {"precision", precision}, {"inputs", ordered_json::array()},
+                             {"outputs", ordered_json::array()}};
+        if (n->inputs())
+          for (int32_t t : *n->inputs()) node["inputs"].push_back(tensor_json(graph, t, graph_plan));
+        if (n->outputs())
+          for (int32_t t : *n->outputs()) node["outputs"].push_back(tensor_json(graph, t, graph_plan));
+        nodes.push_back(node);
+      }
+    j["graphs"].push_back({{"index", g}, {"name", str(graph->name())}, {"nodes", nodes}});
+  }
+  uint64_t arena = plan ? plan->arena_bytes() : 0, workspace = plan ? plan->workspace_bytes() : 0;
+  uint64_t activation_bytes = 0, largest = 0, planned = 0;
+  if (plan)
+    for (uint32_t t = 0; t < plan->offsets()->size(); ++t)
+      if (plan->offsets()->Get(t) >= 0) {
+        activation_bytes += plan->sizes()->Get(t);
+        largest = std::max<uint64_t>(largest, plan->sizes()->Get(t));
+        ++planned;
+      }
+  j["memory_plan"] = plan ? ordered_json{{"arena_bytes", arena}, {"alignment", plan->alignment()},
+                                         {"workspace_bytes", workspace}, {"planned_tensors", planned},
+                                         {"activation_bytes", activation_bytes}, {"largest_tensor_bytes", largest}}
+                          : ordered_json(nullptr);
+  j["totals"] = {{"nodes", main->nodes() ? main->nodes()->size() : 0},
+                 {"tensors", main->tensors() ? main->tensors()->size() : 0},
+                 {"weights", e->weights() ? e->weights()->size() : 0},
+                 {"weight_bytes", weight_bytes},
+                 {"arena_bytes", arena},
+                 {"workspace_bytes", workspace},
+                 {"footprint_bytes", weight_bytes + arena + workspace}};
+  return j;
+}
+
+std::string shape_text(const ordered_json& t) {
+  if (t.is_null()) return "-";
+  std::string s = t["name"].get<std::string>() + " " + t["dtype"].get<std::string>() + " ";
+  if (t["shape"].is_null()) return s + "[?]";
+  s += "[";
+  for (size_t i = 0; i < t["shape"].size(); ++i) {
+    const auto& d = t["shape"][i];
+    s += (i ? "x" : "") + (d.is_string() ? d.get<std::string>() : std::to_string(d.get<int64_t>()));
+  }
+  return s + "]";
+}
+
+void print_text(const ordered_json& j) {
+  std::printf("engine %s (%llu bytes, format %u, %s, from %s)\n", j["file"].get<std::string>().c_str(),
+              static_cast<unsigned long long>(j["file_bytes"].get<uint64_t>()), j["format_version"].get<unsigned>(),
+              j["producer"].get<std::string>().c_str(), j["source_model"].get<std::string>().c_str());
+  std::printf("board %s (%s, fingerprint %s)\n", j["board"]["name"].get<std::string>().c_str(),
+              j["board"]["architecture"].get<std::string>().c_str(), j["board"]["fingerprint"].get<std::string>().c_str());
+  for (const auto& p : j["plugins"])
+    std::printf("plugin %s %s (ABI %u, %zu kernels)\n", p["name"].get<std::string>().c_str(),
+                p["version"].get<std::string>().c_str(), p["abi_version"].get<unsigned>(), p["kernels"].size());
+  for (const auto& t : j["inputs"]) std::printf("input  %s\n", shape_text(t).c_str());
+  for (const auto& t : j["outputs"]) std::printf("output %s\n", shape_text(t).c_str());
+  for (const auto& g : j["graphs"]) {
+    std::printf("graph %d %s: %zu nodes\n", g["index"].get<int>(), g["name"].get<std::string>().c_str(), g["nodes"].size());
+    for (const auto& n : g["nodes"]) {
+      std::printf("  %-32s %-20s %s/%s tactic %lld %s\n", n["name"].get<std::string>().c_str(),
+                  n["op"].get<std::string>().c_str(), n["plugin"].get<std::string>().c_str(),
+                  n["kernel"].get<std::string>().c_str(), static_cast<long long>(n["tactic"].get<int64_t>()),
+                  n["precision"].get<std::string>().c_str());
+      for (const auto& t : n["outputs"]) {
+        std::string where;
+        if (t.is_object() && t.contains("arena_offset") && !t["arena_offset"].is_null())
+          where = " @ arena " + std::to_string(t["arena_offset"].get<int64_t>()) + " (" +
+                  std::to_string(t["bytes"].get<uint64_t>()) + " bytes)";
+        std::printf("      -> %s%s\n", shape_text(t).c_str(), where.c_str());
+      }
+    }
+  }
+  const auto& totals = j["totals"];
+  std::printf("totals: %u nodes, %u tensors, %u weight regions, %llu weight bytes\n", totals["nodes"].get<unsigned>(),
+              totals["tensors"].get<unsigned>(), totals["weights"].get<unsigned>(),
+              static_cast<unsigned long long>(totals["weight_bytes"].get<uint64_t>()));
+  if (!j["memory_plan"].is_null())
+    std::printf("memory: %llu-byte arena for %llu activation bytes in %llu tensors (largest %llu), %llu-byte workspace\n",
+                static_cast<unsigned long long>(j["memory_plan"]["arena_bytes"].get<uint64_t>()),
+                static_cast<unsigned long long>(j["memory_plan"]["activation_bytes"].get<uint64_t>()),
+                static_cast<unsigned long long>(j["memory_plan"]["planned_tensors"].get<uint64_t>()),
+                static_cast<unsigned long long>(j["memory_plan"]["largest_tensor_bytes"].get<uint64_t>()),
+                static_cast<unsigned long long>(j["memory_plan"]["workspace_bytes"].get<uint64_t>()));
+  std::printf("footprint: %llu bytes (weights + arena + workspace)\n",
+              static_cast<unsigned long long>(totals["footprint_bytes"].get<uint64_t>()));
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  struct Options {
+    std::string engine;
+    bool json = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Show an engine's header, IO, nodes, plugins and sizes");
+  cmd->add_option("engine", options->engine, "Engine file")->required();
+  cmd->add_flag("--json", options->json, "Print JSON (fields: see README)");
+  cmd->callback([options] {
+    EngineFile file;
+    edgert_error error{};
+    if (!file.open(options->engine, &error)) builder::build_fail(error.status, "%s", error.message);
+    ordered_json j = engine_json(file);
+    if (options->json) std::printf("%s\n", j.dump(2).c_str());
+    else print_text(j);
+  });
+}
+
+}  // namespace edgert::cli

@@ -1,0 +1,35 @@
+// edgert: build engines from ONNX models, run, inspect and test them.
+#include <cstdio>
+
+#include "build_error.h"
+#include "commands.h"
+#include "yaml_tree.h"
+
+int edgert::cli::g_exit_status = 0;
+
+int main(int argc, char** argv) {
+  CLI::App app{"edgert " EDGERT_VERSION " - build ONNX models into engines for a board and run them"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "edgert " EDGERT_VERSION);
+  edgert::cli::add_build_command(app);
+  edgert::cli::add_run_command(app);
+  edgert::cli::add_inspect_command(app);
+  edgert::cli::add_conformance_command(app);
+  edgert::cli::add_compare_command(app);
+  edgert::cli::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const edgert::builder::BuildError& e) {
+    std::fprintf(stderr, "edgert: error: %s\n", e.what());
+    return 1;
+  } catch (const edgert::config::ConfigError& e) {
+    std::fprintf(stderr, "edgert: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "edgert: error: %s\n", e.what());
+    return 1;
+  }
+  return edgert::cli::g_exit_status;
+}

@@ -1,0 +1,33 @@
+// Host tensors for the CLI: reading and writing ONNX TensorProto (.pb) and NumPy (.npy) files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "edgert/types.h"
+
+namespace edgert::cli {
+
+struct HostTensor {
+  std::string name;
+  edgert_dtype dtype = EDGERT_DTYPE_UNDEFINED;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+
+  int64_t numel() const;
+  // A view for the C API; valid while this HostTensor lives and is not resized.
+  edgert_tensor view() const;
+  static HostTensor from(const edgert_tensor& t, const std::string& name);
+};
+
+// Chooses the format by extension: .npy is NumPy, anything else ONNX TensorProto.
+HostTensor read_tensor_file(const std::string& path);
+HostTensor read_tensor_pb(const std::string& path);
+HostTensor read_tensor_npy(const std::string& path);
+void write_tensor_pb(const std::string& path, const HostTensor& tensor);
+void write_tensor_npy(const std::string& path, const HostTensor& tensor);
+
+std::string shape_string(const std::vector<int64_t>& shape);
+
+}  // namespace edgert::cli

@@ -1,0 +1,114 @@
+#include "engine_builder.h"
+
+#include <algorithm>
+
+#include "build_error.h"
+#include "engine_writer.h"
+#include "kernel_selection.h"
+#include "onnx_import.h"
+#include "plugin_loader.h"
+
+namespace edgert::builder {
+
+namespace {
+
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// A profile must name real inputs, match their rank and static dims, and keep min <= opt <= max.
+void validate_profile(const Graph& graph, const std::map<std::string, InputShapeRange>& profile) {
+  for (const auto& [name, range] : profile) {
+    const Value* input = nullptr;
+    for (int32_t t : graph.inputs)
+      if (graph.values[t].name == name) input = &graph.values[t];
+    if (!input) {
+      std::string names;
+      for (int32_t t : graph.inputs) names += (names.empty() ? "" : ", ") + graph.values[t].name;
+      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "shape profile names '%s', which is not a model input (inputs: %s)",
+                 name.c_str(), names.c_str());
+    }
+    if (range.min.size() != range.opt.size() || range.opt.size() != range.max.size())
+      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s': min %s, opt %s and max %s shapes must have the same rank",
+                 name.c_str(), dims_text(range.min).c_str(), dims_text(range.opt).c_str(), dims_text(range.max).c_str());
+    if (input->rank_known && input->shape.size() != range.min.size())
+      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s' has rank %zu; its profile shapes have rank %zu", name.c_str(),
+                 input->shape.size(), range.min.size());
+    for (size_t d = 0; d < range.min.size(); ++d) {
+      if (range.min[d] < 0 || range.min[d] > range.opt[d] || range.opt[d] > range.max[d])
+        build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s': dimension %zu needs min <= opt <= max, got %lld, %lld, %lld",
+                   name.c_str(), d, static_cast<long long>(range.min[d]), static_cast<long long>(range.opt[d]),
+                   static_cast<long long>(range.max[d]));
+      int64_t fixed = input->rank_known ? input->shape[d].value : -1;
+      if (fixed >= 0 && (range.min[d] != fixed || range.max[d] != fixed))
+        build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s': dimension %zu is fixed at %lld in the model; the profile "
+                   "gives %lld..%lld", name.c_str(), d, static_cast<long long>(fixed), static_cast<long long>(range.min[d]),
+                   static_cast<long long>(range.max[d]));
+    }
+  }
+}
+
+}  // namespace
+
+BuildResult build_engine(const BuildOptions& options) {
+  BuildResult result;
+  result.model = import_onnx(options.model_path);
+  if (options.log) {
+    size_t nodes = 0;
+    for (const Graph& g : result.model.graphs) nodes += g.nodes.size();
+    options.log("imported " + options.model_path + ": " + std::to_string(nodes) + " nodes, " +
+                std::to_string(result.model.graphs.size()) + " graphs, opset " +
+                std::to_string(result.model.opsets[""]));
+  }
+
+  std::vector<std::string> search_path = plugin_search_path(options.plugin_path);
+  edgert_error error{};
+  std::vector<const LoadedPlugin*> plugins = load_all_plugins(search_path, &error);
+  if (plugins.empty()) {
+    std::string dirs;
+    for (const std::string& d : search_path) dirs += (dirs.empty() ? "" : ", ") + d;
+    build_fail(EDGERT_ERR_PLUGIN, "no usable plugin found in %s%s%s", dirs.c_str(),
+               error.message[0] ? ": " : "", error.message);
+  }
+  plugins.erase(std::remove_if(plugins.begin(), plugins.end(),
+                               [](const LoadedPlugin* p) { return p->table->score && p->table->score() <= 0; }),
+                plugins.end());
+  std::stable_sort(plugins.begin(), plugins.end(), [](const LoadedPlugin* a, const LoadedPlugin* b) {
+    return (a->table->score ? a->table->score() : 0) > (b->table->score ? b->table->score() : 0);
+  });
+
+  if (options.optimize) {
+    PassOptions pass_options;
+    pass_options.plugins = plugins;
+    pass_options.log = options.log;
+    result.passes = PassManager::standard(pass_options).run(result.model);
+  }
+
+  SelectionOptions selection;
+  selection.plugins = plugins;
+  selection.log = options.log;
+  select_kernels(result.model, selection);
+
+  validate_profile(result.model.graphs[0], options.profile);
+  result.memory_plan = plan_memory(result.model);
+  if (options.log) {
+    const MemoryPlan& p = result.memory_plan;
+    options.log("memory plan: " + std::to_string(p.planned_tensors) + " tensors, " +
+                std::to_string(p.activation_bytes) + " activation bytes in a " + std::to_string(p.arena_bytes) +
+                "-byte arena (largest tensor " + std::to_string(p.largest_tensor_bytes) + " bytes, " +
+                std::to_string(p.in_place) + " in place), workspace " + std::to_string(p.workspace_bytes) + " bytes");
+  }
+  WriterInputs writer;
+  writer.memory_plan = &result.memory_plan;
+  writer.profile = options.profile;
+  writer.model = &result.model;
+  writer.board = &options.board;
+  writer.plugins = plugins;
+  result.engine = serialize_engine(writer);
+  if (options.log) options.log("engine: " + std::to_string(result.engine.size()) + " bytes");
+  return result;
+}
+
+}  // namespace edgert::builder

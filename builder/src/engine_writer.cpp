@@ -1,0 +1,216 @@
+#include "engine_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "build_error.h"
+#include "engine_file.h"
+#include "kernel_selection.h"
+
+namespace edgert::builder {
+namespace {
+
+namespace fbs = edgert::fb;
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+struct WeightPlan {
+  std::vector<std::pair<uint64_t, const std::vector<uint8_t>*>> regions;  // offset, bytes
+  std::map<const std::vector<uint8_t>*, int32_t> index_of;               // shared data is stored once
+  uint64_t size = 0;
+
+  int32_t add(const std::vector<uint8_t>* data) {
+    auto it = index_of.find(data);
+    if (it != index_of.end()) return it->second;
+    uint64_t offset = (size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+    regions.emplace_back(offset, data);
+    size = offset + data->size();
+    int32_t index = static_cast<int32_t>(regions.size() - 1);
+    index_of[data] = index;
+    return index;
+  }
+};
+
+Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Graph& graph, WeightPlan& weights,
+                               const std::map<std::string, int32_t>& plugin_index) {
+  std::vector<bool> referenced(graph.values.size(), false);
+  for (const Node& n : graph.nodes) {
+    for (int32_t t : n.inputs)
+      if (t >= 0) referenced[t] = true;
+    for (const Attribute& a : n.attributes)
+      if (a.tensor >= 0) referenced[a.tensor] = true;
+  }
+  for (int32_t t : graph.outputs) referenced[t] = true;
+
+  std::vector<Offset<fbs::Tensor>> tensors;
+  for (size_t i = 0; i < graph.values.size(); ++i) {
+    const Value& v = graph.values[i];
+    std::vector<Offset<fbs::Dim>> dims;
+    for (const Dim& d : v.shape)
+      dims.push_back(fbs::CreateDim(fbb, d.value, d.name.empty() ? 0 : fbb.CreateString(d.name)));
+    int32_t weight = v.is_constant() && referenced[i] ? weights.add(v.data.get()) : -1;
+    tensors.push_back(fbs::CreateTensor(fbb, fbb.CreateString(v.name), v.dtype, fbb.CreateVector(dims),
+                                        v.rank_known, weight));
+  }
+  std::vector<Offset<fbs::Node>> nodes;
+  for (const Node& n : graph.nodes) {
+    std::vector<Offset<fbs::Attribute>> attributes;
+    for (const Attribute& a : n.attributes) {
+      auto name = fbb.CreateString(a.name);
+      auto s = a.type == EDGERT_ATTR_STRING
+                   ? fbb.CreateVector(reinterpret_cast<const uint8_t*>(a.s.data()), a.s.size())
+                   : 0;
+      auto ints = a.type == EDGERT_ATTR_INTS ? fbb.CreateVector(a.ints) : 0;
+      auto floats = a.type == EDGERT_ATTR_FLOATS ? fbb.CreateVector(a.floats) : 0;
+      auto strings = a.type == EDGERT_ATTR_STRINGS ? fbb.CreateVectorOfStrings(a.strings) : 0;
+      attributes.push_back(fbs::CreateAttribute(fbb, name, static_cast<fbs::AttributeType>(a.type), a.i, a.f, s, ints,
+                                                floats, strings, a.tensor, a.graph));
+    }
+    auto it = plugin_index.find(n.plugin);
+    if (it == plugin_index.end()) build_fail(EDGERT_ERR_INTERNAL, "node '%s' has no selected plugin", n.name.c_str());
+    nodes.push_back(fbs::CreateNode(fbb, fbb.CreateString(n.name), fbb.CreateString(n.domain),
+                                    fbb.CreateString(n.op_type), n.opset, it->second, fbb.CreateString(n.kernel),
+                                    n.tactic, fbb.CreateVector(n.inputs), fbb.CreateVector(n.outputs),
+                                    fbb.CreateVector(attributes)));
+  }
+  return fbs::CreateGraph(fbb, fbb.CreateString(graph.name), fbb.CreateVector(tensors), fbb.CreateVector(nodes),
+                          fbb.CreateVector(graph.inputs), fbb.CreateVector(graph.outputs));
+}
+
+void write_all(int fd, const uint8_t* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) build_fail(EDGERT_ERR_IO, "cannot write '%s': %s", path.c_str(), std::strerror(errno));
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+std::vector<uint8_t> serialize_engine(const WriterInputs& in) {
+  const Model& model = *in.model;
+  FlatBufferBuilder fbb(1 << 16);
+
+  // Plugins in order of first use, each with the kernels the engine needs from it.
+  std::map<std::string, int32_t> plugin_index;
+  std::vector<std::string> plugin_order;
+  std::map<std::string, std::vector<std::string>> kernels_of;
+  for (const Graph& g : model.graphs)
+    for (const Node& n : g.nodes) {
+      if (!plugin_index.count(n.plugin)) {
+        plugin_index[n.plugin] = static_cast<int32_t>(plugin_order.size());
+        plugin_order.push_back(n.plugin);
+      }
+      auto& list = kernels_of[n.plugin];
+      bool seen = false;
+      for (const std::string& k : list) seen = seen || k == n.kernel;
+      if (!seen) list.push_back(n.kernel);
+    }
+  std::vector<Offset<fbs::PluginRef>> plugins;
+  for (const std::string& name : plugin_order) {
+    if (name == kBuiltinPluginName) {
+      plugins.push_back(fbs::CreatePluginRef(fbb, fbb.CreateString(name), EDGERT_PLUGIN_ABI_VERSION,
+                                             fbb.CreateString(EDGERT_VERSION), fbb.CreateVectorOfStrings(kernels_of[name])));
+      continue;
+    }
+    const LoadedPlugin* loaded = nullptr;
+    for (const LoadedPlugin* p : in.plugins)
+      if (p->name == name) loaded = p;
+    if (!loaded) build_fail(EDGERT_ERR_INTERNAL, "plugin '%s' is not loaded", name.c_str());
+    plugins.push_back(fbs::CreatePluginRef(fbb, fbb.CreateString(name), loaded->table->abi_version,
+                                           fbb.CreateString(loaded->table->version),
+                                           fbb.CreateVectorOfStrings(kernels_of[name])));
+  }
+
+  WeightPlan weights;
+  std::vector<Offset<fbs::Graph>> graphs;
+  for (const Graph& g : model.graphs) graphs.push_back(write_graph(fbb, g, weights, plugin_index));
+
+  const Graph& main = model.graphs[0];
+  std::vector<Offset<fbs::Binding>> inputs, outputs;
+  for (int32_t t : main.inputs) inputs.push_back(fbs::CreateBinding(fbb, fbb.CreateString(main.values[t].name), t));
+  for (int32_t t : main.outputs) outputs.push_back(fbs::CreateBinding(fbb, fbb.CreateString(main.values[t].name), t));
+
+  std::vector<fbs::WeightRegion> regions;
+  for (const auto& [offset, data] : weights.regions) regions.emplace_back(offset, data->size());
+
+  const config::BoardProfile& board = *in.board;
+  auto board_ref = fbs::CreateBoardRef(fbb, fbb.CreateString(board.name), fbb.CreateString(board.fingerprint()),
+                                       fbb.CreateString(board.hardware.architecture),
+                                       fbb.CreateVectorOfStrings(board.hardware.cpu_features));
+  std::vector<Offset<fbs::OptimizationProfile>> profiles;
+  if (!in.profile.empty()) {
+    std::vector<Offset<fbs::ShapeRange>> ranges;
+    for (const auto& [name, range] : in.profile)
+      ranges.push_back(fbs::CreateShapeRange(fbb, fbb.CreateString(name), fbb.CreateVector(range.min),
+                                             fbb.CreateVector(range.opt), fbb.CreateVector(range.max)));
+    profiles.push_back(fbs::CreateOptimizationProfile(fbb, fbb.CreateVector(ranges)));
+  }
+  std::vector<Offset<fbs::MemoryPlan>> plans;
+  if (in.memory_plan) {
+    const MemoryPlan& mp = *in.memory_plan;
+    plans.push_back(fbs::CreateMemoryPlan(fbb, mp.arena_bytes, mp.alignment, fbb.CreateVector(mp.offsets),
+                                          fbb.CreateVector(mp.sizes), mp.workspace_bytes));
+  }
+  std::string source = model.source_path.substr(model.source_path.rfind('/') + 1);
+  auto engine = fbs::CreateEngine(fbb, kEngineFormatVersion, fbb.CreateString(std::string("edgert ") + EDGERT_VERSION),
+                                  board_ref, fbb.CreateVector(plugins), fbb.CreateVector(inputs),
+                                  fbb.CreateVector(outputs), fbb.CreateVector(graphs), fbb.CreateVectorOfStructs(regions),
+                                  fbb.CreateString(source), fbb.CreateVector(profiles), fbb.CreateVector(plans));
+  fbs::FinishEngineBuffer(fbb, engine);
+
+  uint64_t fb_size = fbb.GetSize();
+  uint64_t weights_offset = (fb_size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+  uint64_t weights_size = (weights.size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+  std::vector<uint8_t> bytes(weights_offset + weights_size + sizeof(EngineTrailer), 0);
+  std::memcpy(bytes.data(), fbb.GetBufferPointer(), fb_size);
+  for (const auto& [offset, data] : weights.regions)
+    if (!data->empty()) std::memcpy(bytes.data() + weights_offset + offset, data->data(), data->size());
+
+  EngineTrailer trailer{};
+  std::memcpy(trailer.magic, kTrailerMagic, sizeof trailer.magic);
+  trailer.flatbuffer_size = fb_size;
+  trailer.weights_offset = weights_offset;
+  trailer.weights_size = weights_size;
+  trailer.trailer_version = 1;
+  size_t body = bytes.size() - sizeof(EngineTrailer);
+  std::memcpy(bytes.data() + body, &trailer, sizeof trailer);
+  trailer.checksum = engine_checksum(bytes.data(), bytes.size());
+  std::memcpy(bytes.data() + body, &trailer, sizeof trailer);
+  return bytes;
+}
+
+void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) build_fail(EDGERT_ERR_IO, "cannot create '%s': %s", tmp.c_str(), std::strerror(errno));
+  try {
+    write_all(fd, bytes.data(), bytes.size(), tmp);
+    if (fsync(fd) != 0) build_fail(EDGERT_ERR_IO, "cannot fsync '%s': %s", tmp.c_str(), std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    build_fail(EDGERT_ERR_IO, "cannot rename '%s' to '%s': %s", tmp.c_str(), path.c_str(), std::strerror(err));
+  }
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  if (dir.empty()) dir = "/";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace edgert::builder

@@ -1,0 +1,47 @@
+#include "ir.h"
+
+namespace edgert::builder {
+
+bool Value::shape_is_static() const {
+  if (!rank_known) return false;
+  for (const Dim& d : shape)
+    if (d.value < 0) return false;
+  return true;
+}
+
+int64_t Value::numel() const {
+  if (!shape_is_static()) return -1;
+  int64_t n = 1;
+  for (const Dim& d : shape) n *= d.value;
+  return n;
+}
+
+const Attribute* Node::attribute(const std::string& attr_name) const {
+  for (const Attribute& a : attributes)
+    if (a.name == attr_name) return &a;
+  return nullptr;
+}
+
+Attribute* Node::attribute(const std::string& attr_name) {
+  for (Attribute& a : attributes)
+    if (a.name == attr_name) return &a;
+  return nullptr;
+}
+
+void Node::set_attribute(Attribute attr) {
+  if (Attribute* existing = attribute(attr.name)) *existing = std::move(attr);
+  else attributes.push_back(std::move(attr));
+}
+
+int32_t Graph::add_value(Value value) {
+  values.push_back(std::move(value));
+  return static_cast<int32_t>(values.size() - 1);
+}
+
+int32_t Graph::find_value(const std::string& value_name) const {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].name == value_name) return static_cast<int32_t>(i);
+  return -1;
+}
+
+}  // namespace edgert::builder

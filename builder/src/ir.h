@@ -1,0 +1,88 @@
+// The builder's intermediate representation: an ONNX graph after import, before the writer.
+// Values are indexed, not pointed to, so passes can append without invalidating references.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgert/plugin.h"
+
+namespace edgert::builder {
+
+struct Dim {
+  int64_t value = -1;  // -1: dynamic
+  std::string name;    // the symbolic name of a dynamic dimension ("batch", "height")
+};
+
+struct Value {
+  std::string name;
+  int32_t dtype = 0;        // edgert_dtype; 0 = not inferred
+  bool rank_known = false;
+  std::vector<Dim> shape;
+  // Constant data, little-endian and dense; null for activations. Shared so passes can
+  // duplicate references without copying weights.
+  std::shared_ptr<const std::vector<uint8_t>> data;
+
+  bool is_constant() const { return data != nullptr; }
+  bool shape_is_static() const;
+  int64_t numel() const;  // -1 unless static
+};
+
+struct Attribute {
+  std::string name;
+  edgert_attr_type type = EDGERT_ATTR_UNDEFINED;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<std::string> strings;
+  int32_t tensor = -1;  // TENSOR: index of a constant Value in the same graph
+  int32_t graph = -1;   // GRAPH: index in Model::graphs
+};
+
+struct Node {
+  std::string name;
+  std::string domain;  // "" for ai.onnx
+  std::string op_type;
+  int32_t opset = 0;
+  std::vector<int32_t> inputs;  // value indices; -1 for an omitted optional input
+  std::vector<int32_t> outputs;
+  std::vector<Attribute> attributes;
+
+  // Set by kernel selection.
+  std::string plugin;
+  std::string kernel;
+  int64_t tactic = 0;
+  // Scratch bytes the selected kernel asked for at the build's shapes; -1 when not known
+  // (shapes not static). Used by the memory planner.
+  int64_t workspace_bytes = -1;
+
+  const Attribute* attribute(const std::string& attr_name) const;
+  Attribute* attribute(const std::string& attr_name);
+  // Replaces or appends an attribute of the same name.
+  void set_attribute(Attribute attribute);
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Value> values;
+  std::vector<Node> nodes;  // topologically sorted
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> outputs;
+
+  int32_t add_value(Value value);
+  int32_t find_value(const std::string& value_name) const;  // -1 if absent
+};
+
+struct Model {
+  std::vector<Graph> graphs;  // graphs[0] is the main graph
+  std::map<std::string, int64_t> opsets;
+  std::string source_path;
+  std::string producer;  // e.g. "pytorch 1.13.1"
+};
+
+}  // namespace edgert::builder

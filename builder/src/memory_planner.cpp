@@ -1,0 +1,141 @@
+#include "memory_planner.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "error.h"
+#include "kernel_selection.h"
+
+namespace edgert::builder {
+namespace {
+
+// Ops whose CPU kernels compute y[i] from x[i] alone (or copy), so y may be x's memory; for
+// each, the input slots that may be aliased. Kernels a plugin adds for these ops must keep
+// that property (the reference ones read element i before writing it).
+std::vector<int> in_place_slots(const Node& node) {
+  static const std::set<std::string> unary = {
+      "Relu", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid", "Gelu", "Elu", "Selu", "Celu",
+      "Softplus", "Softsign", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Reciprocal", "Identity", "Dropout", "Reshape",
+      "Flatten", "Squeeze", "Unsqueeze"};
+  if (node.domain.empty()) {
+    if (unary.count(node.op_type)) return {0};
+    if (node.op_type == "Add" || node.op_type == "Sub" || node.op_type == "Mul" || node.op_type == "Div") return {0, 1};
+    return {};
+  }
+  if (node.domain == "edgert") {
+    if (node.op_type == "PointwiseChain") return {0};
+    if (node.op_type == "FusedConv") return {3};
+  }
+  return {};
+}
+
+// Names a subgraph (and its nested subgraphs) reads from enclosing scopes.
+void outer_names(const Model& model, int32_t g, std::set<std::string>& names) {
+  const Graph& graph = model.graphs[g];
+  std::set<int32_t> defined(graph.inputs.begin(), graph.inputs.end());
+  for (const Node& n : graph.nodes) {
+    for (int32_t t : n.inputs)
+      if (t >= 0 && !defined.count(t) && !graph.values[t].is_constant()) names.insert(graph.values[t].name);
+    for (int32_t t : n.outputs) defined.insert(t);
+    for (const Attribute& a : n.attributes)
+      if (a.graph >= 0) outer_names(model, a.graph, names);
+  }
+  for (int32_t t : graph.outputs)
+    if (!defined.count(t) && !graph.values[t].is_constant()) names.insert(graph.values[t].name);
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+MemoryPlan plan_memory(const Model& model) {
+  const Graph& graph = model.graphs[0];
+  const size_t num_values = graph.values.size();
+  const int32_t end_of_run = static_cast<int32_t>(graph.nodes.size());
+  MemoryPlan plan;
+  plan.offsets.assign(num_values, -1);
+  plan.sizes.assign(num_values, 0);
+
+  std::vector<int32_t> start(num_values, -1), end(num_values, -1);
+  std::vector<bool> plannable(num_values, false);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    if (node.workspace_bytes > 0) plan.workspace_bytes = std::max<uint64_t>(plan.workspace_bytes, node.workspace_bytes);
+    for (int32_t t : node.inputs)
+      if (t >= 0) end[t] = static_cast<int32_t>(n);
+    std::set<std::string> captured;
+    for (const Attribute& a : node.attributes)
+      if (a.graph >= 0) outer_names(model, a.graph, captured);
+    if (!captured.empty())
+      for (size_t v = 0; v < num_values; ++v)
+        if (captured.count(graph.values[v].name)) end[v] = std::max(end[v], static_cast<int32_t>(n));
+    for (int32_t t : node.outputs) {
+      start[t] = static_cast<int32_t>(n);
+      const Value& v = graph.values[t];
+      plannable[t] = node.plugin != kBuiltinPluginName && !v.is_constant() && v.shape_is_static() &&
+                     v.dtype != 0 && dtype_size(v.dtype) > 0;
+    }
+  }
+  for (int32_t t : graph.outputs) end[t] = end_of_run;
+  for (int32_t t : graph.inputs) plannable[t] = false;
+
+  for (size_t v = 0; v < num_values; ++v) {
+    if (!plannable[v]) continue;
+    if (end[v] < start[v]) end[v] = start[v];  // written, never read: lives through its node
+    uint64_t bytes = dtype_size(graph.values[v].dtype) * static_cast<uint64_t>(graph.values[v].numel());
+    plan.sizes[v] = bytes;
+    plan.activation_bytes += bytes;
+    plan.largest_tensor_bytes = std::max(plan.largest_tensor_bytes, bytes);
+    ++plan.planned_tensors;
+  }
+
+  std::vector<int32_t> placed;  // in placement order
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    std::vector<int> slots = in_place_slots(node);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const int32_t v = node.outputs[o];
+      if (!plannable[v]) continue;
+      const uint64_t size = align_up(std::max<uint64_t>(plan.sizes[v], 1), plan.alignment);
+      int64_t offset = -1;
+      if (o == 0) {
+        for (int slot : slots) {
+          if (slot >= static_cast<int>(node.inputs.size())) continue;
+          int32_t u = node.inputs[slot];
+          if (u < 0 || plan.offsets[u] < 0 || end[u] != static_cast<int32_t>(n) || plan.sizes[u] != plan.sizes[v] ||
+              graph.values[u].dtype != graph.values[v].dtype)
+            continue;
+          // A second read of u by an element-wise binary op (x * x) is harmless; by anything else
+          // (Conv reading X across planes while Z = X is overwritten) it is not.
+          const bool binary = node.domain.empty() && slots.size() == 2;
+          if (!binary && std::count(node.inputs.begin(), node.inputs.end(), u) != 1) continue;
+          offset = plan.offsets[u];
+          ++plan.in_place;
+          break;
+        }
+      }
+      if (offset < 0) {
+        std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, offset + aligned size)
+        for (int32_t p : placed)
+          if (end[p] >= start[v]) busy.emplace_back(plan.offsets[p], plan.offsets[p] + align_up(std::max<uint64_t>(plan.sizes[p], 1), plan.alignment));
+        std::sort(busy.begin(), busy.end());
+        uint64_t cursor = 0, best_gap = UINT64_MAX;
+        for (const auto& [lo, hi] : busy) {
+          if (lo > cursor && lo - cursor >= size && lo - cursor < best_gap) {
+            best_gap = lo - cursor;
+            offset = static_cast<int64_t>(cursor);
+          }
+          cursor = std::max(cursor, hi);
+        }
+        if (offset < 0) offset = static_cast<int64_t>(cursor);
+      }
+      plan.offsets[v] = offset;
+      plan.arena_bytes = std::max(plan.arena_bytes, static_cast<uint64_t>(offset) + size);
+      placed.push_back(v);
+    }
+  }
+  return plan;
+}
+
+}  // namespace edgert::builder

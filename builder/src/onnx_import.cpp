@@ -1,0 +1,381 @@
+#include "onnx_import.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "build_error.h"
+#include "error.h"
+
+namespace edgert::builder {
+namespace {
+
+// Protobuf caps a message at 2 GiB; larger models keep their weights as external data.
+constexpr int kMaxModelBytes = INT32_MAX;
+
+std::string dir_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+template <typename Src, typename Dst>
+void append_converted(const Src& field, std::vector<uint8_t>& bytes) {
+  size_t offset = bytes.size();
+  bytes.resize(offset + field.size() * sizeof(Dst));
+  for (int i = 0; i < field.size(); ++i) {
+    Dst v = static_cast<Dst>(field.Get(i));
+    std::memcpy(bytes.data() + offset + i * sizeof(Dst), &v, sizeof(Dst));
+  }
+}
+
+std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const std::string& what, const std::string& model_dir) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : proto.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  if (location.empty() || location.find("..") != std::string::npos || location[0] == '/')
+    build_fail(EDGERT_ERR_FORMAT, "%s: external data location '%s' must be a plain path next to the model", what.c_str(),
+               location.c_str());
+  std::string file = model_dir + "/" + location;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) build_fail(EDGERT_ERR_IO, "%s: cannot open external data file '%s'", what.c_str(), file.c_str());
+  in.seekg(0, std::ios::end);
+  int64_t size = in.tellg();
+  if (length < 0) length = size - offset;
+  if (offset < 0 || offset > size || length > size - offset)
+    build_fail(EDGERT_ERR_FORMAT, "%s: external data range [%lld, +%lld) lies outside '%s' (%lld bytes)", what.c_str(),
+               static_cast<long long>(offset), static_cast<long long>(length), file.c_str(), static_cast<long long>(size));
+  std::vector<uint8_t> bytes(static_cast<size_t>(length));
+  in.seekg(offset);
+  in.read(reinterpret_cast<char*>(bytes.data()), length);
+  return bytes;
+}
+
+std::vector<Dim> dims_from_type(const onnx::TypeProto_Tensor& type, bool* rank_known) {
+  std::vector<Dim> dims;
+  *rank_known = type.has_shape();
+  if (!type.has_shape()) return dims;
+  for (const auto& d : type.shape().dim()) {
+    Dim dim;
+    if (d.has_dim_value() && d.dim_value() >= 0) dim.value = d.dim_value();
+    else if (d.has_dim_param()) dim.name = d.dim_param();
+    dims.push_back(dim);
+  }
+  return dims;
+}
+
+class GraphImporter {
+ public:
+  GraphImporter(Model& model, const std::string& model_dir, int32_t default_opset)
+      : model_(model), model_dir_(model_dir), opset_(default_opset) {}
+
+  // Imports `proto` as model_.graphs[index]. `outer` lists names visible from enclosing graphs;
+  // a subgraph reading one of them gets a value of that name with no producer (captured).
+  void import(const onnx::GraphProto& proto, size_t index, const std::set<std::string>& outer) {
+    Graph graph;
+    graph.name = proto.name();
+    std::unordered_map<std::string, int32_t> by_name;
+    auto define = [&](Value v) {
+      std::string name = v.name;
+      int32_t id = graph.add_value(std::move(v));
+      by_name[name] = id;
+      return id;
+    };
+
+    for (const auto& init : proto.initializer())
+      define(tensor_from_proto(init, "initializer '" + init.name() + "'", model_dir_));
+    for (const auto& sparse : proto.sparse_initializer())
+      build_fail(EDGERT_ERR_UNSUPPORTED, "sparse initializer '%s' is not supported; densify it before building",
+                 sparse.values().name().c_str());
+    for (const auto& input : proto.input()) {
+      if (by_name.count(input.name())) continue;  // IR < 4: initializers are listed as inputs too
+      // Subgraph inputs (Loop/Scan bodies) may leave their type to inference.
+      bool untyped_subgraph_input = index != 0 && !input.type().has_tensor_type() &&
+                                    input.type().value_case() == onnx::TypeProto::VALUE_NOT_SET;
+      if (!input.type().has_tensor_type() && !untyped_subgraph_input)
+        build_fail(EDGERT_ERR_UNSUPPORTED, "graph input '%s' is not a tensor (sequences, maps and optionals are "
+                   "not supported)", input.name().c_str());
+      Value v;
+      v.name = input.name();
+      if (!untyped_subgraph_input) {
+        v.dtype = input.type().tensor_type().elem_type();
+        v.shape = dims_from_type(input.type().tensor_type(), &v.rank_known);
+      }
+      graph.inputs.push_back(define(std::move(v)));
+    }
+    std::unordered_map<std::string, const onnx::ValueInfoProto*> declared;
+    for (const auto& vi : proto.value_info()) declared[vi.name()] = &vi;
+    for (const auto& vi : proto.output()) declared[vi.name()] = &vi;
+
+    std::set<std::string> visible = outer;
+    for (const auto& [name, id] : by_name) visible.insert(name);
+
+    for (int n = 0; n < proto.node_size(); ++n) {
+      const onnx::NodeProto& np = proto.node(n);
+      std::string label = np.name().empty() ? np.op_type() + "_" + std::to_string(n) : np.name();
+      bool default_domain = np.domain().empty() || np.domain() == "ai.onnx";
+      if (default_domain && np.op_type() == "Constant") {
+        if (np.output_size() != 1) build_fail(EDGERT_ERR_FORMAT, "Constant node '%s' must have one output", label.c_str());
+        Value v = constant_value(np, label);
+        v.name = np.output(0);
+        define(std::move(v));
+        visible.insert(np.output(0));
+        continue;
+      }
+      Node node;
+      node.name = label;
+      node.domain = default_domain ? "" : np.domain();
+      node.op_type = np.op_type();
+      auto it = model_.opsets.find(node.domain.empty() ? "" : node.domain);
+      node.opset = static_cast<int32_t>(it != model_.opsets.end() ? it->second : opset_);
+      for (const std::string& in : np.input()) {
+        if (in.empty()) {
+          node.inputs.push_back(-1);
+          continue;
+        }
+        auto found = by_name.find(in);
+        if (found == by_name.end()) {
+          if (!outer.count(in))
+            build_fail(EDGERT_ERR_FORMAT, "node '%s' (%s) reads '%s', which no earlier node, initializer or graph "
+                       "input defines (the graph is not topologically sorted or is incomplete)",
+                       label.c_str(), np.op_type().c_str(), in.c_str());
+          Value captured;
+          captured.name = in;
+          found = by_name.emplace(in, graph.add_value(std::move(captured))).first;
+          captured_names_.push_back(in);
+        }
+        node.inputs.push_back(found->second);
+      }
+      for (const std::string& out : np.output()) {
+        Value v;
+        v.name = out.empty() ? label + ":unused" + std::to_string(node.outputs.size()) : out;
+        if (!out.empty() && by_name.count(out))
+          build_fail(EDGERT_ERR_FORMAT, "node '%s' writes '%s', which is already defined", label.c_str(), out.c_str());
+        auto d = declared.find(out);
+        if (d != declared.end() && d->second->type().has_tensor_type()) {
+          v.dtype = d->second->type().tensor_type().elem_type();
+          v.shape = dims_from_type(d->second->type().tensor_type(), &v.rank_known);
+        }
+        node.outputs.push_back(define(std::move(v)));
+        visible.insert(out);
+      }
+      for (const auto& ap : np.attribute()) node.attributes.push_back(attribute(ap, graph, by_name, label, visible));
+      graph.nodes.push_back(std::move(node));
+    }
+    for (const auto& output : proto.output()) {
+      auto found = by_name.find(output.name());
+      if (found == by_name.end()) {
+        if (!outer.count(output.name()))
+          build_fail(EDGERT_ERR_FORMAT, "graph output '%s' is not produced by any node", output.name().c_str());
+        Value captured;
+        captured.name = output.name();
+        found = by_name.emplace(output.name(), graph.add_value(std::move(captured))).first;
+        captured_names_.push_back(output.name());
+      }
+      if (!output.type().has_tensor_type() && index == 0)
+        build_fail(EDGERT_ERR_UNSUPPORTED, "graph output '%s' is not a tensor (sequences, maps and optionals are "
+                   "not supported)", output.name().c_str());
+      Value& v = graph.values[found->second];
+      if (v.dtype == 0) v.dtype = output.type().tensor_type().elem_type();
+      if (!v.rank_known) v.shape = dims_from_type(output.type().tensor_type(), &v.rank_known);
+      graph.outputs.push_back(found->second);
+    }
+    for (const Value& v : graph.values)
+      if (v.dtype == EDGERT_DTYPE_STRING)
+        build_fail(EDGERT_ERR_UNSUPPORTED, "tensor '%s' has dtype string, which edgert does not support", v.name.c_str());
+    model_.graphs[index] = std::move(graph);
+  }
+
+ private:
+  Value constant_value(const onnx::NodeProto& np, const std::string& label) {
+    for (const auto& ap : np.attribute()) {
+      const std::string& a = ap.name();
+      Value v;
+      std::vector<uint8_t> bytes;
+      if (a == "value") return tensor_from_proto(ap.t(), "Constant '" + label + "'", model_dir_);
+      if (a == "value_float") {
+        v.dtype = EDGERT_DTYPE_FLOAT32;
+        float f = ap.f();
+        bytes.resize(4);
+        std::memcpy(bytes.data(), &f, 4);
+      } else if (a == "value_floats") {
+        v.dtype = EDGERT_DTYPE_FLOAT32;
+        append_converted<decltype(ap.floats()), float>(ap.floats(), bytes);
+        v.shape = {Dim{static_cast<int64_t>(ap.floats_size()), ""}};
+      } else if (a == "value_int") {
+        v.dtype = EDGERT_DTYPE_INT64;
+        int64_t i = ap.i();
+        bytes.resize(8);
+        std::memcpy(bytes.data(), &i, 8);
+      } else if (a == "value_ints") {
+        v.dtype = EDGERT_DTYPE_INT64;
+        append_converted<decltype(ap.ints()), int64_t>(ap.ints(), bytes);
+        v.shape = {Dim{static_cast<int64_t>(ap.ints_size()), ""}};
+      } else {
+        build_fail(EDGERT_ERR_UNSUPPORTED, "Constant node '%s': attribute '%s' is not supported", label.c_str(), a.c_str());
+      }
+      v.rank_known = true;
+      v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+      return v;
+    }
+    build_fail(EDGERT_ERR_FORMAT, "Constant node '%s' has no value attribute", label.c_str());
+  }
+
+  Attribute attribute(const onnx::AttributeProto& ap, Graph& graph, std::unordered_map<std::string, int32_t>& by_name,
+                      const std::string& label, const std::set<std::string>& visible) {
+    Attribute a;
+    a.name = ap.name();
+    if (!ap.ref_attr_name().empty())
+      build_fail(EDGERT_ERR_UNSUPPORTED, "node '%s': attribute '%s' refers to a function attribute", label.c_str(),
+                 ap.name().c_str());
+    switch (ap.type()) {
+      case onnx::AttributeProto::FLOAT: a.type = EDGERT_ATTR_FLOAT; a.f = ap.f(); break;
+      case onnx::AttributeProto::INT: a.type = EDGERT_ATTR_INT; a.i = ap.i(); break;
+      case onnx::AttributeProto::STRING: a.type = EDGERT_ATTR_STRING; a.s = ap.s(); break;
+      case onnx::AttributeProto::FLOATS:
+        a.type = EDGERT_ATTR_FLOATS;
+        a.floats.assign(ap.floats().begin(), ap.floats().end());
+        break;
+      case onnx::AttributeProto::INTS:
+        a.type = EDGERT_ATTR_INTS;
+        a.ints.assign(ap.ints().begin(), ap.ints().end());
+        break;
+      case onnx::AttributeProto::STRINGS:
+        a.type = EDGERT_ATTR_STRINGS;
+        a.strings.assign(ap.strings().begin(), ap.strings().end());
+        break;
+      case onnx::AttributeProto::TENSOR: {
+        a.type = EDGERT_ATTR_TENSOR;
+        Value v = tensor_from_proto(ap.t(), "attribute '" + ap.name() + "' of node '" + label + "'", model_dir_);
+        v.name = label + ":" + ap.name();
+        a.tensor = graph.add_value(std::move(v));
+        by_name[graph.values[a.tensor].name] = a.tensor;
+        break;
+      }
+      case onnx::AttributeProto::GRAPH: {
+        a.type = EDGERT_ATTR_GRAPH;
+        size_t index = model_.graphs.size();
+        model_.graphs.emplace_back();
+        GraphImporter sub(model_, model_dir_, opset_);
+        sub.import(ap.g(), index, visible);
+        a.graph = static_cast<int32_t>(index);
+        // What the subgraph captures from further out must pass through this graph too.
+        for (const std::string& name : sub.captured_names_) {
+          if (by_name.count(name)) continue;
+          Value captured;
+          captured.name = name;
+          by_name[name] = graph.add_value(std::move(captured));
+          captured_names_.push_back(name);
+        }
+        break;
+      }
+      default:
+        build_fail(EDGERT_ERR_UNSUPPORTED, "node '%s': attribute '%s' has a type edgert does not support (%s)",
+                   label.c_str(), ap.name().c_str(), onnx::AttributeProto::AttributeType_Name(ap.type()).c_str());
+    }
+    return a;
+  }
+
+  Model& model_;
+  std::string model_dir_;
+  int32_t opset_;
+  std::vector<std::string> captured_names_;  // outer-scope names this graph reads
+};
+
+}  // namespace
+
+Value tensor_from_proto(const onnx::TensorProto& proto, const std::string& what, const std::string& model_dir) {
+  Value v;
+  v.name = proto.name();
+  v.dtype = proto.data_type();
+  v.rank_known = true;
+  uint64_t count = 1;
+  for (int64_t d : proto.dims()) {
+    if (d < 0 || __builtin_mul_overflow(count, static_cast<uint64_t>(d), &count))
+      build_fail(EDGERT_ERR_FORMAT, "%s has an invalid dimension %lld", what.c_str(), static_cast<long long>(d));
+    v.shape.push_back(Dim{d, ""});
+  }
+  if (v.dtype == EDGERT_DTYPE_STRING)
+    build_fail(EDGERT_ERR_UNSUPPORTED, "%s has dtype string, which edgert does not support", what.c_str());
+  size_t element = edgert::dtype_size(v.dtype);
+  if (element == 0)
+    build_fail(EDGERT_ERR_UNSUPPORTED, "%s has ONNX data type %d, which edgert does not support", what.c_str(), v.dtype);
+
+  std::vector<uint8_t> bytes;
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    bytes = read_external(proto, what, model_dir);
+  } else if (proto.has_raw_data()) {
+    bytes.assign(proto.raw_data().begin(), proto.raw_data().end());
+  } else {
+    switch (v.dtype) {
+      case EDGERT_DTYPE_FLOAT32: append_converted<decltype(proto.float_data()), float>(proto.float_data(), bytes); break;
+      case EDGERT_DTYPE_FLOAT64: append_converted<decltype(proto.double_data()), double>(proto.double_data(), bytes); break;
+      case EDGERT_DTYPE_INT64: append_converted<decltype(proto.int64_data()), int64_t>(proto.int64_data(), bytes); break;
+      case EDGERT_DTYPE_UINT64: append_converted<decltype(proto.uint64_data()), uint64_t>(proto.uint64_data(), bytes); break;
+      case EDGERT_DTYPE_UINT32: append_converted<decltype(proto.uint64_data()), uint32_t>(proto.uint64_data(), bytes); break;
+      case EDGERT_DTYPE_INT32: append_converted<decltype(proto.int32_data()), int32_t>(proto.int32_data(), bytes); break;
+      // int32_data carries the narrower types one per entry (float16/bfloat16 as their bits).
+      case EDGERT_DTYPE_INT16: append_converted<decltype(proto.int32_data()), int16_t>(proto.int32_data(), bytes); break;
+      case EDGERT_DTYPE_UINT16:
+      case EDGERT_DTYPE_FLOAT16:
+      case EDGERT_DTYPE_BFLOAT16:
+        append_converted<decltype(proto.int32_data()), uint16_t>(proto.int32_data(), bytes);
+        break;
+      case EDGERT_DTYPE_INT8: append_converted<decltype(proto.int32_data()), int8_t>(proto.int32_data(), bytes); break;
+      case EDGERT_DTYPE_UINT8:
+      case EDGERT_DTYPE_BOOL: append_converted<decltype(proto.int32_data()), uint8_t>(proto.int32_data(), bytes); break;
+      default: break;
+    }
+  }
+  if (bytes.size() != count * element)
+    build_fail(EDGERT_ERR_FORMAT, "%s: shape needs %llu bytes of %s data, the tensor holds %zu", what.c_str(),
+               static_cast<unsigned long long>(count * element), edgert::dtype_name(v.dtype), bytes.size());
+  v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  return v;
+}
+
+Model import_onnx(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) build_fail(EDGERT_ERR_IO, "cannot open model '%s': %s", path.c_str(), std::strerror(errno));
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (content.size() > static_cast<size_t>(kMaxModelBytes))
+    build_fail(EDGERT_ERR_UNSUPPORTED, "model '%s' is %zu bytes; models over 2 GiB must keep weights as external data",
+               path.c_str(), content.size());
+  onnx::ModelProto proto;
+  google::protobuf::io::ArrayInputStream raw(content.data(), static_cast<int>(content.size()));
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(kMaxModelBytes);
+  if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    build_fail(EDGERT_ERR_FORMAT, "'%s' is not a valid ONNX model: protobuf parsing failed (truncated or not ONNX)",
+               path.c_str());
+  if (!proto.has_graph())
+    build_fail(EDGERT_ERR_FORMAT, "'%s' is not a valid ONNX model: it has no graph", path.c_str());
+
+  Model model;
+  model.source_path = path;
+  model.producer = proto.producer_name() + (proto.producer_version().empty() ? "" : " " + proto.producer_version());
+  for (const auto& op : proto.opset_import())
+    model.opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
+  if (!model.opsets.count(""))
+    build_fail(EDGERT_ERR_FORMAT, "'%s' does not import the default ONNX opset", path.c_str());
+  model.graphs.emplace_back();
+  GraphImporter importer(model, dir_of(path), static_cast<int32_t>(model.opsets[""]));
+  try {
+    importer.import(proto.graph(), 0, {});
+  } catch (const BuildError& e) {
+    throw BuildError(e.status(), path + ": " + e.what());
+  }
+  return model;
+}
+
+}  // namespace edgert::builder

@@ -1,0 +1,153 @@
+#include "graph_rewrite.h"
+
+#include <cstring>
+#include <set>
+
+#include "error.h"
+
+namespace edgert::builder {
+
+ValueUses::ValueUses(const Graph& graph) {
+  producer.assign(graph.values.size(), -1);
+  readers.assign(graph.values.size(), {});
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] >= 0) readers[node.inputs[i]].emplace_back(static_cast<int32_t>(n), static_cast<int32_t>(i));
+    for (int32_t o : node.outputs) producer[o] = static_cast<int32_t>(n);
+  }
+}
+
+int32_t ValueUses::sole_reader(int32_t value) const {
+  const auto& r = readers[value];
+  if (r.empty()) return -1;
+  for (const auto& [node, slot] : r)
+    if (node != r[0].first) return -1;
+  return r[0].first;
+}
+
+std::vector<bool> pinned_values(const Model& model, const Graph& graph) {
+  std::vector<bool> pinned(graph.values.size(), false);
+  for (int32_t t : graph.inputs) pinned[t] = true;
+  for (int32_t t : graph.outputs) pinned[t] = true;
+  // Conservative: any name that appears in a subgraph may be an outer-scope reference.
+  std::set<std::string> sub_names;
+  for (size_t g = 0; g < model.graphs.size(); ++g) {
+    if (&model.graphs[g] == &graph) continue;
+    for (const Value& v : model.graphs[g].values) sub_names.insert(v.name);
+  }
+  if (!sub_names.empty())
+    for (size_t v = 0; v < graph.values.size(); ++v)
+      if (sub_names.count(graph.values[v].name)) pinned[v] = true;
+  return pinned;
+}
+
+bool redirect_value(Graph& graph, int32_t from, int32_t to, std::vector<bool>& pinned) {
+  if (from == to) return true;
+  if (pinned[from]) {
+    // The engine output keeps its name: `to` must be an ordinary node output to be renamed.
+    bool to_is_input = false;
+    for (int32_t t : graph.inputs) to_is_input = to_is_input || t == to;
+    bool to_is_output = false;
+    for (int32_t t : graph.outputs) to_is_output = to_is_output || t == to;
+    if (pinned[to] || to_is_input || to_is_output || graph.values[to].is_constant()) return false;
+    graph.values[to].name = graph.values[from].name;
+    graph.values[from].name += "__replaced";
+    pinned[to] = true;
+    pinned[from] = false;
+  }
+  for (Node& node : graph.nodes)
+    for (int32_t& in : node.inputs)
+      if (in == from) in = to;
+  for (int32_t& out : graph.outputs)
+    if (out == from) out = to;
+  return true;
+}
+
+void remove_nodes(Graph& graph, const std::vector<bool>& dead) {
+  std::vector<Node> kept;
+  kept.reserve(graph.nodes.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n)
+    if (!dead[n]) kept.push_back(std::move(graph.nodes[n]));
+  graph.nodes = std::move(kept);
+}
+
+void compact_values(Graph& graph) {
+  std::vector<bool> used(graph.values.size(), false);
+  for (const Node& node : graph.nodes) {
+    for (int32_t t : node.inputs)
+      if (t >= 0) used[t] = true;
+    for (int32_t t : node.outputs) used[t] = true;
+    for (const Attribute& a : node.attributes)
+      if (a.tensor >= 0) used[a.tensor] = true;
+  }
+  for (int32_t t : graph.inputs) used[t] = true;
+  for (int32_t t : graph.outputs) used[t] = true;
+  std::vector<int32_t> remap(graph.values.size(), -1);
+  std::vector<Value> kept;
+  for (size_t v = 0; v < graph.values.size(); ++v)
+    if (used[v]) {
+      remap[v] = static_cast<int32_t>(kept.size());
+      kept.push_back(std::move(graph.values[v]));
+    }
+  graph.values = std::move(kept);
+  auto fix = [&](int32_t& t) {
+    if (t >= 0) t = remap[t];
+  };
+  for (Node& node : graph.nodes) {
+    for (int32_t& t : node.inputs) fix(t);
+    for (int32_t& t : node.outputs) fix(t);
+    for (Attribute& a : node.attributes) fix(a.tensor);
+  }
+  for (int32_t& t : graph.inputs) fix(t);
+  for (int32_t& t : graph.outputs) fix(t);
+}
+
+std::vector<double> constant_as_doubles(const Value& value) {
+  std::vector<double> out;
+  if (!value.is_constant() || value.numel() < 0) return out;
+  const uint8_t* p = value.data->data();
+  size_t n = static_cast<size_t>(value.numel());
+  size_t bytes = dtype_size(value.dtype);
+  if (bytes == 0 || value.data->size() < n * bytes) return out;
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* e = p + i * bytes;
+    switch (value.dtype) {
+      case EDGERT_DTYPE_FLOAT32: { float f; std::memcpy(&f, e, 4); out[i] = f; break; }
+      case EDGERT_DTYPE_FLOAT64: std::memcpy(&out[i], e, 8); break;
+      case EDGERT_DTYPE_INT64: { int64_t x; std::memcpy(&x, e, 8); out[i] = static_cast<double>(x); break; }
+      case EDGERT_DTYPE_INT32: { int32_t x; std::memcpy(&x, e, 4); out[i] = x; break; }
+      default: return {};
+    }
+  }
+  return out;
+}
+
+bool is_scalar_constant(const Value& value, double x) {
+  std::vector<double> v = constant_as_doubles(value);
+  return v.size() == 1 && v[0] == x;
+}
+
+int32_t add_float_constant(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
+                           const std::vector<float>& data) {
+  Value v;
+  v.name = name;
+  v.dtype = EDGERT_DTYPE_FLOAT32;
+  v.rank_known = true;
+  for (int64_t d : dims) v.shape.push_back(Dim{d, ""});
+  auto bytes = std::make_shared<std::vector<uint8_t>>(data.size() * sizeof(float));
+  if (!data.empty()) std::memcpy(bytes->data(), data.data(), bytes->size());
+  v.data = std::move(bytes);
+  return graph.add_value(std::move(v));
+}
+
+bool has_graph_attribute(const Node& node) {
+  for (const Attribute& a : node.attributes)
+    if (a.type == EDGERT_ATTR_GRAPH || a.graph >= 0) return true;
+  return false;
+}
+
+std::string fused_name(const std::string& a, const std::string& b) { return a + " + " + b; }
+
+}  // namespace edgert::builder

@@ -1,0 +1,76 @@
+#include "pass_manager.h"
+
+#include <set>
+
+#include "graph_rewrite.h"
+#include "kernel_selection.h"
+
+namespace edgert::builder {
+
+namespace {
+
+// Ops whose output 0 has the dtype of input 0 by the ONNX type constraints. With dynamic shapes
+// prepare cannot run at build time, but the fusions still need to know a tensor is float32.
+bool keeps_input_dtype(const Node& node) {
+  static const std::set<std::string> ops = {
+      "Conv", "ConvTranspose", "Gemm", "MatMul", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid",
+      "HardSwish", "Gelu", "Add", "Sub", "Mul", "Div", "MaxPool", "AveragePool", "GlobalAveragePool",
+      "GlobalMaxPool", "BatchNormalization", "Concat", "Resize", "Transpose", "Reshape", "Flatten", "Squeeze",
+      "Unsqueeze", "Slice", "Pad", "Softmax", "LogSoftmax", "Identity", "Dropout", "Erf", "Sqrt", "Exp",
+      "FusedConv", "FusedGemm", "FusedMatMul", "PointwiseChain"};
+  return ops.count(node.op_type) > 0 && (node.domain.empty() || node.domain == kFusedDomain);
+}
+
+}  // namespace
+
+void infer_shapes(Graph& graph, const std::vector<const LoadedPlugin*>& plugins) {
+  for (Node& node : graph.nodes) {
+    if (has_graph_attribute(node)) continue;  // control flow: the runtime runs it
+    const LoadedPlugin* plugin = nullptr;
+    const edgert_kernel* kernel = find_kernel(graph, node, plugins, &plugin);
+    if (kernel) infer_node_outputs(graph, node, *plugin, *kernel);
+    if (!node.outputs.empty() && graph.values[node.outputs[0]].dtype == 0 && !node.inputs.empty() &&
+        node.inputs[0] >= 0 && keeps_input_dtype(node))
+      graph.values[node.outputs[0]].dtype = graph.values[node.inputs[0]].dtype;
+  }
+}
+
+std::vector<PassReport> PassManager::run(Model& model) const {
+  Graph& graph = model.graphs[0];
+  std::vector<PassReport> reports;
+  infer_shapes(graph, options_.plugins);
+  for (const auto& [name, pass] : passes_) {
+    PassContext context{model, graph, options_, pinned_values(model, graph)};
+    PassReport report;
+    report.name = name;
+    report.nodes_before = graph.nodes.size();
+    report.rewrites = pass(context);
+    if (report.rewrites > 0) {
+      compact_values(graph);
+      infer_shapes(graph, options_.plugins);
+    }
+    report.nodes_after = graph.nodes.size();
+    if (options_.log)
+      options_.log("pass " + name + ": " + std::to_string(report.nodes_before) + " -> " +
+                   std::to_string(report.nodes_after) + " nodes (" + std::to_string(report.rewrites) + " rewrites)");
+    reports.push_back(report);
+  }
+  return reports;
+}
+
+PassManager PassManager::standard(PassOptions options) {
+  PassManager manager(std::move(options));
+  manager.add("constant-folding", fold_constants);
+  manager.add("identity-elimination", eliminate_identities);
+  manager.add("shuffle-elimination", eliminate_shuffles);
+  manager.add("common-subexpression", eliminate_common_subexpressions);
+  manager.add("dead-code", eliminate_dead_code);
+  manager.add("batchnorm-folding", fold_batchnorm);
+  manager.add("pattern-recognition", recognize_patterns);
+  manager.add("activation-fusion", fuse_activations);
+  manager.add("pointwise-fusion", fuse_pointwise_chains);
+  manager.add("dead-code", eliminate_dead_code);
+  return manager;
+}
+
+}  // namespace edgert::builder

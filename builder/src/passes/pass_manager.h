@@ -1,0 +1,76 @@
+// Graph optimization passes over the IR, between import and kernel selection (TensorRT's
+// builder optimizations): each pass is a function that edits the main graph and returns how
+// many rewrites it made; the PassManager runs them in order, re-infers shapes after a pass
+// that changed something, and logs the node count before and after each one.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir.h"
+#include "plugin_loader.h"
+
+namespace edgert::builder {
+
+struct PassOptions {
+  std::vector<const LoadedPlugin*> plugins;     // kernels for shape inference and folding
+  std::function<void(const std::string&)> log;  // -v output; may be empty
+  // Constant folding leaves an op alone when one of its outputs would exceed this: a folded
+  // tensor is stored in the engine, and a small op making a large tensor (Expand,
+  // ConstantOfShape, Tile) is cheaper to run than to store.
+  size_t max_folded_bytes = size_t{4} << 20;
+};
+
+// What a pass works on. `pinned` marks values a pass must neither remove nor rename (see
+// pinned_values); it is recomputed before every pass.
+struct PassContext {
+  Model& model;
+  Graph& graph;  // the main graph; subgraphs of If/Loop/Scan are left as imported
+  const PassOptions& options;
+  std::vector<bool> pinned;
+};
+
+using PassFunction = std::function<int(PassContext&)>;
+
+struct PassReport {
+  std::string name;
+  size_t nodes_before = 0, nodes_after = 0;
+  int rewrites = 0;
+};
+
+class PassManager {
+ public:
+  explicit PassManager(PassOptions options) : options_(std::move(options)) {}
+  void add(std::string name, PassFunction pass) { passes_.push_back({std::move(name), std::move(pass)}); }
+  // Runs every pass once, in order, on model.graphs[0].
+  std::vector<PassReport> run(Model& model) const;
+
+  // The builder's pipeline: folding and clean-up first so the fusions see the simplest graph.
+  static PassManager standard(PassOptions options);
+
+ private:
+  PassOptions options_;
+  std::vector<std::pair<std::string, PassFunction>> passes_;
+};
+
+// Fills dtypes and shapes of the main graph's values by asking each node's kernel, as kernel
+// selection does; nodes no plugin supports are left for selection to report.
+void infer_shapes(Graph& graph, const std::vector<const LoadedPlugin*>& plugins);
+
+// The passes, one file each.
+int eliminate_identities(PassContext& context);      // identity_elimination.cpp
+int fold_constants(PassContext& context);            // constant_folding.cpp
+int eliminate_dead_code(PassContext& context);       // dead_code.cpp
+int eliminate_common_subexpressions(PassContext& context);  // common_subexpression.cpp
+int fold_batchnorm(PassContext& context);            // batchnorm_folding.cpp
+int eliminate_shuffles(PassContext& context);        // shuffle_elimination.cpp
+int recognize_patterns(PassContext& context);        // pattern_recognition.cpp
+int fuse_activations(PassContext& context);          // activation_fusion.cpp
+int fuse_pointwise_chains(PassContext& context);     // pointwise_fusion.cpp
+
+// The domain of the fused ops the CPU plugin implements (FusedConv, FusedGemm, FusedMatMul,
+// PointwiseChain); see plugins/cpu/activation.h for their attributes.
+constexpr const char* kFusedDomain = "edgert";
+
+}  // namespace edgert::builder

@@ -1,0 +1,101 @@
+// Removes shuffles that cancel or compose:
+//   Transpose(Transpose(x, p1), p2)     -> Transpose(x, p1[p2]), or x when that is the identity
+//   Transpose(x, identity perm)         -> x
+//   Reshape(R(x), s) for R in Reshape, Flatten, Squeeze, Unsqueeze -> Reshape(x, s), when s is
+//                                         a constant without 0 entries (0 copies a dim of the
+//                                         input, which would then be another tensor's)
+//   Reshape / Flatten / Squeeze / Unsqueeze whose output shape equals its static input shape -> x
+// The first shuffle of a pair disappears in dead-code elimination once nothing reads it.
+#include "graph_rewrite.h"
+#include "pass_manager.h"
+
+namespace edgert::builder {
+namespace {
+
+std::vector<int64_t> transpose_perm(const Graph& graph, const Node& node) {
+  const Attribute* perm = node.attribute("perm");
+  if (perm) return perm->ints;
+  const Value& x = graph.values[node.inputs[0]];
+  std::vector<int64_t> p;
+  if (!x.rank_known) return p;
+  for (size_t i = x.shape.size(); i-- > 0;) p.push_back(static_cast<int64_t>(i));  // default: reverse
+  return p;
+}
+
+bool is_identity_perm(const std::vector<int64_t>& p) {
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+bool same_static_shape(const Value& a, const Value& b) {
+  if (!a.shape_is_static() || !b.shape_is_static() || a.shape.size() != b.shape.size()) return false;
+  for (size_t d = 0; d < a.shape.size(); ++d)
+    if (a.shape[d].value != b.shape[d].value) return false;
+  return true;
+}
+
+bool is_reshape_like(const Node& node) {
+  return is_op(node, "Reshape") || is_op(node, "Flatten") || is_op(node, "Squeeze") || is_op(node, "Unsqueeze");
+}
+
+}  // namespace
+
+int eliminate_shuffles(PassContext& context) {
+  Graph& graph = context.graph;
+  int rewrites = 0;
+  std::vector<bool> dead(graph.nodes.size(), false);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    ValueUses uses(graph);
+    Node& node = graph.nodes[n];
+    if (node.inputs.empty() || node.inputs[0] < 0 || node.outputs.size() != 1) continue;
+    const int32_t x = node.inputs[0], y = node.outputs[0];
+    const int32_t p = uses.producer[x];
+    if (is_op(node, "Transpose")) {
+      std::vector<int64_t> perm = transpose_perm(graph, node);
+      if (perm.empty()) continue;
+      if (p >= 0 && !dead[p] && is_op(graph.nodes[p], "Transpose")) {
+        std::vector<int64_t> first = transpose_perm(graph, graph.nodes[p]);
+        if (first.size() != perm.size()) continue;
+        std::vector<int64_t> composed(perm.size());
+        for (size_t i = 0; i < perm.size(); ++i) composed[i] = first[perm[i]];
+        node.inputs[0] = graph.nodes[p].inputs[0];
+        node.name = fused_name(graph.nodes[p].name, node.name);
+        Attribute a;
+        a.name = "perm";
+        a.type = EDGERT_ATTR_INTS;
+        a.ints = composed;
+        node.set_attribute(a);
+        perm = composed;
+        ++rewrites;
+      }
+      if (is_identity_perm(perm) && redirect_value(graph, y, node.inputs[0], context.pinned)) {
+        dead[n] = true;
+        ++rewrites;
+      }
+      continue;
+    }
+    if (!is_reshape_like(node)) continue;
+    if (is_op(node, "Reshape") && node.inputs.size() == 2 && p >= 0 && !dead[p] && is_reshape_like(graph.nodes[p])) {
+      std::vector<double> target = constant_as_doubles(graph.values[node.inputs[1]]);
+      const Attribute* allowzero = node.attribute("allowzero");
+      bool zero_free = !target.empty();
+      for (double v : target) zero_free = zero_free && v != 0;
+      if (zero_free || (allowzero && allowzero->i != 0)) {
+        node.inputs[0] = graph.nodes[p].inputs[0];
+        node.name = fused_name(graph.nodes[p].name, node.name);
+        ++rewrites;
+      }
+    }
+    if (same_static_shape(graph.values[node.inputs[0]], graph.values[y]) &&
+        graph.values[node.inputs[0]].dtype == graph.values[y].dtype &&
+        redirect_value(graph, y, node.inputs[0], context.pinned)) {
+      dead[n] = true;
+      ++rewrites;
+    }
+  }
+  if (rewrites) remove_nodes(graph, dead);
+  return rewrites;
+}
+
+}  // namespace edgert::builder

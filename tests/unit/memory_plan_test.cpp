@@ -1,0 +1,166 @@
+// The memory planner, the plan's verification at load, and the tools that show it: inspect
+// --json (its documented fields) and bench --profile.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <regex>
+
+#include "board_profile.h"
+#include "engine_writer.h"
+#include "graph_test_support.h"
+#include "kernel_selection.h"
+#include "loaded_engine.h"
+#include "plugin_loader.h"
+#include "test_support.h"
+
+namespace edgert::test {
+namespace {
+
+using M = GraphMaker;
+
+// x -> `layers` 3x3 convs, each followed by Softsign (which no pass fuses) -> y.
+onnx::ModelProto conv_chain(int64_t channels, int64_t size, int layers) {
+  GraphMaker g;
+  g.input("x", {1, channels, size, size});
+  std::vector<float> w(static_cast<size_t>(channels * channels * 9));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37) % 11) / 50.0f - 0.1f;
+  g.floats("w", {channels, channels, 3, 3}, w);
+  std::string prev = "x";
+  for (int l = 0; l < layers; ++l) {
+    std::string c = "c" + std::to_string(l), t = "t" + std::to_string(l);
+    M::attr(g.node("Conv", {prev, "w"}, {c}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+    g.node("Softsign", {c}, {t});
+    prev = t;
+  }
+  g.node("Identity", {prev}, {"y"});
+  g.output("y");
+  return g.model();
+}
+
+TEST(MemoryPlanner, TensorsWithDisjointLifetimesShareTheArena) {
+  OptimizedBuild b = build_both(conv_chain(4, 8, 6), {{1, 4, 8, 8}});
+  const builder::MemoryPlan& plan = b.optimized.memory_plan;
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+  EXPECT_EQ(plan.planned_tensors, 12);
+  EXPECT_EQ(plan.activation_bytes, 12u * 4 * 8 * 8 * 4);
+  EXPECT_EQ(plan.arena_bytes, 2u * 4 * 8 * 8 * 4);  // Softsign runs in place: two buffers ping-pong
+  EXPECT_GT(plan.in_place, 0);
+  const builder::Graph& graph = b.optimized.model.graphs[0];
+  for (size_t v = 0; v < graph.values.size(); ++v) {
+    if (plan.offsets[v] < 0) continue;
+    EXPECT_EQ(plan.offsets[v] % 64, 0);
+    EXPECT_LE(plan.offsets[v] + static_cast<int64_t>(plan.sizes[v]), static_cast<int64_t>(plan.arena_bytes));
+  }
+  EXPECT_EQ(plan.offsets[graph.inputs[0]], -1);  // the caller's memory
+}
+
+// Re-serializes `result` with a doctored plan and returns the load error ("" if it loads).
+std::string load_with_plan(builder::BuildResult& result, const builder::MemoryPlan& plan) {
+  edgert_error error{};
+  std::string dir = cpu_plugin_dir();
+  std::vector<const LoadedPlugin*> plugins = load_all_plugins(plugin_search_path(dir.c_str()), &error);
+  builder::WriterInputs in;
+  in.model = &result.model;
+  config::BoardProfile board = config::load_board_profile(config::find_board_profile("x86_64-generic"));
+  in.board = &board;
+  in.plugins = plugins;
+  in.memory_plan = &plan;
+  std::vector<uint8_t> bytes = builder::serialize_engine(in);
+  edgert_load_options options;
+  edgert_load_options_init(&options);
+  options.plugin_path = dir.c_str();
+  auto engine = LoadedEngine::load_memory(bytes.data(), bytes.size(), options, &error);
+  return engine ? "" : error.message;
+}
+
+TEST(MemoryPlanner, AHostilePlanIsRefusedAtLoad) {
+  OptimizedBuild b = build_both(conv_chain(4, 8, 3), {{1, 4, 8, 8}});
+  builder::MemoryPlan good = b.optimized.memory_plan;
+  EXPECT_EQ(load_with_plan(b.optimized, good), "");
+  const builder::Graph& graph = b.optimized.model.graphs[0];
+  int32_t first = graph.nodes[0].outputs[0], second = graph.nodes[2].outputs[0];
+
+  builder::MemoryPlan outside = good;
+  outside.offsets[first] = static_cast<int64_t>(good.arena_bytes);  // past the end
+  EXPECT_NE(load_with_plan(b.optimized, outside).find("outside the"), std::string::npos);
+
+  builder::MemoryPlan misaligned = good;
+  misaligned.offsets[first] = 8;
+  EXPECT_NE(load_with_plan(b.optimized, misaligned).find("misaligned"), std::string::npos);
+
+  builder::MemoryPlan huge = good;
+  huge.sizes[first] = UINT64_MAX;
+  EXPECT_NE(load_with_plan(b.optimized, huge).find("memory plan"), std::string::npos);
+
+  builder::MemoryPlan input = good;
+  input.offsets[graph.inputs[0]] = 0;  // engine inputs are the caller's memory
+  EXPECT_NE(load_with_plan(b.optimized, input).find("not written by a plugin kernel"), std::string::npos);
+
+  builder::MemoryPlan overlap = good;  // the second conv writes over part of the t0 it reads
+  overlap.offsets[first] = 0;
+  overlap.offsets[graph.nodes[1].outputs[0]] = 0;
+  overlap.offsets[second] = 64;
+  EXPECT_NE(load_with_plan(b.optimized, overlap).find("overlaps"), std::string::npos);
+
+  builder::MemoryPlan short_table = good;
+  short_table.offsets.pop_back();
+  EXPECT_NE(load_with_plan(b.optimized, short_table).find("for each of the"), std::string::npos);
+}
+
+class ToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    save_model(conv_chain(16, 48, 4), dir_.file("chain.onnx"));
+    auto built = run_command(edgert_cli() + " build " + dir_.file("chain.onnx") + " -o " + dir_.file("chain.engine") +
+                             " --plugin-path " + cpu_plugin_dir());
+    ASSERT_EQ(built.exit_code, 0) << built.output;
+  }
+  TempDir dir_;
+};
+
+TEST_F(ToolsTest, InspectJsonListsLayersPlacementsAndTotalsStably) {
+  auto first = run_command(edgert_cli() + " inspect --json " + dir_.file("chain.engine"));
+  auto second = run_command(edgert_cli() + " inspect --json " + dir_.file("chain.engine"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(first.output, second.output);
+  auto j = nlohmann::json::parse(first.output);
+  const auto& nodes = j["graphs"][0]["nodes"];
+  ASSERT_EQ(nodes.size(), 8u);  // the Identity is gone
+  for (const char* key : {"name", "parts", "op", "plugin", "kernel", "tactic", "precision", "inputs", "outputs"})
+    EXPECT_TRUE(nodes[0].contains(key)) << key;
+  EXPECT_EQ(nodes[0]["op"], "Conv");
+  EXPECT_EQ(nodes[0]["precision"], "float32");
+  EXPECT_EQ(nodes[0]["parts"], nlohmann::json::array({nodes[0]["name"]}));
+  EXPECT_EQ(nodes[0]["outputs"][0]["bytes"], 16 * 48 * 48 * 4);
+  EXPECT_EQ(nodes[0]["outputs"][0]["arena_offset"].get<int64_t>() % 64, 0);
+  EXPECT_TRUE(nodes[0]["inputs"][0]["arena_offset"].is_null());  // the engine input
+  const auto& totals = j["totals"];
+  EXPECT_EQ(totals["arena_bytes"], 2 * 16 * 48 * 48 * 4);
+  EXPECT_EQ(totals["footprint_bytes"].get<uint64_t>(), totals["weight_bytes"].get<uint64_t>() +
+                                                           totals["arena_bytes"].get<uint64_t>() +
+                                                           totals["workspace_bytes"].get<uint64_t>());
+  EXPECT_EQ(j["memory_plan"]["planned_tensors"], 8);
+  EXPECT_EQ(j["memory_plan"]["largest_tensor_bytes"], 16 * 48 * 48 * 4);
+}
+
+TEST_F(ToolsTest, BenchProfileLayerTimesAddUpToTheRun) {
+  auto bench = run_command(edgert_cli() + " bench " + dir_.file("chain.engine") + " --profile --iterations 5 --plugin-path " +
+                           cpu_plugin_dir());
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(bench.output, m, std::regex(R"(layers total: [0-9.]+ ms = ([0-9.]+)% of the median run)")))
+      << bench.output;
+  double share = std::stod(m[1]);
+  EXPECT_GT(share, 90.0) << bench.output;
+  EXPECT_LT(share, 110.0) << bench.output;
+  // Sorted by cost: the first layer listed is a convolution.
+  size_t header = bench.output.find("median ms");
+  ASSERT_NE(header, std::string::npos);
+  EXPECT_NE(bench.output.find("Conv", header), std::string::npos);
+  EXPECT_LT(bench.output.find("Conv", header), bench.output.find("Softsign", header));
+}
+
+}  // namespace
+}  // namespace edgert::test

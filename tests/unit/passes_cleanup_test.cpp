@@ -1,0 +1,114 @@
+// Folding and clean-up passes on tiny graphs: each test builds a model with and without the
+// passes, checks what the optimized graph holds and that both engines compute the same.
+#include <gtest/gtest.h>
+
+#include "graph_test_support.h"
+
+namespace edgert::test {
+namespace {
+
+using M = GraphMaker;
+
+TEST(ConstantFolding, ShapeGatherConcatReshapeChainFoldsOnceShapesAreKnown) {
+  GraphMaker g;
+  g.input("x", {2, 3, 4});
+  g.ints("zero", {}, {0});
+  g.ints("axes", {1}, {0});
+  g.ints("minus_one", {1}, {-1});
+  g.node("Shape", {"x"}, {"shape"});
+  g.node("Gather", {"shape", "zero"}, {"batch"});
+  g.node("Unsqueeze", {"batch", "axes"}, {"batch1"});
+  M::attr(g.node("Concat", {"batch1", "minus_one"}, {"target"}), "axis", int64_t{0});
+  g.node("Reshape", {"x", "target"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{2, 3, 4}});
+  EXPECT_EQ(b.ops(), std::vector<std::string>{"Reshape"});
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+  EXPECT_NE(b.log.find("pass constant-folding: 5 -> 1 nodes"), std::string::npos) << b.log;
+}
+
+TEST(ConstantFolding, OpsOnConstantsRunOnceWithThePluginKernel) {
+  GraphMaker g;
+  g.input("x", {3, 2});
+  g.floats("w", {2, 3}, {1, 2, 3, 4, 5, 6});
+  g.node("Transpose", {"w"}, {"wt"});
+  g.node("Exp", {"wt"}, {"e"});
+  g.node("Add", {"x", "e"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{3, 2}});
+  EXPECT_EQ(b.ops(), std::vector<std::string>{"Add"});
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);  // same kernels, so bit-identical
+}
+
+TEST(DeadCode, NodesNobodyReadsAreRemoved) {
+  GraphMaker g;
+  g.input("x", {4});
+  g.node("Relu", {"x"}, {"unused"});
+  g.node("Neg", {"unused"}, {"unused2"});
+  g.node("Sigmoid", {"x"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{4}});
+  EXPECT_EQ(b.ops(), std::vector<std::string>{"Sigmoid"});
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+TEST(CommonSubexpression, EqualNodesAndConstantsAreComputedOnce) {
+  GraphMaker g;
+  g.input("x", {2, 3});
+  g.floats("c1", {3}, {1, 2, 3});
+  g.floats("c2", {3}, {1, 2, 3});
+  g.node("Mul", {"x", "c1"}, {"m1"});
+  g.node("Mul", {"x", "c2"}, {"m2"});
+  g.node("Sub", {"m1", "m2"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{2, 3}});
+  EXPECT_EQ(b.count("Mul"), 1u);
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+TEST(IdentityElimination, IdentityDropoutTimesOneAndPlusZeroAreErased) {
+  GraphMaker g;
+  g.input("x", {2, 4});
+  g.floats("ones", {4}, {1, 1, 1, 1});
+  g.floats("zero", {}, {0});
+  g.node("Identity", {"x"}, {"i"});
+  g.node("Dropout", {"i"}, {"d"});
+  g.node("Relu", {"d"}, {"r"});
+  g.node("Mul", {"r", "ones"}, {"m"});
+  g.node("Add", {"zero", "m"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{2, 4}});
+  EXPECT_EQ(b.ops(), std::vector<std::string>{"Relu"});
+  EXPECT_EQ(b.optimized.model.graphs[0].values[b.optimized.model.graphs[0].outputs[0]].name, "y");
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+TEST(IdentityElimination, AConstantThatBroadcastsIsKept) {
+  GraphMaker g;
+  g.input("x", {4});
+  g.floats("ones", {2, 4}, {1, 1, 1, 1, 1, 1, 1, 1});
+  g.node("Mul", {"x", "ones"}, {"y"});  // [4] * [2, 4] -> [2, 4]: not the identity
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{4}});
+  EXPECT_EQ(b.count("Mul"), 1u);
+}
+
+TEST(ShuffleElimination, TransposePairsAndReshapeChainsCollapse) {
+  GraphMaker g;
+  g.input("x", {2, 3, 4});
+  g.ints("s1", {2}, {6, 4});
+  g.ints("s2", {3}, {4, 3, 2});
+  M::attr(g.node("Transpose", {"x"}, {"t1"}), "perm", std::vector<int64_t>{0, 2, 1});
+  M::attr(g.node("Transpose", {"t1"}, {"t2"}), "perm", std::vector<int64_t>{0, 2, 1});
+  g.node("Relu", {"t2"}, {"r"});
+  g.node("Reshape", {"r", "s1"}, {"a"});
+  g.node("Reshape", {"a", "s2"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{2, 3, 4}});
+  EXPECT_EQ(b.count("Transpose"), 0u);
+  EXPECT_EQ(b.count("Reshape"), 1u);
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+}  // namespace
+}  // namespace edgert::test

@@ -1,0 +1,168 @@
+// Folding BatchNormalization, fusing epilogues and pointwise chains, recognising patterns.
+// Fused kernels round where the separate ops did, so outputs must be bit-identical; BN folding
+// and pattern replacement change the arithmetic and are compared with a tolerance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "graph_test_support.h"
+
+namespace edgert::test {
+namespace {
+
+using M = GraphMaker;
+
+void expect_close(const OptimizedBuild& b, float tolerance) {
+  ASSERT_EQ(b.optimized_outputs.size(), b.reference_outputs.size());
+  for (size_t o = 0; o < b.reference_outputs.size(); ++o) {
+    ASSERT_EQ(b.optimized_outputs[o].size(), b.reference_outputs[o].size());
+    for (size_t i = 0; i < b.reference_outputs[o].size(); ++i)
+      EXPECT_NEAR(b.optimized_outputs[o][i], b.reference_outputs[o][i], tolerance * (1 + std::fabs(b.reference_outputs[o][i])))
+          << "output " << o << " element " << i;
+  }
+}
+
+std::vector<float> ramp(size_t n, float scale, float offset = 0) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * 0.7f + offset) * scale;
+  return v;
+}
+
+TEST(BatchNormFolding, ConvBatchNormReluBecomesOneFusedConvNamedAfterItsParts) {
+  GraphMaker g;
+  g.input("x", {1, 3, 8, 8});
+  g.floats("w", {4, 3, 3, 3}, ramp(108, 0.5f));
+  g.floats("b", {4}, {0.1f, -0.2f, 0.3f, 0});
+  g.floats("scale", {4}, {1.5f, 0.5f, 2, 1});
+  g.floats("bias", {4}, {0.1f, 0.2f, -0.3f, 0});
+  g.floats("mean", {4}, {0.05f, -0.1f, 0.2f, 0.3f});
+  g.floats("var", {4}, {1, 0.5f, 2, 0.25f});
+  M::attr(g.node("Conv", {"x", "w", "b"}, {"c"}, "conv1"), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"n"}, "bn1");
+  g.node("Relu", {"n"}, {"y"}, "relu1");
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{1, 3, 8, 8}});
+  ASSERT_EQ(b.ops(), std::vector<std::string>{"edgert.FusedConv"});
+  EXPECT_EQ(b.optimized.model.graphs[0].nodes[0].name, "conv1 + bn1 + relu1");
+  expect_close(b, 1e-5f);
+}
+
+TEST(BatchNormFolding, GemmBatchNormFoldsIntoWeightsAndBias) {
+  GraphMaker g;
+  g.input("x", {2, 5});
+  g.floats("w", {3, 5}, ramp(15, 1));
+  g.floats("c", {3}, {0.5f, -1, 2});
+  g.floats("scale", {3}, {2, 0.5f, 1});
+  g.floats("bias", {3}, {0, 1, -1});
+  g.floats("mean", {3}, {0.1f, 0.2f, 0.3f});
+  g.floats("var", {3}, {1, 2, 3});
+  M::attr(g.node("Gemm", {"x", "w", "c"}, {"m"}), "transB", int64_t{1});
+  g.node("BatchNormalization", {"m", "scale", "bias", "mean", "var"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{2, 5}});
+  EXPECT_EQ(b.ops(), std::vector<std::string>{"Gemm"});
+  expect_close(b, 1e-5f);
+}
+
+TEST(ActivationFusion, ConvResidualAddReluAndConvSiluAreBitIdentical) {
+  GraphMaker g;
+  g.input("x", {1, 4, 6, 6});
+  g.floats("w1", {4, 4, 3, 3}, ramp(144, 0.3f));
+  g.floats("w2", {4, 4, 1, 1}, ramp(16, 0.8f, 1));
+  g.floats("b2", {4}, {0.1f, 0.2f, 0.3f, 0.4f});
+  M::attr(g.node("Conv", {"x", "w1"}, {"c1"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.node("Add", {"c1", "x"}, {"a"});
+  g.node("Relu", {"a"}, {"r"});
+  g.node("Conv", {"r", "w2", "b2"}, {"c2"});
+  g.node("Sigmoid", {"c2"}, {"s"});
+  g.node("Mul", {"s", "c2"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{1, 4, 6, 6}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"edgert.FusedConv", "edgert.FusedConv"}));
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+TEST(ActivationFusion, GemmLeakyReluAndMatMulBiasClipAreBitIdentical) {
+  GraphMaker g;
+  g.input("x", {2, 5});
+  g.floats("w", {5, 4}, ramp(20, 1));
+  g.floats("bias", {4}, {0.5f, -0.5f, 1, 0});
+  g.floats("lo", {}, {0});
+  g.floats("hi", {}, {1.5f});
+  g.node("Gemm", {"x", "w"}, {"g"});
+  M::attr(g.node("LeakyRelu", {"g"}, {"y1"}), "alpha", 0.2f);
+  g.node("MatMul", {"x", "w"}, {"m"});
+  g.node("Add", {"m", "bias"}, {"a"});
+  g.node("Clip", {"a", "lo", "hi"}, {"y2"});
+  g.output("y1");
+  g.output("y2");
+  OptimizedBuild b = build_both(g.model(), {{2, 5}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"edgert.FusedGemm", "edgert.FusedMatMul"}));
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+TEST(PointwiseFusion, AChainOfElementwiseOpsBecomesOneKernel) {
+  GraphMaker g;
+  g.input("x", {3, 5});
+  g.floats("two", {}, {2});
+  g.floats("half", {1}, {0.5f});
+  g.node("Mul", {"x", "two"}, {"m"});
+  g.node("Sub", {"half", "m"}, {"s"});
+  g.node("HardSigmoid", {"s"}, {"h"});
+  g.node("Tanh", {"h"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{3, 5}});
+  EXPECT_EQ(b.ops(), std::vector<std::string>{"edgert.PointwiseChain"});
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+TEST(PatternRecognition, GeluLayerNormAndLogSoftmaxAreRecognised) {
+  GraphMaker g;
+  g.input("x", {2, 8});
+  g.floats("sqrt2", {}, {1.4142135f});
+  g.floats("one", {}, {1});
+  g.floats("half", {}, {0.5f});
+  g.floats("two", {}, {2});
+  g.floats("eps", {}, {1e-5f});
+  g.floats("gamma", {8}, ramp(8, 1, 2));
+  g.floats("beta", {8}, ramp(8, 0.5f, 3));
+  g.node("Div", {"x", "sqrt2"}, {"d"});
+  g.node("Erf", {"d"}, {"e"});
+  g.node("Add", {"e", "one"}, {"a"});
+  g.node("Mul", {"x", "a"}, {"m"});
+  g.node("Mul", {"m", "half"}, {"gelu"});
+  M::attr(g.node("ReduceMean", {"x"}, {"mean"}), "axes", std::vector<int64_t>{-1});
+  g.node("Sub", {"x", "mean"}, {"xc"});
+  g.node("Pow", {"xc", "two"}, {"sq"});
+  M::attr(g.node("ReduceMean", {"sq"}, {"var"}), "axes", std::vector<int64_t>{-1});
+  g.node("Add", {"var", "eps"}, {"ve"});
+  g.node("Sqrt", {"ve"}, {"std"});
+  g.node("Div", {"xc", "std"}, {"norm"});
+  g.node("Mul", {"norm", "gamma"}, {"scaled"});
+  g.node("Add", {"scaled", "beta"}, {"ln"});
+  M::attr(g.node("Softmax", {"x"}, {"sm"}), "axis", int64_t{-1});
+  g.node("Log", {"sm"}, {"lsm"});
+  g.output("gelu");
+  g.output("ln");
+  g.output("lsm");
+  OptimizedBuild b = build_both(g.model(), {{2, 8}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"Gelu", "LayerNormalization", "LogSoftmax"}));
+  expect_close(b, 1e-5f);
+}
+
+TEST(PassManager, VerboseBuildLogsNodeCountsPerPass) {
+  GraphMaker g;
+  g.input("x", {4});
+  g.node("Identity", {"x"}, {"i"});
+  g.node("Relu", {"i"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{4}});
+  for (const char* pass : {"constant-folding", "identity-elimination", "shuffle-elimination", "common-subexpression",
+                           "dead-code", "batchnorm-folding", "pattern-recognition", "activation-fusion",
+                           "pointwise-fusion"})
+    EXPECT_NE(b.log.find(std::string("pass ") + pass + ": "), std::string::npos) << pass << "\n" << b.log;
+  EXPECT_NE(b.log.find("pass identity-elimination: 2 -> 1 nodes (1 rewrites)"), std::string::npos) << b.log;
+}
+
+}  // namespace
+}  // namespace edgert::test
