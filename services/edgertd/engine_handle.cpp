@@ -11,6 +11,9 @@
 
 #include "engine_file.h"
 #include "error.h"
+#include "plugin_loader.h"
+#include <sys/stat.h>
+#include <cmath>
 
 namespace edgert::daemon {
 
@@ -22,8 +25,11 @@ EngineFootprint read_engine_footprint(const std::string& path) {
   f.file_bytes = file.size();
   const fb::Engine* e = file.engine();
   const fb::Graph* main = e->graphs()->Get(0);
-  // Upper bound until the engine carries a memory plan: every activation alive at once, sized
-  // at the optimization profile's maximum where a dimension is dynamic.
+  // The builder's memory plan: one arena, one workspace, plus whatever it left unplanned
+  // (inputs, dynamic or data-dependent tensors), counted as every such tensor alive at once.
+  const fb::MemoryPlan* plan = e->memory_plans() && e->memory_plans()->size() ? e->memory_plans()->Get(0) : nullptr;
+  if (plan) f.activation_bytes = plan->arena_bytes() + plan->workspace_bytes();
+  // Sized at the optimization profile's maximum where a dimension is dynamic.
   std::map<std::string, std::vector<int64_t>> max_shapes;
   if (e->profiles() && e->profiles()->size() && e->profiles()->Get(0)->inputs())
     for (const fb::ShapeRange* r : *e->profiles()->Get(0)->inputs())
@@ -32,8 +38,10 @@ EngineFootprint read_engine_footprint(const std::string& path) {
   for (const auto& [name, dims] : max_shapes)
     for (int64_t d : dims) scale = std::max<int64_t>(scale, d);
   if (main->tensors())
-    for (const fb::Tensor* t : *main->tensors()) {
+    for (uint32_t i = 0; i < main->tensors()->size(); ++i) {
+      const fb::Tensor* t = main->tensors()->Get(i);
       if (t->weight() >= 0 || !t->rank_known() || !t->shape()) continue;
+      if (plan && plan->offsets() && i < plan->offsets()->size() && plan->offsets()->Get(i) >= 0) continue;
       uint64_t bytes = edgert::dtype_size(t->dtype() ? t->dtype() : EDGERT_DTYPE_FLOAT32);
       for (const fb::Dim* d : *t->shape()) bytes *= static_cast<uint64_t>(d->value() >= 0 ? d->value() : scale);
       f.activation_bytes += bytes;
@@ -41,9 +49,43 @@ EngineFootprint read_engine_footprint(const std::string& path) {
   return f;
 }
 
+EngineFacts read_engine_facts(const std::string& path, const std::vector<signing::PublicKey>& trusted) {
+  EngineFacts facts;
+  facts.footprint = read_engine_footprint(path);
+  EngineFile file;
+  edgert_error error{};
+  if (!file.open(path, &error)) throw std::runtime_error(error.message);
+  const fb::Engine* e = file.engine();
+  if (e->board()) {
+    facts.board = e->board()->name() ? e->board()->name()->str() : "";
+    facts.fingerprint = e->board()->fingerprint() ? e->board()->fingerprint()->str() : "";
+  }
+  if (e->plugins())
+    for (const fb::PluginRef* p : *e->plugins())
+      if (p->name()) facts.plugins.push_back(p->name()->str());
+  facts.has_self_test = e->self_test() && e->self_test()->inputs() && e->self_test()->outputs();
+  facts.signature = signing::check_engine_signature(file.bytes(), file.size(), trusted);
+  return facts;
+}
+
+std::vector<std::string> missing_plugins(const std::vector<std::string>& plugins, const std::string& plugin_path) {
+  std::vector<std::string> dirs = plugin_search_path(plugin_path.empty() ? nullptr : plugin_path.c_str());
+  std::vector<std::string> missing;
+  for (const std::string& name : plugins) {
+    if (name == "builtin" || name.empty()) continue;
+    bool found = false;
+    for (const std::string& d : dirs) {
+      struct stat st {};
+      if (stat((d + "/" + plugin_file_name(name)).c_str(), &st) == 0) found = true;
+    }
+    if (!found) missing.push_back(name);
+  }
+  return missing;
+}
+
 EngineHandle::EngineHandle(const std::string& path, const std::string& plugin_path, const std::string& board,
-                           bool mlock_weights)
-    : path_(path), id_(path.substr(path.rfind('/') + 1)) {
+                           bool mlock_weights, const std::string& id)
+    : path_(path), id_(id.empty() ? signing::sha256_file(path) : id) {
   footprint_ = read_engine_footprint(path);
   edgert_load_options options;
   edgert_load_options_init(&options);
@@ -93,6 +135,69 @@ void EngineHandle::lock_mapping_in_ram() {
 EngineHandle::~EngineHandle() {
   if (context_) edgert_context_release(context_);
   if (engine_) edgert_engine_release(engine_);
+}
+
+std::string EngineHandle::replay_self_test(int runs, bool* had_vector) {
+  EngineFile file;
+  edgert_error error{};
+  if (!file.open(path_, &error)) return error.message;
+  const fb::SelfTest* test = file.engine()->self_test();
+  *had_vector = test && test->inputs() && test->outputs();
+  if (!*had_vector) return "";
+  std::vector<edgert_tensor> inputs;
+  std::vector<std::vector<float>> storage;  // the runtime may want aligned, writable buffers
+  for (const fb::SelfTestTensor* t : *test->inputs()) {
+    if (!t->shape() || !t->data() || t->shape()->size() > EDGERT_MAX_RANK) return "self-test input is malformed";
+    storage.emplace_back(t->data()->begin(), t->data()->end());
+    edgert_tensor in{};
+    in.dtype = EDGERT_DTYPE_FLOAT32;
+    in.rank = static_cast<int32_t>(t->shape()->size());
+    for (uint32_t d = 0; d < t->shape()->size(); ++d) in.dims[d] = t->shape()->Get(d);
+    in.data = storage.back().data();
+    inputs.push_back(in);
+  }
+  for (int i = 0; i < runs; ++i)
+    if (edgert_context_run(context_, inputs.data(), static_cast<int32_t>(inputs.size()), &error) != EDGERT_OK)
+      return std::string("self-test run failed: ") + error.message;
+  if (static_cast<int32_t>(test->outputs()->size()) != edgert_engine_num_outputs(engine_))
+    return "self-test stores " + std::to_string(test->outputs()->size()) + " outputs, the engine has " +
+           std::to_string(edgert_engine_num_outputs(engine_));
+  for (uint32_t o = 0; o < test->outputs()->size(); ++o) {
+    const fb::SelfTestTensor* want = test->outputs()->Get(o);
+    edgert_tensor got{};
+    edgert_context_output(context_, static_cast<int32_t>(o), &got);
+    size_t count = 1;
+    for (int32_t d = 0; d < got.rank; ++d) count *= static_cast<size_t>(got.dims[d]);
+    std::string name = want->name() ? want->name()->str() : std::to_string(o);
+    if (got.dtype != EDGERT_DTYPE_FLOAT32 || !want->data() || count != want->data()->size())
+      return "self-test output '" + name + "' has " + std::to_string(count) + " values, expected " +
+             std::to_string(want->data() ? want->data()->size() : 0);
+    const float* g = static_cast<const float*>(got.data);
+    size_t bad = 0, worst = 0;
+    double worst_excess = -1;
+    for (size_t i = 0; i < count; ++i) {
+      double expected = want->data()->Get(static_cast<uint32_t>(i));
+      double diff = std::fabs(g[i] - expected);
+      double allowed = test->atol() + test->rtol() * std::fabs(expected);
+      if (!(diff <= allowed)) {
+        ++bad;
+        if (diff - allowed > worst_excess) {
+          worst_excess = diff - allowed;
+          worst = i;
+        }
+      }
+    }
+    if (bad) {
+      char message[512];
+      std::snprintf(message, sizeof message,
+                    "self-test failed: output '%s' differs in %zu of %zu values (worst at %zu: got %g, expected %g; "
+                    "rtol %g, atol %g): the kernels here do not compute what they computed at build time",
+                    name.c_str(), bad, count, worst, g[worst], want->data()->Get(static_cast<uint32_t>(worst)),
+                    test->rtol(), test->atol());
+      return message;
+    }
+  }
+  return "";
 }
 
 const std::vector<edgert_tensor>& EngineHandle::run(const edgert_tensor& input) {
