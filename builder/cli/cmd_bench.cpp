@@ -15,6 +15,7 @@
 #include "error.h"
 #include "execution_context.h"
 #include "loaded_engine.h"
+#include "engine_inputs.h"
 #include "tensor_io.h"
 
 namespace edgert::cli {
@@ -26,44 +27,15 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-HostTensor synthetic_input(const LoadedEngine& engine, size_t index, std::mt19937& rng) {
-  const std::string& name = engine.input_names()[index];
-  const LoadedTensor& t = engine.main_graph().tensors[engine.input_tensors()[index]];
-  HostTensor h;
-  h.name = name;
-  h.dtype = static_cast<edgert_dtype>(t.dtype);
-  const LoadedEngine::ShapeRange* range = engine.profile_range(index);
-  if (!t.rank_known && !range)
-    builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s' has an unknown rank; give it with --input", name.c_str());
-  int32_t rank = range ? static_cast<int32_t>(range->opt.size()) : t.rank;
-  for (int32_t d = 0; d < rank; ++d) {
-    int64_t v = t.rank_known && d < t.rank ? t.dims[d] : -1;
-    if (v < 0 && range) v = range->opt[d];
-    if (v < 0)
-      builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s' dimension %d is dynamic and the engine has no "
-                          "profile; give the input with --input", name.c_str(), d);
-    h.shape.push_back(v);
-  }
-  size_t elem = dtype_size(h.dtype);
-  if (elem == 0) builder::build_fail(EDGERT_ERR_UNSUPPORTED, "input '%s' has dtype %s, which bench cannot synthesise",
-                                     name.c_str(), dtype_name(h.dtype));
-  h.data.assign(static_cast<size_t>(h.numel()) * elem, 0);
-  if (h.dtype == EDGERT_DTYPE_FLOAT32) {
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    float* p = reinterpret_cast<float*>(h.data.data());
-    for (int64_t i = 0; i < h.numel(); ++i) p[i] = dist(rng);
-  }
-  return h;
-}
-
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
   struct Options {
-    std::string engine, plugin_path, board;
+    std::string engine;
     std::vector<std::string> inputs;
     int iterations = 20, warmup = 2;
-    bool profile = false, allow_board_mismatch = false;
+    bool profile = false;
+    EngineLoadFlags load;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("bench", "Time an engine, optionally per layer (--profile)");
@@ -72,26 +44,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--iterations", options->iterations, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
   cmd->add_option("--warmup", options->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
   cmd->add_flag("--profile", options->profile, "Per-layer times (median over the timed runs), most expensive first");
-  cmd->add_option("--plugin-path", options->plugin_path, "Colon-separated plugin directories");
-  cmd->add_option("--board", options->board, "Board this machine is (refuse engines built for others)");
-  cmd->add_flag("--allow-board-mismatch", options->allow_board_mismatch, "Load an engine built for another board");
+  options->load.add_to(cmd);
   cmd->callback([options] {
-    edgert_load_options load;
-    edgert_load_options_init(&load);
-    load.plugin_path = options->plugin_path.empty() ? nullptr : options->plugin_path.c_str();
-    load.expected_board = options->board.empty() ? nullptr : options->board.c_str();
-    load.allow_board_mismatch = options->allow_board_mismatch;
+    auto engine = options->load.load(options->engine);
     edgert_error error{};
-    auto engine = LoadedEngine::load(options->engine, load, &error);
-    if (!engine) builder::build_fail(error.status, "%s", error.message);
-
-    std::map<std::string, HostTensor> given;
-    for (const std::string& spec : options->inputs) {
-      size_t eq = spec.find('=');
-      if (eq == std::string::npos || eq == 0)
-        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--input '%s' must be NAME=FILE", spec.c_str());
-      given[spec.substr(0, eq)] = read_tensor_file(spec.substr(eq + 1));
-    }
+    std::map<std::string, HostTensor> given = read_input_specs(options->inputs);
     std::mt19937 rng(1234);
     std::vector<HostTensor> host;
     for (size_t i = 0; i < engine->input_names().size(); ++i) {

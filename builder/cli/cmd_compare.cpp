@@ -18,6 +18,7 @@
 #include "execution_context.h"
 #include "loaded_engine.h"
 #include "tensor_compare.h"
+#include "engine_inputs.h"
 #include "tensor_io.h"
 
 extern char** environ;
@@ -42,26 +43,6 @@ HostTensor read_named(const std::string& dir, const std::string& name) {
   if (exists(base + ".pb")) return read_tensor_pb(base + ".pb");
   build_fail(EDGERT_ERR_IO, "no %s.npy or %s.pb in '%s'", file_name_for(name).c_str(), file_name_for(name).c_str(),
              dir.c_str());
-}
-
-// Seeded random data in the shape the engine expects; dynamic dims take the profile's opt value.
-HostTensor random_input(const LoadedEngine& engine, size_t index, std::mt19937& rng) {
-  const LoadedTensor& t = engine.main_graph().tensors[engine.input_tensors()[index]];
-  HostTensor h;
-  h.name = engine.input_names()[index];
-  h.dtype = static_cast<edgert_dtype>(t.dtype ? t.dtype : EDGERT_DTYPE_FLOAT32);
-  const auto* range = engine.profile_range(index);
-  for (int32_t d = 0; d < t.rank; ++d) h.shape.push_back(t.dims[d] >= 0 ? t.dims[d] : range ? range->opt[d] : 1);
-  h.data.resize(static_cast<size_t>(h.numel()) * dtype_size(h.dtype));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  if (h.dtype == EDGERT_DTYPE_FLOAT32) {
-    float* p = reinterpret_cast<float*>(h.data.data());
-    for (int64_t i = 0; i < h.numel(); ++i) p[i] = normal(rng);
-  } else if (h.dtype == EDGERT_DTYPE_FLOAT64) {
-    double* p = reinterpret_cast<double*>(h.data.data());
-    for (int64_t i = 0; i < h.numel(); ++i) p[i] = normal(rng);
-  }  // other dtypes stay zero: random integers would be meaningless indices
-  return h;
 }
 
 int run_process(const std::vector<std::string>& args) {
@@ -101,7 +82,8 @@ double top1_agreement(const HostTensor& a, const HostTensor& b) {
 
 void add_compare_command(CLI::App& app) {
   struct Options {
-    std::string model, engine, inputs, reference, runner, save_outputs, plugin_path;
+    std::string model, engine, inputs, reference, runner, save_outputs;
+    EngineLoadFlags load;
     double max_rel_l2 = 1e-4;
     unsigned seed = 1;
     int threads = 1;
@@ -116,14 +98,10 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--save-outputs", options->save_outputs, "Also write edgert's outputs here as .npy");
   cmd->add_option("--max-rel-l2", options->max_rel_l2, "Fail when an output's relative L2 error exceeds this")->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
-  cmd->add_option("--plugin-path", options->plugin_path, "Colon-separated plugin directories");
+  options->load.add_to(cmd);
   cmd->callback([options] {
-    edgert_load_options load;
-    edgert_load_options_init(&load);
-    load.plugin_path = options->plugin_path.empty() ? nullptr : options->plugin_path.c_str();
+    auto engine = options->load.load(options->engine);
     edgert_error error{};
-    auto engine = LoadedEngine::load(options->engine, load, &error);
-    if (!engine) build_fail(error.status, "%s", error.message);
 
     char scratch_template[] = "/tmp/edgert-compare-XXXXXX";
     if (!mkdtemp(scratch_template)) build_fail(EDGERT_ERR_IO, "mkdtemp: %s", std::strerror(errno));
@@ -134,7 +112,7 @@ void add_compare_command(CLI::App& app) {
     if (options->inputs.empty()) mkdir(input_dir.c_str(), 0755);
     for (size_t i = 0; i < engine->input_names().size(); ++i) {
       if (options->inputs.empty()) {
-        inputs.push_back(random_input(*engine, i, rng));
+        inputs.push_back(synthetic_input(*engine, i, rng));
         write_tensor_npy(input_dir + "/" + file_name_for(inputs.back().name) + ".npy", inputs.back());
       } else {
         inputs.push_back(read_named(input_dir, engine->input_names()[i]));

@@ -15,6 +15,7 @@
 #include "execution_context.h"
 #include "loaded_engine.h"
 #include "tensor_compare.h"
+#include "engine_inputs.h"
 #include "tensor_io.h"
 
 namespace edgert::cli {
@@ -31,9 +32,10 @@ void print_summary(const HostTensor& t) {
 
 void add_run_command(CLI::App& app) {
   struct Options {
-    std::string engine, output_dir, plugin_path, board;
+    std::string engine, output_dir;
     std::vector<std::string> inputs;
-    bool npy = false, allow_board_mismatch = false, quiet = false;
+    bool npy = false, quiet = false;
+    EngineLoadFlags load;
     int iterations = 1;
   };
   auto options = std::make_shared<Options>();
@@ -43,27 +45,12 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--output-dir", options->output_dir, "Write one file per output, named after it");
   cmd->add_flag("--npy", options->npy, "Write outputs as .npy instead of .pb");
   cmd->add_option("--iterations", options->iterations, "Runs to time (latency is the median)")->check(CLI::Range(1, 1000000));
-  cmd->add_option("--plugin-path", options->plugin_path, "Colon-separated plugin directories");
-  cmd->add_option("--board", options->board, "Board this machine is (refuse engines built for others)");
-  cmd->add_flag("--allow-board-mismatch", options->allow_board_mismatch, "Load an engine built for another board");
+  options->load.add_to(cmd);
   cmd->add_flag("-q,--quiet", options->quiet, "Do not print output values");
   cmd->callback([options] {
-    edgert_load_options load;
-    edgert_load_options_init(&load);
-    load.plugin_path = options->plugin_path.empty() ? nullptr : options->plugin_path.c_str();
-    load.expected_board = options->board.empty() ? nullptr : options->board.c_str();
-    load.allow_board_mismatch = options->allow_board_mismatch;
+    auto engine = options->load.load(options->engine);
     edgert_error error{};
-    auto engine = LoadedEngine::load(options->engine, load, &error);
-    if (!engine) builder::build_fail(error.status, "%s", error.message);
-
-    std::map<std::string, HostTensor> given;
-    for (const std::string& spec : options->inputs) {
-      size_t eq = spec.find('=');
-      if (eq == std::string::npos || eq == 0)
-        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--input '%s' must be NAME=FILE", spec.c_str());
-      given[spec.substr(0, eq)] = read_tensor_file(spec.substr(eq + 1));
-    }
+    std::map<std::string, HostTensor> given = read_input_specs(options->inputs);
     std::vector<edgert_tensor> inputs;  // views into `given`, which must outlive the runs
     std::set<std::string> used;
     for (const std::string& name : engine->input_names()) {

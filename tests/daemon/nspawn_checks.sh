@@ -18,7 +18,7 @@ wait_for() {  # SECONDS COMMAND... : polls until the command succeeds
     sleep 0.2
   done
 }
-ctl() { "$build/bin/edgertctl" "$@"; }
+ctl() { LD_LIBRARY_PATH="$build/lib" "$build/bin/edgertctl" "$@"; }
 # PID 1 may still be settling when this unit starts; wait until it answers.
 wait_for 30 systemctl list-units --quiet >/dev/null 2>&1
 

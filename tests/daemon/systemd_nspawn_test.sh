@@ -8,14 +8,21 @@
 set -euo pipefail
 build="$(cd "$1" && pwd)"
 source_dir="$(cd "$2" && pwd)"
-# Not under /tmp: the unit has PrivateTmp=yes and would not see it.
-work="$(mktemp -d "$build/nspawn-XXXXXX")"
+# The unit runs with PrivateTmp=yes, which hides /tmp and /var/tmp from it, and the build tree
+# may live there (CI's clone might): stage what the service runs under /var/lib instead.
+work="$(mktemp -d -p /var/lib edgert-nspawn-XXXXXX)"
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
-mkdir -p "$work/etc" "$work/results" "$work/units"
+mkdir -p "$work/etc" "$work/results" "$work/units" "$work/bin" "$work/lib/edgert/plugins"
+cp "$build/bin/edgertd" "$build/bin/edgertctl" "$work/bin/"
+cp -P "$build"/lib/libedgert.so* "$work/lib/"
+cp "$build"/lib/edgert/plugins/*.so "$work/lib/edgert/plugins/"
+cp -r "$source_dir/board_profiles" "$work/board_profiles"
+edgert_cli="$build/bin/edgert"
+build="$work"  # from here on the service and the checks use the staged copy
 
 # An engine from the demo model, built like a user would.
 /usr/bin/python3 "$source_dir/tests/models/make_demo_model.py" --output "$work/demo.onnx" --input "$work/demo.npy" >/dev/null
-"$build/bin/edgert" build "$work/demo.onnx" --board x86_64-generic -o "$work/demo.engine" >/dev/null
+"$edgert_cli" build "$work/demo.onnx" --board x86_64-generic -o "$work/demo.engine" >/dev/null
 
 config() {  # NAME EXTRA_PIPELINE
   cat <<YAML
@@ -47,6 +54,10 @@ sed -e "s|^WatchdogSec=.*|WatchdogSec=2|" -e "s|^\[Service\]|[Service]\nEnvironm
   "$work/units/edgertd.service" > "$work/units/edgertd-hang.service"
 sed -e "s|/etc/edgert-test/edgertd.yaml|/etc/edgert-test/broken.yaml|g" "$work/units/edgertd.service" > "$work/units/edgertd-broken.service"
 sed -i "s|^\[Service\]|[Service]\nEnvironment=PATH=$build/bin:/usr/bin:/bin|" "$work/units/edgertd.service"
+# The staged binaries' RPATH still names the build tree; point the loader at the staged libedgert.
+for unit in "$work"/units/edgertd*.service; do
+  sed -i "s|^\[Service\]|[Service]\nEnvironment=LD_LIBRARY_PATH=$work/lib EDGERT_BOARD_PROFILES=$work/board_profiles|" "$unit"
+done
 cat > "$work/units/edgert-checks.service" <<UNIT
 [Unit]
 Description=edgertd checks
@@ -63,7 +74,7 @@ Wants=edgert-checks.service
 UNIT
 cp "$source_dir/rootfs_overlay/usr/lib/sysusers.d/edgert.conf" "$work/edgert.sysusers.conf"
 
-binds=(--bind-ro="$source_dir" --bind-ro="$build" --bind-ro="$work" --bind="$work/results:/results"
+binds=(--bind-ro="$source_dir" --bind-ro="$work" --bind="$work/results:/results"
        --bind-ro="$work/etc:/etc/edgert-test" --bind-ro="$work/edgert.sysusers.conf:/etc/sysusers.d/edgert.conf")
 for unit in "$work"/units/*; do binds+=(--bind-ro="$unit:/etc/systemd/system/$(basename "$unit")"); done
 start=$(date +%s)

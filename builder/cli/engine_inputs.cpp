@@ -1,0 +1,71 @@
+#include "engine_inputs.h"
+
+#include "build_error.h"
+#include "error.h"
+
+namespace edgert::cli {
+
+void EngineLoadFlags::add_to(CLI::App* command) {
+  command->add_option("--plugin-path", plugin_path, "Colon-separated plugin directories");
+  command->add_option("--board", board, "Board this machine is (refuse engines built for others)");
+  command->add_flag("--allow-board-mismatch", allow_board_mismatch, "Load an engine built for another board");
+}
+
+std::unique_ptr<LoadedEngine> EngineLoadFlags::load(const std::string& path) const {
+  edgert_load_options options;
+  edgert_load_options_init(&options);
+  options.plugin_path = plugin_path.empty() ? nullptr : plugin_path.c_str();
+  options.expected_board = board.empty() ? nullptr : board.c_str();
+  options.allow_board_mismatch = allow_board_mismatch;
+  edgert_error error{};
+  auto engine = LoadedEngine::load(path, options, &error);
+  if (!engine) builder::build_fail(error.status, "%s", error.message);
+  return engine;
+}
+
+std::map<std::string, HostTensor> read_input_specs(const std::vector<std::string>& specs) {
+  std::map<std::string, HostTensor> given;
+  for (const std::string& spec : specs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--input '%s' must be NAME=FILE", spec.c_str());
+    given[spec.substr(0, eq)] = read_tensor_file(spec.substr(eq + 1));
+  }
+  return given;
+}
+
+HostTensor synthetic_input(const LoadedEngine& engine, size_t index, std::mt19937& rng) {
+  const std::string& name = engine.input_names()[index];
+  const LoadedTensor& t = engine.main_graph().tensors[engine.input_tensors()[index]];
+  HostTensor h;
+  h.name = name;
+  h.dtype = static_cast<edgert_dtype>(t.dtype ? t.dtype : EDGERT_DTYPE_FLOAT32);
+  const LoadedEngine::ShapeRange* range = engine.profile_range(index);
+  if (!t.rank_known && !range)
+    builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s' has an unknown rank; give it with --input", name.c_str());
+  int32_t rank = range ? static_cast<int32_t>(range->opt.size()) : t.rank;
+  for (int32_t d = 0; d < rank; ++d) {
+    int64_t v = t.rank_known && d < t.rank ? t.dims[d] : -1;
+    if (v < 0 && range) v = range->opt[d];
+    if (v < 0)
+      builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s' dimension %d is dynamic and the engine has no "
+                          "profile; give the input with --input", name.c_str(), d);
+    h.shape.push_back(v);
+  }
+  size_t elem = dtype_size(h.dtype);
+  if (elem == 0)
+    builder::build_fail(EDGERT_ERR_UNSUPPORTED, "input '%s' has dtype %s, which cannot be synthesised", name.c_str(),
+                        dtype_name(h.dtype));
+  h.data.assign(static_cast<size_t>(h.numel()) * elem, 0);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  if (h.dtype == EDGERT_DTYPE_FLOAT32) {
+    float* p = reinterpret_cast<float*>(h.data.data());
+    for (int64_t i = 0; i < h.numel(); ++i) p[i] = normal(rng);
+  } else if (h.dtype == EDGERT_DTYPE_FLOAT64) {
+    double* p = reinterpret_cast<double*>(h.data.data());
+    for (int64_t i = 0; i < h.numel(); ++i) p[i] = normal(rng);
+  }
+  return h;
+}
+
+}  // namespace edgert::cli

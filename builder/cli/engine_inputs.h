@@ -1,0 +1,34 @@
+// What the run-type commands (run, bench, compare) share: the engine-loading flags, reading
+// NAME=FILE inputs, and reproducible synthetic inputs for inputs not given.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "loaded_engine.h"
+#include "tensor_io.h"
+
+namespace edgert::cli {
+
+struct EngineLoadFlags {
+  std::string plugin_path, board;
+  bool allow_board_mismatch = false;
+
+  void add_to(CLI::App* command);
+  // Loads and verifies `path`; throws BuildError with the runtime's message.
+  std::unique_ptr<LoadedEngine> load(const std::string& path) const;
+};
+
+// "NAME=FILE" specs -> tensors by name; throws on a malformed spec or unreadable file.
+std::map<std::string, HostTensor> read_input_specs(const std::vector<std::string>& specs);
+
+// Seeded pseudo-random data at the engine's static shape (the profile's opt value where a
+// dimension is dynamic): normal floats, zeros for other dtypes (random integers would be
+// meaningless indices). Throws when a dimension cannot be decided.
+HostTensor synthetic_input(const LoadedEngine& engine, size_t index, std::mt19937& rng);
+
+}  // namespace edgert::cli
