@@ -1,5 +1,7 @@
 #include "kernel.h"
 
+#include "edgert/dtype_info.h"
+
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -15,44 +17,9 @@ void fail(edgert_status status, const char* format, ...) {
   throw KernelError(status, buffer);
 }
 
-size_t dtype_size(edgert_dtype dtype) {
-  switch (dtype) {
-    case EDGERT_DTYPE_FLOAT64:
-    case EDGERT_DTYPE_INT64:
-    case EDGERT_DTYPE_UINT64: return 8;
-    case EDGERT_DTYPE_FLOAT32:
-    case EDGERT_DTYPE_INT32:
-    case EDGERT_DTYPE_UINT32: return 4;
-    case EDGERT_DTYPE_FLOAT16:
-    case EDGERT_DTYPE_BFLOAT16:
-    case EDGERT_DTYPE_INT16:
-    case EDGERT_DTYPE_UINT16: return 2;
-    case EDGERT_DTYPE_INT8:
-    case EDGERT_DTYPE_UINT8:
-    case EDGERT_DTYPE_BOOL: return 1;
-    default: return 0;
-  }
-}
+size_t dtype_size(edgert_dtype dtype) { return edgert_dtype_size(dtype); }
 
-const char* dtype_name(edgert_dtype dtype) {
-  switch (dtype) {
-    case EDGERT_DTYPE_FLOAT32: return "float32";
-    case EDGERT_DTYPE_FLOAT64: return "float64";
-    case EDGERT_DTYPE_FLOAT16: return "float16";
-    case EDGERT_DTYPE_BFLOAT16: return "bfloat16";
-    case EDGERT_DTYPE_INT8: return "int8";
-    case EDGERT_DTYPE_INT16: return "int16";
-    case EDGERT_DTYPE_INT32: return "int32";
-    case EDGERT_DTYPE_INT64: return "int64";
-    case EDGERT_DTYPE_UINT8: return "uint8";
-    case EDGERT_DTYPE_UINT16: return "uint16";
-    case EDGERT_DTYPE_UINT32: return "uint32";
-    case EDGERT_DTYPE_UINT64: return "uint64";
-    case EDGERT_DTYPE_BOOL: return "bool";
-    case EDGERT_DTYPE_STRING: return "string";
-    default: return "undefined";
-  }
-}
+const char* dtype_name(edgert_dtype dtype) { return edgert_dtype_name(dtype); }
 
 void throw_unsupported_dtype(edgert_dtype dtype, const char* what) {
   fail(EDGERT_ERR_UNSUPPORTED, "%s has dtype %s, which this kernel does not handle", what,

@@ -1,5 +1,7 @@
 #include "error.h"
 
+#include "edgert/dtype_info.h"
+
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -48,36 +50,9 @@ const char* status_name(edgert_status status) {
   return "unknown status";
 }
 
-const char* dtype_name(int dtype) {
-  switch (dtype) {
-    case EDGERT_DTYPE_FLOAT32: return "float32";
-    case EDGERT_DTYPE_FLOAT64: return "float64";
-    case EDGERT_DTYPE_FLOAT16: return "float16";
-    case EDGERT_DTYPE_BFLOAT16: return "bfloat16";
-    case EDGERT_DTYPE_INT8: return "int8";
-    case EDGERT_DTYPE_INT16: return "int16";
-    case EDGERT_DTYPE_INT32: return "int32";
-    case EDGERT_DTYPE_INT64: return "int64";
-    case EDGERT_DTYPE_UINT8: return "uint8";
-    case EDGERT_DTYPE_UINT16: return "uint16";
-    case EDGERT_DTYPE_UINT32: return "uint32";
-    case EDGERT_DTYPE_UINT64: return "uint64";
-    case EDGERT_DTYPE_BOOL: return "bool";
-    case EDGERT_DTYPE_STRING: return "string";
-    default: return "undefined";
-  }
-}
+const char* dtype_name(int dtype) { return edgert_dtype_name(dtype); }
 
-size_t dtype_size(int dtype) {
-  switch (dtype) {
-    case EDGERT_DTYPE_FLOAT64: case EDGERT_DTYPE_INT64: case EDGERT_DTYPE_UINT64: return 8;
-    case EDGERT_DTYPE_FLOAT32: case EDGERT_DTYPE_INT32: case EDGERT_DTYPE_UINT32: return 4;
-    case EDGERT_DTYPE_FLOAT16: case EDGERT_DTYPE_BFLOAT16: case EDGERT_DTYPE_INT16:
-    case EDGERT_DTYPE_UINT16: return 2;
-    case EDGERT_DTYPE_INT8: case EDGERT_DTYPE_UINT8: case EDGERT_DTYPE_BOOL: return 1;
-    default: return 0;
-  }
-}
+size_t dtype_size(int dtype) { return edgert_dtype_size(dtype); }
 
 bool dtype_is_valid(int dtype) { return dtype_size(dtype) != 0; }
 
