@@ -7,6 +7,7 @@
 #include "build_error.h"
 #include "commands.h"
 #include "engine_builder.h"
+#include "engine_signing.h"
 #include "engine_writer.h"
 
 namespace edgert::cli {
@@ -64,7 +65,8 @@ void add_build_command(CLI::App& app) {
   struct Options {
     std::string model, onnx, output, save_engine, board = "x86_64-generic", plugin_path;
     std::string min_shapes, opt_shapes, max_shapes;
-    bool verbose = false, no_optimize = false;
+    std::string sign_key;
+    bool verbose = false, no_optimize = false, no_self_test = false;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("build", "Build an engine from an ONNX model for a board profile");
@@ -76,6 +78,8 @@ void add_build_command(CLI::App& app) {
   cmd->add_option("--plugin-path", options->plugin_path, "Colon-separated plugin directories");
   cmd->add_flag("-v,--verbose", options->verbose, "Log each build step, pass and the memory plan");
   cmd->add_flag("--no-optimize", options->no_optimize, "Skip the graph passes (folding, fusion): nodes as imported");
+  cmd->add_option("--sign", options->sign_key, "Sign the engine with this ed25519 secret key (from edgert keygen)");
+  cmd->add_flag("--no-self-test", options->no_self_test, "Do not store a self-test vector in the engine");
   cmd->add_option("--min-shapes,--minShapes", options->min_shapes, "Optimization profile minimum: NAME:1x3x160x160,...");
   cmd->add_option("--opt-shapes,--optShapes", options->opt_shapes, "Optimization profile optimum: NAME:1x3x224x224,...");
   cmd->add_option("--max-shapes,--maxShapes", options->max_shapes, "Optimization profile maximum: NAME:1x3x640x640,...");
@@ -90,11 +94,21 @@ void add_build_command(CLI::App& app) {
     if (!options->plugin_path.empty()) build.plugin_path = options->plugin_path.c_str();
     build.optimize = !options->no_optimize;
     build.profile = parse_profile(options->min_shapes, options->opt_shapes, options->max_shapes);
+    build.self_test = !options->no_self_test;
+    signing::KeyPair key;
+    builder::SignerRef signer;
+    if (!options->sign_key.empty()) {
+      key = signing::read_secret_key(options->sign_key);
+      signer = builder::SignerRef{key.name, key.public_key};
+      build.signer = &signer;
+    }
     if (options->verbose) build.log = [](const std::string& line) { std::fprintf(stderr, "[build] %s\n", line.c_str()); };
     builder::BuildResult result = builder::build_engine(build);
+    if (build.signer) signing::sign_engine(result.engine, key);
     builder::write_file_atomically(output, result.engine);
     std::printf("built %s for board %s: %zu nodes, %zu bytes -> %s\n", model.c_str(), build.board.name.c_str(),
                 result.model.graphs[0].nodes.size(), result.engine.size(), output.c_str());
+    if (build.signer) std::printf("signed by '%s' (ed25519)\n", key.name.c_str());
   });
 }
 

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   edgert::cli::add_conformance_command(app);
   edgert::cli::add_compare_command(app);
   edgert::cli::add_bench_command(app);
+  edgert::cli::add_keygen_command(app);
+  edgert::cli::add_deploy_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

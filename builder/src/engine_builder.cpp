@@ -7,6 +7,7 @@
 #include "kernel_selection.h"
 #include "onnx_import.h"
 #include "plugin_loader.h"
+#include "self_test.h"
 
 namespace edgert::builder {
 
@@ -106,7 +107,23 @@ BuildResult build_engine(const BuildOptions& options) {
   writer.model = &result.model;
   writer.board = &options.board;
   writer.plugins = plugins;
+  writer.signer = options.signer;
   result.engine = serialize_engine(writer);
+  if (options.self_test) {
+    // The engine runs once as written; the second serialization adds what it computed.
+    std::optional<SelfTestVector> vector =
+        make_self_test(result.engine, options.plugin_path, options.self_test_seed, &result.self_test_skipped);
+    if (vector) {
+      writer.self_test = &*vector;
+      result.engine = serialize_engine(writer);
+      result.has_self_test = true;
+    }
+    if (options.log)
+      options.log(vector ? "self-test vector: seed " + std::to_string(options.self_test_seed) + ", " +
+                               std::to_string(vector->inputs.size()) + " input(s), " +
+                               std::to_string(vector->outputs.size()) + " output(s)"
+                         : "no self-test vector: " + result.self_test_skipped);
+  }
   if (options.log) options.log("engine: " + std::to_string(result.engine.size()) + " bytes");
   return result;
 }

@@ -21,6 +21,9 @@ struct BuildOptions {
   std::function<void(const std::string&)> log;  // -v output; may be empty
   std::map<std::string, InputShapeRange> profile;  // --min/opt/max-shapes, by input name
   bool optimize = true;  // run the graph passes (PassManager::standard); false: as imported
+  bool self_test = true;  // store a self-test vector (see self_test.h) when the model allows
+  uint64_t self_test_seed = 2026;
+  const SignerRef* signer = nullptr;  // leave room for this key's signature (signing::sign_engine)
 };
 
 struct BuildResult {
@@ -28,6 +31,8 @@ struct BuildResult {
   std::vector<uint8_t> engine; // the engine file's bytes
   std::vector<PassReport> passes;
   MemoryPlan memory_plan;
+  bool has_self_test = false;
+  std::string self_test_skipped;  // why no self-test vector was stored
 };
 
 // Throws BuildError (or config::ConfigError) with a message naming the file and node at fault.

@@ -158,11 +158,31 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in) {
     plans.push_back(fbs::CreateMemoryPlan(fbb, mp.arena_bytes, mp.alignment, fbb.CreateVector(mp.offsets),
                                           fbb.CreateVector(mp.sizes), mp.workspace_bytes));
   }
+  Offset<fbs::SelfTest> self_test = 0;
+  if (in.self_test) {
+    auto tensors = [&](const std::vector<SelfTestTensor>& list) {
+      std::vector<Offset<fbs::SelfTestTensor>> out;
+      for (const SelfTestTensor& t : list)
+        out.push_back(fbs::CreateSelfTestTensor(fbb, fbb.CreateString(t.name), fbb.CreateVector(t.shape),
+                                                fbb.CreateVector(t.data)));
+      return fbb.CreateVector(out);
+    };
+    auto ins = tensors(in.self_test->inputs);
+    auto outs = tensors(in.self_test->outputs);
+    self_test = fbs::CreateSelfTest(fbb, in.self_test->seed, ins, outs);
+  }
+  Offset<fbs::Signature> signature = 0;
+  if (in.signer) {
+    std::vector<uint8_t> zeros(64, 0);  // signing::kSignatureBytes, filled by sign_engine
+    signature = fbs::CreateSignature(fbb, fbb.CreateString("ed25519"), fbb.CreateString(in.signer->name),
+                                     fbb.CreateVector(in.signer->public_key), fbb.CreateVector(zeros));
+  }
   std::string source = model.source_path.substr(model.source_path.rfind('/') + 1);
   auto engine = fbs::CreateEngine(fbb, kEngineFormatVersion, fbb.CreateString(std::string("edgert ") + EDGERT_VERSION),
                                   board_ref, fbb.CreateVector(plugins), fbb.CreateVector(inputs),
                                   fbb.CreateVector(outputs), fbb.CreateVector(graphs), fbb.CreateVectorOfStructs(regions),
-                                  fbb.CreateString(source), fbb.CreateVector(profiles), fbb.CreateVector(plans));
+                                  fbb.CreateString(source), fbb.CreateVector(profiles), fbb.CreateVector(plans),
+                                  self_test, signature);
   fbs::FinishEngineBuffer(fbb, engine);
 
   uint64_t fb_size = fbb.GetSize();

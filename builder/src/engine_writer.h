@@ -16,12 +16,33 @@ struct InputShapeRange {
   std::vector<int64_t> min, opt, max;
 };
 
+// A float32 tensor of the self-test vector (engine.fbs SelfTestTensor).
+struct SelfTestTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+struct SelfTestVector {
+  uint64_t seed = 0;
+  std::vector<SelfTestTensor> inputs, outputs;
+};
+
+// The key that will sign the engine: the writer stores its name and public key and leaves a
+// zero signature for signing::sign_engine to fill.
+struct SignerRef {
+  std::string name;
+  std::vector<uint8_t> public_key;
+};
+
 struct WriterInputs {
   const Model* model = nullptr;
   std::map<std::string, InputShapeRange> profile;  // engine input name -> range; empty: none
   const config::BoardProfile* board = nullptr;
   std::vector<const LoadedPlugin*> plugins;  // every plugin a node may name
   const MemoryPlan* memory_plan = nullptr;   // the plan of graphs[0]; null: none stored
+  const SelfTestVector* self_test = nullptr; // null: none stored
+  const SignerRef* signer = nullptr;         // null: unsigned
 };
 
 std::vector<uint8_t> serialize_engine(const WriterInputs& inputs);

@@ -23,7 +23,15 @@ int usage() {
                "  pipelines          the pipelines and their engines\n"
                "  stats [PIPELINE]   fps, drops, p50/p99 latency per stage\n"
                "  watch PIPELINE     stream results as JSON lines until interrupted\n"
-               "  results SOCKET     print the JSON lines of a pipeline's results socket (sinks.socket)\n");
+               "  results SOCKET     print the JSON lines of a pipeline's results socket (sinks.socket)\n"
+               "  engines            installed engines: sha256, board, size, signer, where active\n"
+               "  deploy FILE --pipeline P [--sha256 S]\n"
+               "                     copy FILE into the engine store, verify it and hot-swap P to it\n"
+               "  swap P SHA256      hot-swap P to an installed engine (a unique prefix of 8+ digits will do)\n"
+               "  rollback P         swap P back to the engine it ran before\n"
+               "  history P          P's deployments, newest first, with the step each reached\n"
+               "  unload P           unload P's engine (frames are dropped until the next swap)\n"
+               "  log-level [LEVEL]  show or set the daemon's log level (debug, info, notice, warning, err)\n");
   return 2;
 }
 
@@ -53,6 +61,17 @@ bool read_message(int fd, std::string& buffer, json* message) {
     if (n <= 0) return false;
     buffer.append(chunk, static_cast<size_t>(n));
   }
+}
+
+std::string absolute_path(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[4096];
+  return std::string(getcwd(cwd, sizeof cwd) ? cwd : ".") + "/" + path;
+}
+
+void print_step(const json& step, FILE* out) {
+  std::fprintf(out, "  %-10s %-4s %8.1f ms  %s\n", step.value("step", "").c_str(), step.value("ok", false) ? "ok" : "FAIL",
+               step.value("ms", 0.0), step.value("detail", "").c_str());
 }
 
 void print_stats(const json& p) {
@@ -98,7 +117,25 @@ int main(int argc, char** argv) {
   if (command == "watch" || command == "stats") {
     if (i < argc) request["pipeline"] = argv[i++];
     else if (command == "watch") return usage();
-  } else if (command != "status" && command != "pipelines") {
+  } else if (command == "deploy") {
+    for (; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a == "--pipeline" && i + 1 < argc) request["pipeline"] = argv[++i];
+      else if (a == "--sha256" && i + 1 < argc) request["sha256"] = argv[++i];
+      else if (a[0] != '-' && !request.contains("path")) request["path"] = absolute_path(a);
+      else return usage();
+    }
+    if (!request.contains("path") || !request.contains("pipeline")) return usage();
+  } else if (command == "swap") {
+    if (i + 2 != argc) return usage();
+    request["pipeline"] = argv[i];
+    request["sha256"] = argv[i + 1];
+  } else if (command == "rollback" || command == "history" || command == "unload") {
+    if (i + 1 != argc) return usage();
+    request["pipeline"] = argv[i];
+  } else if (command == "log-level") {
+    if (i < argc) request["level"] = argv[i];
+  } else if (command != "status" && command != "pipelines" && command != "engines") {
     request = {{"command", command}};  // let the daemon name the commands it has
   }
   int fd = connect_to(socket_path);
@@ -116,7 +153,10 @@ int main(int argc, char** argv) {
   }
   if (!response.value("ok", false)) {
     const json& e = response["error"];
+    if (e.contains("details") && e["details"].contains("steps"))
+      for (const json& step : e["details"]["steps"]) print_step(step, stderr);
     std::fprintf(stderr, "edgertctl: %s: %s\n", e.value("code", "error").c_str(), e.value("message", "").c_str());
+    if (raw_json) std::printf("%s\n", response.dump(2).c_str());
     return 1;
   }
   const json& result = response["result"];
@@ -141,6 +181,35 @@ int main(int argc, char** argv) {
     for (const json& p : result)
       std::printf("%-12s %s -> %s (%s)\n", p["name"].get<std::string>().c_str(), p["source"].get<std::string>().c_str(),
                   p["engine"].get<std::string>().c_str(), p["postprocess"].get<std::string>().c_str());
+  } else if (command == "engines") {
+    std::printf("%-64s  %-16s %10s  %-20s %s\n", "sha256", "board", "bytes", "signer", "active in");
+    for (const json& e : result) {
+      std::string active;
+      for (const json& p : e["active_in"]) active += (active.empty() ? "" : ",") + p.get<std::string>();
+      std::printf("%-64s  %-16s %10lld  %-20s %s\n", e.value("sha256", "").c_str(), e.value("board", "").c_str(),
+                  e.value("size", 0ll), e["signer"].is_string() ? e["signer"].get<std::string>().c_str() : "-",
+                  active.empty() ? "-" : active.c_str());
+    }
+  } else if (command == "deploy" || command == "swap" || command == "rollback") {
+    if (result.value("already_active", false)) {
+      std::printf("pipeline %s already runs %s; nothing to do\n", result.value("pipeline", "").c_str(),
+                  result.value("sha256", "").c_str());
+    } else {
+      for (const json& step : result["steps"]) print_step(step, stdout);
+      std::printf("pipeline %s now runs %s (%s, %.1f ms); previous %s kept for rollback\n",
+                  result.value("pipeline", "").c_str(), result.value("sha256", "").c_str(),
+                  result.value("mode", "").c_str(), result.value("duration_ms", 0.0),
+                  result.value("previous", "").empty() ? "(none)" : result.value("previous", "").substr(0, 12).c_str());
+    }
+  } else if (command == "history") {
+    for (const json& d : result)
+      std::printf("#%-5lld %-12s %-12s %-12s %-10s %s\n", d.value("id", 0ll),
+                  d["sha256"].is_string() ? d["sha256"].get<std::string>().substr(0, 12).c_str() : "-",
+                  d["previous_sha256"].is_string() ? d["previous_sha256"].get<std::string>().substr(0, 12).c_str() : "-",
+                  d.value("state", "").c_str(), d["step"].is_string() ? d["step"].get<std::string>().c_str() : "-",
+                  d["message"].is_string() ? d["message"].get<std::string>().c_str() : "");
+  } else if (command == "log-level") {
+    std::printf("%s\n", result.value("level", "").c_str());
   } else {
     std::printf("%s\n", result.dump(2).c_str());
   }

@@ -105,11 +105,19 @@ void parse_sinks(const YamlReader& r, const YamlNode& n, PipelineConfig& p) {
 
 }  // namespace
 
+int log_level_from_name(const std::string& name) {
+  static const char* names[] = {"emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"};
+  for (int i = 0; i < 8; ++i)
+    if (name == names[i]) return i;
+  return -1;
+}
+
 DaemonConfig load_daemon_config(const std::string& path) {
   auto root = config::load_yaml_file(path);
   YamlReader r(*root, path);
   r.expect_keys(*root, {"board", "memory_budget_mb", "mlock_weights", "plugin_path", "control_socket", "state_dir",
-                        "pipelines"}, "edgertd configuration");
+                        "require_signed", "trusted_keys_dir", "swap_stop_first", "log_level", "pipelines"},
+                "edgertd configuration");
   DaemonConfig c;
   c.source_path = path;
   if (const YamlNode* v = root->get("board")) c.board = r.string_value(*v, "board");
@@ -118,6 +126,14 @@ DaemonConfig load_daemon_config(const std::string& path) {
   if (const YamlNode* v = root->get("plugin_path")) c.plugin_path = r.string_value(*v, "plugin_path");
   if (const YamlNode* v = root->get("control_socket")) c.control_socket = r.string_value(*v, "control_socket");
   if (const YamlNode* v = root->get("state_dir")) c.state_dir = r.string_value(*v, "state_dir");
+  if (const YamlNode* v = root->get("require_signed")) c.require_signed = r.bool_value(*v, "require_signed");
+  if (const YamlNode* v = root->get("trusted_keys_dir")) c.trusted_keys_dir = r.string_value(*v, "trusted_keys_dir");
+  if (const YamlNode* v = root->get("swap_stop_first")) c.swap_stop_first = r.bool_value(*v, "swap_stop_first");
+  if (const YamlNode* v = root->get("log_level")) {
+    c.log_level = r.string_value(*v, "log_level");
+    if (log_level_from_name(c.log_level) < 0)
+      r.fail(*v, "log_level '" + c.log_level + "' must be one of debug, info, notice, warning, err");
+  }
   const YamlNode& pipelines = r.require(*root, "pipelines", "edgertd configuration");
   if (pipelines.kind != YamlNode::Kind::Sequence || pipelines.items.empty())
     r.fail(pipelines, "'pipelines' must be a non-empty list");

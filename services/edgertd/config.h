@@ -67,9 +67,19 @@ struct DaemonConfig {
   bool mlock_weights = false;
   std::string plugin_path;       // empty: libedgert's default search path
   std::string control_socket = "/run/edgert/control.sock";
-  std::string state_dir = "/var/lib/edgert";
+  std::string state_dir = "/var/lib/edgert";  // edgertd.db, engines/ (the store), active/
+  // Hot swap: refuse engines without a valid signature by a key in trusted_keys_dir.
+  bool require_signed = false;
+  std::string trusted_keys_dir = "/etc/edgert/trusted-keys.d";
+  // When the old and the new engine do not both fit the budget: unload the old one first
+  // (frames are dropped while the new one loads; on failure the old one is loaded again).
+  bool swap_stop_first = false;
+  std::string log_level = "info";  // debug | info | notice | warning | err
   std::vector<PipelineConfig> pipelines;
 };
+
+// syslog priority (LOG_ERR = 3 ... LOG_DEBUG = 7) of a level name, or -1.
+int log_level_from_name(const std::string& name);
 
 // Throws config::ConfigError ("file:line:column: message") on any problem.
 DaemonConfig load_daemon_config(const std::string& path);

@@ -59,6 +59,7 @@ void ControlServer::on_input(Client& client) {
           response = {{"ok", true}, {"result", handler->second(request, client)}};
         } catch (const ControlError& e) {
           response = error(e.code(), e.what());
+          if (!e.details().is_null()) response["error"]["details"] = e.details();
         } catch (const std::exception& e) {
           response = error("failed", e.what());
         }

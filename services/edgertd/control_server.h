@@ -14,14 +14,18 @@
 
 namespace edgert::daemon {
 
-// Thrown by handlers: becomes {"ok": false, "error": {"code": code, "message": what}}.
+// Thrown by handlers: becomes {"ok": false, "error": {"code": code, "message": what}}, plus
+// "details" when given (a refused swap puts the steps it ran there).
 class ControlError : public std::runtime_error {
  public:
-  ControlError(std::string code, const std::string& message) : std::runtime_error(message), code_(std::move(code)) {}
+  ControlError(std::string code, const std::string& message, nlohmann::json details = nullptr)
+      : std::runtime_error(message), code_(std::move(code)), details_(std::move(details)) {}
   const std::string& code() const { return code_; }
+  const nlohmann::json& details() const { return details_; }
 
  private:
   std::string code_;
+  nlohmann::json details_;
 };
 
 class ControlServer : public UnixSocketServer {

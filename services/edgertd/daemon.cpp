@@ -1,6 +1,7 @@
 #include "daemon.h"
 
 #include <signal.h>
+#include <syslog.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -61,6 +62,7 @@ Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {
 Daemon::~Daemon() {
   for (auto& [name, t] : triggers_) sd_event_source_disable_unref(t->source);
   triggers_.clear();
+  previous_.clear();
   pipelines_.clear();
   control_.reset();
   sqlite_.reset();  // flushes the open minutes
@@ -72,7 +74,9 @@ void Daemon::record_event(const std::string& pipeline, const std::string& kind, 
   if (sqlite_) sqlite_->record_event(pipeline, kind, message);
 }
 
-void Daemon::start_pipeline(const PipelineConfig& config) {
+void Daemon::start_pipeline(const PipelineConfig& configured) {
+  PipelineConfig config = configured;
+  config.engine = startup_engine(configured);
   auto pipeline = std::make_unique<Pipeline>(config, config_, *budget_, results_);
   if (config.socket.enabled) pipeline->add_sink(std::make_unique<SocketSink>(config.socket.path, loop_));
   if (config.journal.enabled) pipeline->add_sink(std::make_unique<JournalSink>(config.journal.every_n));
@@ -97,7 +101,7 @@ void Daemon::start_pipeline(const PipelineConfig& config) {
   record_event(config.name, "pipeline_started", pipeline->describe_source() + " -> " + config.engine);
   std::fprintf(stderr, SD_NOTICE "pipeline %s: %s -> %s (%s)\n", config.name.c_str(), pipeline->describe_source().c_str(),
                config.engine.c_str(), config.postprocess.type.c_str());
-  pipeline_fingerprints_[config.name] = fingerprint(config);
+  pipeline_fingerprints_[config.name] = fingerprint(configured);
   pipelines_[config.name] = std::move(pipeline);
 }
 
@@ -134,8 +138,20 @@ void Daemon::start() {
     // Losing history must not stop inference: run without the database and say so.
     std::fprintf(stderr, SD_ERR "state database unavailable, running without it: %s\n", e.what());
   }
+  log_level_ = log_level_from_name(config_.log_level);
+  try {
+    engine_store_ = std::make_unique<EngineStore>(config_.state_dir);
+    if (store_) {
+      deployments_ = std::make_unique<DeploymentLog>(*store_);
+      if (int n = deployments_->close_interrupted())
+        log(LOG_WARNING, "%d deployment(s) were interrupted by a restart; the engines recorded as active run", n);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, SD_ERR "engine store unavailable, hot swap disabled: %s\n", e.what());
+  }
   control_ = std::make_unique<ControlServer>(config_.control_socket);
   register_commands();
+  register_swap_commands();
   control_->start(loop_);
   for (const PipelineConfig& p : config_.pipelines) start_pipeline(p);
   started_ns_ = monotonic_ns();
@@ -199,6 +215,8 @@ void Daemon::stop_pipeline(const std::string& name) {
     triggers_.erase(trigger);
   }
   it->second->stop();
+  previous_.erase(name);
+  budget_->release("previous:" + name);
   pipeline_fingerprints_.erase(name);
   pipelines_.erase(it);
   record_event(name, "pipeline_stopped", "stopped");
@@ -225,6 +243,7 @@ nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
     j["frames_in"] = s.frames_in;
     j["processed"] = s.processed;
     j["dropped"] = s.dropped;
+    j["unloaded_drops"] = s.unloaded_drops;
     j["source_gaps"] = s.source_gaps;
     j["errors"] = s.errors;
     if (!s.last_error.empty()) j["last_error"] = s.last_error;

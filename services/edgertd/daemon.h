@@ -11,6 +11,8 @@
 
 #include "config.h"
 #include "control_server.h"
+#include "deployment_log.h"
+#include "engine_store.h"
 #include "memory_budget.h"
 #include "gpio.h"
 #include "pipeline.h"
@@ -61,6 +63,25 @@ class Daemon {
   void stop_pipeline(const std::string& name);
   static int on_trigger(sd_event_source* s, int fd, uint32_t revents, void* userdata);
   uint64_t started_ns_ = 0;
+
+  // Hot swap (daemon_swap.cpp).
+  void register_swap_commands();
+  // The engine file a pipeline starts on: its active record when the store has it, else the
+  // configured one (installed into the store and recorded).
+  std::string startup_engine(const PipelineConfig& config);
+  // verify -> load -> warm up -> self-test -> switch -> record. Throws ControlError (details:
+  // the steps) and leaves the running engine untouched when any step fails.
+  nlohmann::json swap_to(const std::string& pipeline, const std::string& sha256, const std::string& kind);
+  nlohmann::json deploy(const nlohmann::json& request, const Peer& peer);
+  nlohmann::json rollback(const std::string& pipeline);
+  nlohmann::json unload(const std::string& pipeline);
+  std::string resolve_sha(const std::string& text) const;
+  void log(int priority, const char* format, ...) __attribute__((format(printf, 3, 4)));
+
+  std::unique_ptr<EngineStore> engine_store_;   // null when state_dir is unusable: swaps refused
+  std::unique_ptr<DeploymentLog> deployments_;  // null without the database
+  std::map<std::string, std::shared_ptr<EngineHandle>> previous_;  // by pipeline: kept for rollback
+  int log_level_ = 6;  // LOG_INFO
 };
 
 }  // namespace edgert::daemon

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "edgert/edgert.h"
+#include "engine_signing.h"
 
 namespace edgert::daemon {
 
@@ -22,17 +23,34 @@ struct EngineFootprint {
 // Throws std::runtime_error with the runtime's message when the file is bad.
 EngineFootprint read_engine_footprint(const std::string& path);
 
+// What hot swap checks before loading anything: the header's board and plugins, the
+// footprint, whether a self-test vector is stored, and the signature (against `trusted`).
+struct EngineFacts {
+  EngineFootprint footprint;
+  std::string board, fingerprint;
+  std::vector<std::string> plugins;
+  bool has_self_test = false;
+  signing::SignatureCheck signature;
+};
+// Throws std::runtime_error with the runtime's message when the file is bad (checksum, format).
+EngineFacts read_engine_facts(const std::string& path, const std::vector<signing::PublicKey>& trusted);
+
+// Plugins of `plugins` for which no library is found on plugin_path (see plugin_loader.h).
+std::vector<std::string> missing_plugins(const std::vector<std::string>& plugins, const std::string& plugin_path);
+
 class EngineHandle {
  public:
   // Loads `path` (plugins from plugin_path, may be empty) and makes one context.
   // Throws std::runtime_error with the runtime's message.
-  EngineHandle(const std::string& path, const std::string& plugin_path, const std::string& board, bool mlock_weights);
+  // `id` names the engine in results (its sha256); empty: computed from the file.
+  EngineHandle(const std::string& path, const std::string& plugin_path, const std::string& board, bool mlock_weights,
+               const std::string& id = "");
   ~EngineHandle();
   EngineHandle(const EngineHandle&) = delete;
   EngineHandle& operator=(const EngineHandle&) = delete;
 
   const std::string& path() const { return path_; }
-  const std::string& id() const { return id_; }  // file name; the engine store names files by sha256
+  const std::string& id() const { return id_; }  // the engine file's sha256
   const edgert_tensor_info& input() const { return input_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
   const EngineFootprint& footprint() const { return footprint_; }
@@ -41,6 +59,12 @@ class EngineHandle {
   // Runs on `input` (the engine's single image input) and returns the outputs, valid until the
   // next run. Throws std::runtime_error.
   const std::vector<edgert_tensor>& run(const edgert_tensor& input);
+
+  // Runs the engine's self-test vector `runs` times (the first runs warm up: arena, caches)
+  // and compares the last outputs with the stored ones. Returns "" when they match (or when
+  // the engine stores none: *had_vector = false), else what differs. Call before the engine
+  // serves frames: it uses the same execution context.
+  std::string replay_self_test(int runs, bool* had_vector);
 
  private:
   std::string path_, id_;

@@ -129,6 +129,12 @@ void Pipeline::worker_main() {
       frame = std::move(slot_);
       // The engine is taken per frame, so a swap lands exactly between two frames.
       engine = engine_;
+      if (!engine) {
+        // Unloaded, or a stop-first swap is loading the next engine: nothing can run the frame.
+        ++dropped_;
+        ++unloaded_drops_;
+        continue;
+      }
     }
     try {
       process(std::move(frame), engine);
@@ -204,6 +210,7 @@ PipelineStats Pipeline::stats() const {
     s.errors = errors_;
     s.last_error = last_error_;
     s.engine = engine_ ? engine_->id() : "";
+    s.unloaded_drops = unloaded_drops_;
   }
   s.processed = processed_;
   s.frame_copies = frame_copies_;

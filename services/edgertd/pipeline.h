@@ -41,6 +41,7 @@ class ResultQueue {
 
 struct PipelineStats {
   uint64_t frames_in = 0, processed = 0, dropped = 0, errors = 0, source_gaps = 0;
+  uint64_t unloaded_drops = 0;  // of `dropped`: frames that arrived while no engine was loaded
   double fps = 0;
   LatencySummary total, inference, preprocess, postprocess, queue;
   uint64_t frame_copies = 0;
@@ -57,7 +58,8 @@ class Pipeline {
   void stop();
   void trigger();  // GPIO trigger input: capture the next frame (triggered sources)
 
-  // Swaps in a loaded engine between two frames; returns the previous one.
+  // Swaps in a loaded engine between two frames; returns the previous one. A null engine
+  // unloads: frames are dropped (and counted) until the next swap.
   std::shared_ptr<EngineHandle> swap_engine(std::shared_ptr<EngineHandle> engine);
   std::shared_ptr<EngineHandle> engine() const;
 
@@ -85,7 +87,7 @@ class Pipeline {
   FrameRef slot_;
   std::shared_ptr<EngineHandle> engine_;
   bool stopping_ = false;
-  uint64_t frames_in_ = 0, dropped_ = 0, errors_ = 0;
+  uint64_t frames_in_ = 0, dropped_ = 0, errors_ = 0, unloaded_drops_ = 0;
   std::string last_error_;
   std::thread worker_;
   std::vector<float> input_buffer_;  // worker thread only

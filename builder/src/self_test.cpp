@@ -1,0 +1,99 @@
+#include "self_test.h"
+
+#include <random>
+
+#include "execution_context.h"
+#include "loaded_engine.h"
+
+namespace edgert::builder {
+
+std::optional<SelfTestVector> make_self_test(const std::vector<uint8_t>& engine, const char* plugin_path,
+                                             uint64_t seed, std::string* why_not) {
+  edgert_load_options options;
+  edgert_load_options_init(&options);
+  options.plugin_path = plugin_path;
+  options.allow_board_mismatch = 1;  // cross builds: the kernels are the plugin's, the board is not ours
+  edgert_error error{};
+  // load_memory needs storage that outlives the engine and starts 16-byte aligned: a copy does.
+  std::vector<uint8_t> copy(engine);
+  auto loaded = LoadedEngine::load_memory(copy.data(), copy.size(), options, &error);
+  if (!loaded) {
+    *why_not = std::string("cannot load it here: ") + error.message;
+    return std::nullopt;
+  }
+  SelfTestVector vector;
+  vector.seed = seed;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  size_t bytes = 0;
+  std::vector<edgert_tensor> inputs;
+  for (size_t i = 0; i < loaded->input_names().size(); ++i) {
+    edgert_tensor_info info{};
+    fill_tensor_info(loaded->main_graph().tensors[loaded->input_tensors()[i]], loaded->input_names()[i], &info);
+    if (info.dtype != EDGERT_DTYPE_FLOAT32) {
+      *why_not = "input '" + loaded->input_names()[i] + "' is not float32";
+      return std::nullopt;
+    }
+    SelfTestTensor t;
+    t.name = loaded->input_names()[i];
+    if (info.rank < 0) {
+      *why_not = "input '" + t.name + "' has an unknown rank";
+      return std::nullopt;
+    }
+    size_t count = 1;
+    for (int32_t d = 0; d < info.rank; ++d) {
+      if (info.dims[d] < 0) {
+        *why_not = "input '" + t.name + "' has a dynamic shape";
+        return std::nullopt;
+      }
+      t.shape.push_back(info.dims[d]);
+      count *= static_cast<size_t>(info.dims[d]);
+    }
+    bytes += count * sizeof(float);
+    if (bytes > kMaxSelfTestBytes) {
+      *why_not = "inputs exceed " + std::to_string(kMaxSelfTestBytes) + " bytes";
+      return std::nullopt;
+    }
+    t.data.resize(count);
+    for (float& v : t.data) v = uniform(rng);
+    vector.inputs.push_back(std::move(t));
+  }
+  for (SelfTestTensor& t : vector.inputs) {
+    edgert_tensor view{};
+    view.dtype = EDGERT_DTYPE_FLOAT32;
+    view.rank = static_cast<int32_t>(t.shape.size());
+    std::copy(t.shape.begin(), t.shape.end(), view.dims);
+    view.data = t.data.data();
+    inputs.push_back(view);
+  }
+  ExecutionContext context(*loaded);
+  if (context.run(inputs.data(), static_cast<int32_t>(inputs.size()), &error) != EDGERT_OK) {
+    *why_not = std::string("running it failed: ") + error.message;
+    return std::nullopt;
+  }
+  for (size_t o = 0; o < loaded->output_names().size(); ++o) {
+    const edgert_tensor& out = context.output(static_cast<int32_t>(o));
+    if (out.dtype != EDGERT_DTYPE_FLOAT32) {
+      *why_not = "output '" + loaded->output_names()[o] + "' is not float32";
+      return std::nullopt;
+    }
+    SelfTestTensor t;
+    t.name = loaded->output_names()[o];
+    size_t count = 1;
+    for (int32_t d = 0; d < out.rank; ++d) {
+      t.shape.push_back(out.dims[d]);
+      count *= static_cast<size_t>(out.dims[d]);
+    }
+    bytes += count * sizeof(float);
+    if (bytes > kMaxSelfTestBytes) {
+      *why_not = "inputs and outputs exceed " + std::to_string(kMaxSelfTestBytes) + " bytes";
+      return std::nullopt;
+    }
+    const float* data = static_cast<const float*>(out.data);
+    t.data.assign(data, data + count);
+    vector.outputs.push_back(std::move(t));
+  }
+  return vector;
+}
+
+}  // namespace edgert::builder

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The Debian packages cpack makes from BUILD_DIR: edgert (runtime + CLI + profiles), edgertd
+# (daemon, unit, conffile, sysusers/tmpfiles/udev), one edgert-plugin-<name> per plugin. Checks
+# names, contents and control fields, then extracts all of them into a scratch root and builds
+# and runs an engine with the extracted files only.
+#
+# usage: test_packages.sh BUILD_DIR SOURCE_DIR     (exit 77: the build's prefix is not /usr)
+set -euo pipefail
+build=$(cd "$1" && pwd)
+source=$(cd "$2" && pwd)
+work=$build/packaging-work
+prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")
+[[ $prefix == /usr ]] || { echo "SKIP: $build is configured with CMAKE_INSTALL_PREFIX=$prefix; packages need /usr"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+rm -rf "$work" && mkdir -p "$work/root"
+start=$SECONDS
+(cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work" >cpack.log 2>&1) || { cat "$work/cpack.log"; fail "cpack"; }
+echo "cpack: $((SECONDS - start)) s"
+arch=$(dpkg --print-architecture)
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
+for pkg in edgert edgertd edgert-plugin-cpu; do
+  deb=$work/${pkg}_${version}_$arch.deb
+  [[ -f $deb ]] || fail "$deb missing (made: $(cd "$work" && ls ./*.deb))"
+  echo "== $pkg: $(dpkg-deb -f "$deb" Package Version Architecture Depends | tr '\n' ' ')"
+  dpkg-deb -c "$deb" | awk '{print $6}' | grep -v '/$' >"$work/$pkg.files"
+  dpkg-deb -x "$deb" "$work/root"
+done
+has() { grep -qx "./$2" "$work/$1.files" || fail "$1 lacks /$2"; }
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt")
+has edgert usr/bin/edgert
+has edgert "usr/$libdir/libedgert.so.$version"
+has edgert usr/include/edgert/edgert.h
+for p in "$source"/board_profiles/*.yaml; do has edgert "usr/share/edgert/board_profiles/${p##*/}"; done
+has edgertd usr/bin/edgertd
+has edgertd usr/bin/edgertctl
+has edgertd usr/lib/systemd/system/edgertd.service
+has edgertd etc/edgert/edgertd.yaml
+has edgertd usr/lib/sysusers.d/edgert.conf
+has edgertd usr/lib/tmpfiles.d/edgert.conf
+has edgertd usr/lib/udev/rules.d/60-edgert.rules
+has edgert-plugin-cpu "usr/$libdir/edgert/plugins/libedgert_plugin_cpu.so"
+grep -q edgert/plugins "$work/edgert.files" "$work/edgertd.files" && fail "a plugin outside its own package"
+dpkg-deb --ctrl-tarfile "$work/edgertd_${version}_$arch.deb" | tar -xO ./conffiles | grep -qx /etc/edgert/edgertd.yaml ||
+  fail "edgertd.yaml is not a conffile"
+dpkg-deb --ctrl-tarfile "$work/edgertd_${version}_$arch.deb" | tar -t | grep -q postinst || fail "edgertd has no postinst"
+dpkg-deb -f "$work/edgertd_${version}_$arch.deb" Depends | grep -q "edgert (= $version)" || fail "edgertd does not depend on edgert"
+dpkg-deb -f "$work/edgert-plugin-cpu_${version}_$arch.deb" Depends | grep -q "edgert (= $version)" ||
+  fail "edgert-plugin-cpu does not depend on edgert"
+
+# The extracted files alone build and run an engine.
+r=$work/root
+/usr/bin/python3 "$source/tests/models/make_demo_model.py" --output "$work/demo.onnx" --input "$work/input.npy" >/dev/null
+export LD_LIBRARY_PATH=$r/usr/$libdir EDGERT_BOARD_PROFILES=$r/usr/share/edgert/board_profiles \
+  EDGERT_PLUGIN_PATH=$r/usr/$libdir/edgert/plugins
+"$r/usr/bin/edgert" build "$work/demo.onnx" --board x86_64-generic -o "$work/demo.engine" >/dev/null
+"$r/usr/bin/edgert" run "$work/demo.engine" --board x86_64-generic --plugin-path "$r/usr/$libdir/edgert/plugins" \
+  --input "input=$work/input.npy" --output-dir "$work/out" | tail -n 3
+echo "packages OK"
