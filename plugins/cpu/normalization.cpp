@@ -7,6 +7,7 @@
 
 #include "broadcast.h"
 #include "kernel.h"
+#include "strided_walk.h"
 
 namespace edgert::cpu {
 namespace {
@@ -330,9 +331,9 @@ class MeanVarianceNormOp : public Op {
       using C = compute_t<T>;
       const T* x = data_as<T>(in[0]);
       T* y = data_as<T>(out[0]);
-      walk(kept_dims_, kept_strides_, kept_rank_, 0, [&](int64_t base) {
+      strided_walk(kept_dims_, kept_strides_, kept_rank_, 0, [&](int64_t base) {
         double sum = 0, sq = 0;
-        walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
+        strided_walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
           double v = static_cast<C>(x[i]);
           sum += v;
           sq += v * v;
@@ -340,7 +341,7 @@ class MeanVarianceNormOp : public Op {
         double mean = red_count_ ? sum / red_count_ : 0;
         double var = red_count_ ? sq / red_count_ - mean * mean : 0;
         double denom = std::sqrt(var > 0 ? var : 0) + 1e-9;
-        walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
+        strided_walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
           y[i] = static_cast<T>(static_cast<C>((static_cast<C>(x[i]) - mean) / denom));
         });
       });
@@ -348,26 +349,6 @@ class MeanVarianceNormOp : public Op {
   }
 
  private:
-  // Calls f(offset) for every coordinate combination over dims (row-major) from `base`.
-  template <typename F>
-  static void walk(const int64_t* dims, const int64_t* strides, int rank, int64_t base, F&& f) {
-    for (int i = 0; i < rank; ++i)
-      if (dims[i] == 0) return;
-    int64_t counter[EDGERT_MAX_RANK] = {};
-    int64_t offset = base;
-    while (true) {
-      f(offset);
-      int i = rank - 1;
-      for (; i >= 0; --i) {
-        offset += strides[i];
-        if (++counter[i] < dims[i]) break;
-        offset -= strides[i] * dims[i];
-        counter[i] = 0;
-      }
-      if (i < 0) return;
-    }
-  }
-
   int kept_rank_ = 0, red_rank_ = 0;
   int64_t red_count_ = 1;
   int64_t kept_dims_[EDGERT_MAX_RANK] = {}, kept_strides_[EDGERT_MAX_RANK] = {};

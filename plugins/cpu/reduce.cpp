@@ -5,30 +5,10 @@
 #include <type_traits>
 
 #include "kernel.h"
+#include "strided_walk.h"
 
 namespace edgert::cpu {
 namespace {
-
-// Calls f(offset) for every combination of coordinates over `dims` (row-major), where offset
-// is base + sum(coord[i] * strides[i]). Rank 0 visits `base` once.
-template <typename F>
-void walk(const int64_t* dims, const int64_t* strides, int rank, int64_t base, F&& f) {
-  for (int i = 0; i < rank; ++i)
-    if (dims[i] == 0) return;
-  int64_t counter[EDGERT_MAX_RANK] = {};
-  int64_t offset = base;
-  while (true) {
-    f(offset);
-    int i = rank - 1;
-    for (; i >= 0; --i) {
-      offset += strides[i];
-      if (++counter[i] < dims[i]) break;
-      offset -= strides[i] * dims[i];
-      counter[i] = 0;
-    }
-    if (i < 0) return;
-  }
-}
 
 // outer x n x inner view of a shape around `axis`.
 struct AxisView {
@@ -126,7 +106,7 @@ class ReduceBase : public Op {
     auto val = [&](int64_t i) { return static_cast<C>(x[i]); };
     auto store = [](double v) { return static_cast<T>(static_cast<C>(v)); };
     int64_t o = 0;
-    walk(kept_dims_, kept_strides_, kept_rank_, 0, [&](int64_t base) {
+    strided_walk(kept_dims_, kept_strides_, kept_rank_, 0, [&](int64_t base) {
       T result{};
       switch (kind_) {
         case ReduceKind::Sum:
@@ -135,7 +115,7 @@ class ReduceBase : public Op {
         case ReduceKind::L1:
         case ReduceKind::Prod: {
           A acc = kind_ == ReduceKind::Prod ? A(1) : A(0);
-          walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
+          strided_walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
             A v = static_cast<A>(val(i));
             if (kind_ == ReduceKind::Prod) acc *= v;
             else if (kind_ == ReduceKind::SumSquare) acc += v * v;
@@ -155,7 +135,7 @@ class ReduceBase : public Op {
         case ReduceKind::L2:
         case ReduceKind::LogSum: {
           double acc = 0;
-          walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
+          strided_walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
             double v = static_cast<double>(val(i));
             acc += kind_ == ReduceKind::L2 ? v * v : v;
           });
@@ -165,7 +145,7 @@ class ReduceBase : public Op {
         case ReduceKind::LogSumExp: {
           // Shift by the maximum so exp() cannot overflow.
           double m = -std::numeric_limits<double>::infinity();
-          walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
+          strided_walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
             double v = static_cast<double>(val(i));
             if (v > m || std::isnan(v)) m = v;
           });
@@ -173,7 +153,7 @@ class ReduceBase : public Op {
             result = store(m);
           } else {
             double acc = 0;
-            walk(red_dims_, red_strides_, red_rank_, base,
+            strided_walk(red_dims_, red_strides_, red_rank_, base,
                  [&](int64_t i) { acc += std::exp(static_cast<double>(val(i)) - m); });
             result = store(m + std::log(acc));
           }
@@ -189,7 +169,7 @@ class ReduceBase : public Op {
           else
             best = is_max ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max();
           bool nan = false;
-          walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
+          strided_walk(red_dims_, red_strides_, red_rank_, base, [&](int64_t i) {
             C v = val(i);
             if constexpr (kFloat) nan = nan || std::isnan(static_cast<double>(v));
             if (is_max ? v > best : v < best) best = v;
