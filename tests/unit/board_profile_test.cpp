@@ -67,6 +67,16 @@ TEST(BoardProfile, BadValuesPointAtTheValue) {
   EXPECT_NE(e.find("unknown CPU feature 'avx9000'"), std::string::npos) << e;
 }
 
+TEST(BoardProfile, GpioLinesAreNamedOffsets) {
+  auto p = config::load_board_profile(source_dir() + "/board_profiles/raspberry-pi-5-8gb.yaml");
+  ASSERT_EQ(p.gpio_lines.size(), 3u);
+  EXPECT_EQ(p.gpio_lines[0], (std::pair<std::string, int>{"trigger", 17}));
+  std::string e = load_error(std::string(kValid) + "gpio:\n  chip: gpiochip0\n  lines:\n    detect: 4096\n");
+  EXPECT_NE(e.find("'gpio.lines.detect' must be between 0 and 1023"), std::string::npos) << e;
+  e = load_error(std::string(kValid) + "gpio:\n  lines: [1, 2]\n");
+  EXPECT_NE(e.find("gpio.lines must be a mapping"), std::string::npos) << e;
+}
+
 TEST(BoardProfile, SyntaxErrorsCarryALocation) {
   std::string e = load_error("name: [unclosed\n");
   EXPECT_NE(e.find("board.yaml:"), std::string::npos) << e;

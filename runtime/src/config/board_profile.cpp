@@ -70,8 +70,13 @@ BoardProfile load_board_profile(const std::string& path) {
     if (const YamlNode* d = cam->get("device")) p.camera_device = r.string_value(*d, "camera.device");
   }
   if (const YamlNode* gpio = root->get("gpio")) {
-    r.expect_keys(*gpio, {"chip"}, "gpio");
+    r.expect_keys(*gpio, {"chip", "lines"}, "gpio");
     if (const YamlNode* c = gpio->get("chip")) p.gpio_chip = r.string_value(*c, "gpio.chip");
+    if (const YamlNode* lines = gpio->get("lines")) {
+      if (lines->kind != YamlNode::Kind::Mapping) r.fail(*lines, "gpio.lines must be a mapping of name: line offset");
+      for (const auto& [name, value] : lines->map)
+        p.gpio_lines.emplace_back(name, static_cast<int>(r.int_value(*value, "gpio.lines." + name, 0, 1023)));
+    }
   }
   if (const YamlNode* prec = root->get("precisions")) {
     p.precisions = r.string_list(*prec, "precisions");

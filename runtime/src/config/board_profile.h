@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "board.h"
@@ -24,6 +25,8 @@ struct BoardProfile {
   int swappiness = 60;
   std::string camera_device;       // default V4L2 device, empty when the board has none
   std::string gpio_chip;           // default GPIO chip, empty when none
+  // Named line offsets on gpio_chip (e.g. trigger: 17, status_led: 27), in file order.
+  std::vector<std::pair<std::string, int>> gpio_lines;
   std::vector<std::string> precisions;  // preferred precisions, best first: fp16, int8, fp32
 
   std::string fingerprint() const { return board_fingerprint(hardware); }
