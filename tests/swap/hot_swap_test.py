@@ -279,7 +279,11 @@ Subsystem sftp /usr/lib/openssh/sftp-server
     # The window's first/last frames may straddle the stats snapshots: allow the few in flight.
     check("no frame lost beyond the latest-frame slot's counted drops", 0 <= missing <= slot_drops + 2 and errors == 0,
           f"missing {missing}, slot drops {slot_drops}, errors {errors}")
-    transitions = sum(1 for a, b in zip(got, got[1:]) if a["engine"] != b["engine"])
+    # Start from the engine running before the first swap: the first swap can land before any
+    # result of the old engine reaches the window. Each swap waits for a result of the new engine,
+    # so a stale result of the old one after it would add transitions, a missed switch remove one.
+    engine_order = [before["engine"]] + [x["engine"] for x in got]
+    transitions = sum(1 for a, b in zip(engine_order, engine_order[1:]) if a != b)
     check("each swap is one clean switch: no result from the old engine after the new one's first",
           transitions == 100, f"{transitions} transitions")
     scores = {e: {json.dumps(x["result"]) for x in got if x["engine"] == e} for e in (sha_a, sha_b)}
