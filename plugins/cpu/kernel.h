@@ -75,16 +75,34 @@ class Attributes {
 class Op {
  public:
   virtual ~Op() = default;
+  // The tactic the engine chose for this node (0 = the reference implementation); set by the
+  // adapter before every prepare, so an Op reads it in prepare and keeps what it decides.
+  void set_tactic(int64_t tactic) { tactic_ = tactic; }
+  int64_t tactic() const { return tactic_; }
   // Validate, set every output's dtype and shape, size the workspace. Inputs' data may be NULL
   // at build time; an Op that needs it calls read_ints() which reports NEEDS_DATA.
   virtual void prepare(const edgert_node& node, const edgert_tensor* inputs, edgert_tensor* outputs,
                        edgert_prepare_info& info) = 0;
   virtual void execute(const edgert_node& node, const edgert_tensor* inputs, edgert_tensor* outputs,
                        void* workspace) = 0;
+
+ private:
+  int64_t tactic_ = 0;
+};
+
+// A candidate implementation of a node. `name` must be a string with static storage (the ABI
+// hands the pointer out): dtype-op-variant-isa, e.g. "f32-conv-im2col-6x16-avx2".
+struct TacticSpec {
+  int64_t id;
+  const char* name;
 };
 
 using OpFactory = std::unique_ptr<Op> (*)();
 using SupportsFn = int32_t (*)(const edgert_node*, const edgert_tensor*);
+// The tactics worth timing for this node on this machine, best guess first: a builder that does
+// not time them takes the first. Tactic 0 (reference) need not be listed. Inputs are as in
+// SupportsFn (dtype may be undefined, data NULL unless constant).
+using TacticsFn = std::vector<TacticSpec> (*)(const edgert_node*, const edgert_tensor*);
 
 struct KernelSpec {
   const char* domain;
@@ -92,6 +110,7 @@ struct KernelSpec {
   const char* name;
   OpFactory factory;
   SupportsFn supports;  // may be null: supports every node of op_type
+  TacticsFn tactics;    // may be null: only the reference tactic, id 0
 };
 
 template <typename OpT>
@@ -103,13 +122,13 @@ std::unique_ptr<Op> create_op() {
 class KernelRegistry {
  public:
   template <typename OpT>
-  void add(const char* op_type, const char* name, SupportsFn supports = nullptr) {
-    specs_.push_back({"", op_type, name, &create_op<OpT>, supports});
+  void add(const char* op_type, const char* name, SupportsFn supports = nullptr, TacticsFn tactics = nullptr) {
+    specs_.push_back({"", op_type, name, &create_op<OpT>, supports, tactics});
   }
   template <typename OpT>
   void add_in_domain(const char* domain, const char* op_type, const char* name,
-                     SupportsFn supports = nullptr) {
-    specs_.push_back({domain, op_type, name, &create_op<OpT>, supports});
+                     SupportsFn supports = nullptr, TacticsFn tactics = nullptr) {
+    specs_.push_back({domain, op_type, name, &create_op<OpT>, supports, tactics});
   }
   const std::vector<KernelSpec>& specs() const { return specs_; }
 

@@ -47,13 +47,31 @@ int32_t kernel_supports(const edgert_kernel* self, const edgert_node* node,
   }
 }
 
-edgert_status kernel_prepare(const edgert_kernel* self, const edgert_node* node, int64_t /*tactic*/,
+int32_t kernel_tactics(const edgert_kernel* self, const edgert_node* node, const edgert_tensor* inputs,
+                       edgert_tactic* out, int32_t capacity) {
+  const KernelSpec& spec = spec_of(self);
+  std::vector<TacticSpec> tactics;
+  try {
+    tactics = spec.tactics(node, inputs);
+  } catch (...) {
+    tactics.clear();
+  }
+  // The reference tactic is always a candidate, last: the oracle and the fallback.
+  tactics.push_back({0, "reference"});
+  for (int32_t i = 0; i < capacity && i < static_cast<int32_t>(tactics.size()); ++i)
+    out[i] = edgert_tactic{tactics[i].id, tactics[i].name};
+  return static_cast<int32_t>(tactics.size());
+}
+
+edgert_status kernel_prepare(const edgert_kernel* self, const edgert_node* node, int64_t tactic,
                              const edgert_tensor* inputs, edgert_tensor* outputs, void** state,
                              edgert_prepare_info* info, edgert_error* error) {
   return guarded(error, [&] {
     if (!*state) *state = spec_of(self).factory().release();
     *info = edgert_prepare_info{};
-    static_cast<Op*>(*state)->prepare(*node, inputs, outputs, *info);
+    Op* op = static_cast<Op*>(*state);
+    op->set_tactic(tactic);
+    op->prepare(*node, inputs, outputs, *info);
   });
 }
 
@@ -83,7 +101,7 @@ struct PluginTable {
       k.name = spec.name;
       k.user_data = &spec;
       k.supports = kernel_supports;
-      k.tactics = nullptr;
+      k.tactics = spec.tactics ? kernel_tactics : nullptr;
       k.prepare = kernel_prepare;
       k.execute = kernel_execute;
       k.release = kernel_release;

@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to the structs below; a loader refuses any other value. */
-#define EDGERT_PLUGIN_ABI_VERSION 1u
+#define EDGERT_PLUGIN_ABI_VERSION 2u
 #define EDGERT_PLUGIN_ENTRY_SYMBOL "edgert_plugin_entry"
 
 typedef enum edgert_attr_type {
@@ -133,6 +133,13 @@ struct edgert_kernel {
   void (*release)(const edgert_kernel* self, void* state);
 };
 
+/* Process-wide settings a host hands a plugin (ABI 2). Appended fields grow struct_size. */
+typedef struct edgert_plugin_config {
+  uint32_t struct_size; /* sizeof(edgert_plugin_config) as the host knows it */
+  int32_t num_threads;  /* threads a kernel may use, the caller's included; 0 = the plugin's default */
+  int32_t pin_threads;  /* 1: pin worker i to the i-th CPU of the process's affinity mask */
+} edgert_plugin_config;
+
 typedef struct edgert_plugin {
   uint32_t abi_version; /* EDGERT_PLUGIN_ABI_VERSION; must stay the first field */
   const char* name;     /* short name engines refer to: "cpu", "cuda" */
@@ -141,6 +148,9 @@ typedef struct edgert_plugin {
   int32_t (*score)(void);
   int32_t num_kernels;
   const edgert_kernel* kernels;
+  /* Applies process-wide settings; the host calls it before running kernels and again whenever
+   * the settings change (never while a kernel runs). May be NULL: nothing to configure. */
+  edgert_status (*configure)(const edgert_plugin_config* config, edgert_error* error);
 } edgert_plugin;
 
 typedef const edgert_plugin* (*edgert_plugin_entry_fn)(void);
