@@ -72,6 +72,14 @@ const char* builtin_kernel(const Node& node) {
   return nullptr;
 }
 
+// Until tactics are timed, the kernel's own first choice: it lists its best guess first.
+int64_t default_tactic(const Graph& graph, const Node& node, const edgert_kernel& kernel) {
+  if (!kernel.tactics) return 0;
+  NodeView view(graph, node);
+  edgert_tactic first{};
+  return kernel.tactics(&kernel, view.node(), view.inputs(), &first, 1) > 0 ? first.id : 0;
+}
+
 void select_kernels(Model& model, const SelectionOptions& options) {
   for (Graph& graph : model.graphs) {
     for (Node& node : graph.nodes) {
@@ -92,7 +100,7 @@ void select_kernels(Model& model, const SelectionOptions& options) {
       }
       node.plugin = chosen_plugin->name;
       node.kernel = chosen->name;
-      node.tactic = 0;
+      node.tactic = default_tactic(graph, node, *chosen);
       // Only the main graph has known shapes; subgraph shapes depend on the iteration.
       if (&graph == &model.graphs[0]) infer_node_outputs(graph, node, *chosen_plugin, *chosen);
       if (options.log) options.log("node '" + node.name + "' (" + node.op_type + ") -> " + node.plugin + "/" + node.kernel);
