@@ -53,6 +53,7 @@ struct PipelineConfig {
   SourceConfig source;
   PreprocessConfig preprocess;
   std::string engine;  // engine file path
+  int queue_depth = 2;  // frames that may wait for the worker; beyond that the oldest is dropped
   PostprocessConfig postprocess;
   SocketSinkConfig socket;
   SqliteSinkConfig sqlite;

@@ -3,6 +3,29 @@
 #include "control_protocol.h"
 
 namespace edgert::daemon {
+namespace {
+
+nlohmann::json error_response(const std::string& code, const std::string& message) {
+  return nlohmann::json{{"ok", false}, {"error", {{"code", code}, {"message", message}}}};
+}
+
+// The response for a handler's outcome: its result, or what it threw.
+nlohmann::json response_for(std::exception_ptr error, nlohmann::json result) {
+  if (!error) return {{"ok", true}, {"result", std::move(result)}};
+  try {
+    std::rethrow_exception(error);
+  } catch (const ControlError& e) {
+    nlohmann::json response = error_response(e.code(), e.what());
+    if (!e.details().is_null()) response["error"]["details"] = e.details();
+    return response;
+  } catch (const std::exception& e) {
+    return error_response("failed", e.what());
+  } catch (...) {
+    return error_response("failed", "unknown error");
+  }
+}
+
+}  // namespace
 
 ControlServer::ControlServer(const std::string& path)
     : UnixSocketServer(path, control::kAccessGroup, Limits{4u << 20, 30'000'000}) {}
@@ -22,52 +45,78 @@ void ControlServer::broadcast(const std::string& pipeline, const nlohmann::json&
   }
 }
 
+std::string ControlServer::command_list() const {
+  std::map<std::string, int> names;
+  for (const auto& [name, h] : handlers_) names[name];
+  for (const auto& [name, h] : async_handlers_) names[name];
+  std::string known;
+  for (const auto& [name, unused] : names) known += (known.empty() ? "" : ", ") + name;
+  return known;
+}
+
+void ControlServer::finish_async(int fd, uint64_t serial, std::exception_ptr error, nlohmann::json result) {
+  Client* client = find_client(fd, serial);
+  if (!client) return;  // it hung up meanwhile
+  client->awaiting_reply = false;
+  reply(*client, response_for(error, std::move(result)));
+  if ((client = find_client(fd, serial))) on_input(*client);  // requests that queued up behind
+}
+
 void ControlServer::on_input(Client& client) {
   int fd = client.fd;
-  for (;;) {
+  uint64_t serial = client.serial;
+  while (!client.awaiting_reply) {
     std::string payload;
     control::FrameStatus status = control::take_frame(client.input, control::kMaxRequestBytes, &payload);
     if (status == control::FrameStatus::Incomplete) return;
-    auto error = [&](const std::string& code, const std::string& message) {
-      return nlohmann::json{{"ok", false}, {"error", {{"code", code}, {"message", message}}}};
-    };
     if (status == control::FrameStatus::TooLarge) {
-      reply(client, error("too_large", "request exceeds " + std::to_string(control::kMaxRequestBytes) + " bytes"));
+      reply(client, error_response("too_large", "request exceeds " + std::to_string(control::kMaxRequestBytes) + " bytes"));
       close_client(fd);
       return;
     }
     if (!client.peer.authorized) {
-      reply(client, error("permission_denied", "uid " + std::to_string(client.peer.uid) +
-                                                  " may not control edgertd: only root and members of group '" +
-                                                  control::kAccessGroup + "' may"));
+      reply(client, error_response("permission_denied", "uid " + std::to_string(client.peer.uid) +
+                                                            " may not control edgertd: only root and members of group '" +
+                                                            control::kAccessGroup + "' may"));
       close_client(fd);
       return;
     }
     nlohmann::json request = nlohmann::json::parse(payload, nullptr, false);
     nlohmann::json response;
     if (request.is_discarded() || !request.is_object() || !request.contains("command") || !request["command"].is_string()) {
-      response = error("bad_request", "a request is a JSON object with a string \"command\"");
+      response = error_response("bad_request", "a request is a JSON object with a string \"command\"");
     } else {
-      auto handler = handlers_.find(request["command"].get<std::string>());
-      if (handler == handlers_.end()) {
-        std::string known;
-        for (const auto& [name, h] : handlers_) known += (known.empty() ? "" : ", ") + name;
-        response = error("unknown_command", "unknown command '" + request["command"].get<std::string>() +
-                                                "' (commands: " + known + ")");
-      } else {
+      std::string command = request["command"].get<std::string>();
+      auto handler = handlers_.find(command);
+      auto async_handler = async_handlers_.find(command);
+      if (async_handler != async_handlers_.end()) {
+        client.awaiting_reply = true;
+        auto answer = [this, fd, serial](std::exception_ptr error, nlohmann::json result) {
+          finish_async(fd, serial, error, std::move(result));
+        };
         try {
-          response = {{"ok", true}, {"result", handler->second(request, client)}};
-        } catch (const ControlError& e) {
-          response = error(e.code(), e.what());
-          if (!e.details().is_null()) response["error"]["details"] = e.details();
-        } catch (const std::exception& e) {
-          response = error("failed", e.what());
+          async_handler->second(request, client, answer);
+        } catch (...) {
+          answer(std::current_exception(), nullptr);
         }
+        return;  // finish_async resumes this client's input
+      }
+      if (handler == handlers_.end()) {
+        response = error_response("unknown_command", "unknown command '" + command + "' (commands: " + command_list() + ")");
+      } else {
+        nlohmann::json result;
+        std::exception_ptr error;
+        try {
+          result = handler->second(request, client);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        response = response_for(error, std::move(result));
       }
     }
-    if (clients().find(fd) == clients().end()) return;
+    if (!find_client(fd, serial)) return;
     reply(client, response);
-    if (clients().find(fd) == clients().end()) return;
+    if (!find_client(fd, serial)) return;
   }
 }
 

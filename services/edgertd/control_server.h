@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <exception>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -31,17 +32,29 @@ class ControlError : public std::runtime_error {
 class ControlServer : public UnixSocketServer {
  public:
   using Handler = std::function<nlohmann::json(const nlohmann::json& request, Client& client)>;
+  // Answers a request later, on the loop thread: with the result, or with what was thrown
+  // (ControlError or any std::exception). Call it exactly once; a client gone by then is skipped.
+  using Reply = std::function<void(std::exception_ptr error, nlohmann::json result)>;
+  using AsyncHandler = std::function<void(const nlohmann::json& request, Client& client, Reply reply)>;
   explicit ControlServer(const std::string& path);
 
   void handle(const std::string& command, Handler handler) { handlers_[command] = std::move(handler); }
+  // For commands that wait on slow work: the client's next requests wait for this reply, so
+  // answers keep the order of the requests.
+  void handle_async(const std::string& command, AsyncHandler handler) {
+    async_handlers_[command] = std::move(handler);
+  }
   // Sends `message` to every client watching `pipeline` (see the watch command).
   void broadcast(const std::string& pipeline, const nlohmann::json& message);
 
  private:
   void on_input(Client& client) override;
   void reply(Client& client, const nlohmann::json& response);
+  void finish_async(int fd, uint64_t serial, std::exception_ptr error, nlohmann::json result);
+  std::string command_list() const;
 
   std::map<std::string, Handler> handlers_;
+  std::map<std::string, AsyncHandler> async_handlers_;
 };
 
 }  // namespace edgert::daemon

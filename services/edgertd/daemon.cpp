@@ -60,6 +60,7 @@ uint64_t budget_bytes(const DaemonConfig& config) {
 Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {}
 
 Daemon::~Daemon() {
+  worker_.reset();  // first: a job in flight may still be loading an engine
   for (auto& [name, t] : triggers_) sd_event_source_disable_unref(t->source);
   triggers_.clear();
   previous_.clear();
@@ -151,6 +152,7 @@ void Daemon::start() {
   }
   control_ = std::make_unique<ControlServer>(config_.control_socket);
   register_commands();
+  worker_ = std::make_unique<BackgroundWorker>(loop_);
   register_swap_commands();
   control_->start(loop_);
   for (const PipelineConfig& p : config_.pipelines) start_pipeline(p);

@@ -9,6 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include <deque>
+#include <functional>
+
+#include "background_worker.h"
 #include "config.h"
 #include "control_server.h"
 #include "deployment_log.h"
@@ -69,11 +73,22 @@ class Daemon {
   // The engine file a pipeline starts on: its active record when the store has it, else the
   // configured one (installed into the store and recorded).
   std::string startup_engine(const PipelineConfig& config);
-  // verify -> load -> warm up -> self-test -> switch -> record. Throws ControlError (details:
-  // the steps) and leaves the running engine untouched when any step fails.
-  nlohmann::json swap_to(const std::string& pipeline, const std::string& sha256, const std::string& kind);
-  nlohmann::json deploy(const nlohmann::json& request, const Peer& peer);
-  nlohmann::json rollback(const std::string& pipeline);
+  // Swap-type commands (deploy, swap, rollback, unload) run one at a time, in arrival order;
+  // `operation` must call the Finish it is given exactly once.
+  using Finish = ControlServer::Reply;
+  void queue_swap_command(std::function<void(Finish)> operation, Finish reply);
+  // verify -> load -> warm up -> self-test -> switch -> record, the slow steps on worker_ so
+  // frames keep flowing. Finishes with ControlError (details: the steps) and the running
+  // engine untouched when any step fails. `prior_steps` (deploy's install) lead the steps.
+  struct SwapJob;
+  void swap_to(const std::string& pipeline, const std::string& sha256, const std::string& kind, nlohmann::json prior_steps,
+               double started_ms, Finish finish);
+  void swap_verified(const std::shared_ptr<SwapJob>& job);
+  void swap_loaded(const std::shared_ptr<SwapJob>& job);
+  void swap_progress(SwapJob& job, const std::string& step, const std::string& detail, double ms);
+  [[noreturn]] void refuse_swap(SwapJob& job, const std::string& step, const std::string& code, const std::string& why);
+  void deploy(const nlohmann::json& request, const Peer& peer, Finish finish);
+  void rollback(const std::string& pipeline, Finish finish);
   nlohmann::json unload(const std::string& pipeline);
   std::string resolve_sha(const std::string& text) const;
   void log(int priority, const char* format, ...) __attribute__((format(printf, 3, 4)));
@@ -82,6 +97,9 @@ class Daemon {
   std::unique_ptr<DeploymentLog> deployments_;  // null without the database
   std::map<std::string, std::shared_ptr<EngineHandle>> previous_;  // by pipeline: kept for rollback
   int log_level_ = 6;  // LOG_INFO
+  std::unique_ptr<BackgroundWorker> worker_;  // the slow steps of swaps and deploys
+  std::deque<std::function<void()>> swap_queue_;
+  bool swap_busy_ = false;
 };
 
 }  // namespace edgert::daemon

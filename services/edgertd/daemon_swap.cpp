@@ -1,398 +1,284 @@
-// Hot swap: the engine store, the swap procedure and its control commands (engines, deploy,
-// swap, rollback, history, unload, log-level). Runs on the loop thread; the pipeline's worker
-// keeps processing frames on the running engine until the switch, which lands between two
-// frames (Pipeline::swap_engine).
-#include <sys/stat.h>
+// The swap procedure: verify -> load -> warm up -> self-test -> switch -> record. The cheap
+// decisions (budget, board, bookkeeping, the switch itself) run on the loop thread; reading,
+// loading and running the new engine run on the background worker, so the loop keeps feeding
+// frames to the running engine until the switch, which lands between two frames
+// (Pipeline::swap_engine).
 #include <syslog.h>
-#include <systemd/sd-daemon.h>
-#include <time.h>
-
-#include <cstdarg>
-#include <cstdio>
 
 #include "board_profile.h"
 #include "daemon.h"
 #include "engine_signing.h"
+#include "swap_steps.h"
 
 namespace edgert::daemon {
 namespace {
 
-double now_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+std::string message_of(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
 }
 
-std::string short_sha(const std::string& sha) { return sha.size() > 12 ? sha.substr(0, 12) : sha; }
-
-const char* kLevelNames[] = {"emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"};
-
-// The steps of one swap, as the reply and the deployments row report them.
-struct SwapSteps {
-  nlohmann::json list = nlohmann::json::array();
-  double started = now_ms(), step_started = now_ms();
-  void done(const std::string& step, const std::string& detail) {
-    double t = now_ms();
-    list.push_back({{"step", step}, {"ok", true}, {"ms", t - step_started}, {"detail", detail}});
-    step_started = t;
+// Runs one stage of a swap on the loop thread; whatever it throws finishes the swap.
+template <typename Fn>
+void stage(const ControlServer::Reply& finish, Fn&& fn) {
+  try {
+    fn();
+  } catch (...) {
+    finish(std::current_exception(), nullptr);
   }
-  void failed(const std::string& step, const std::string& detail) {
-    list.push_back({{"step", step}, {"ok", false}, {"ms", now_ms() - step_started}, {"detail", detail}});
-  }
-};
+}
 
 }  // namespace
 
-void Daemon::log(int priority, const char* format, ...) {
-  if (priority > log_level_) return;
-  char line[2048];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(line, sizeof line, format, args);
-  va_end(args);
-  std::fprintf(stderr, "<%d>%s\n", priority, line);
-}
-
-std::string Daemon::startup_engine(const PipelineConfig& config) {
-  if (!engine_store_) return config.engine;
-  std::optional<ActiveRecord> active = engine_store_->read_active(config.name);
-  if (active && active->config_engine == config.engine) {
-    if (engine_store_->contains(active->sha256)) {
-      log(LOG_NOTICE, "pipeline %s: starting on engine %s as recorded", config.name.c_str(), short_sha(active->sha256).c_str());
-      return engine_store_->path_of(active->sha256);
-    }
-    log(LOG_ERR, "pipeline %s: the recorded engine %s is not in the store; starting on the configured %s",
-        config.name.c_str(), active->sha256.c_str(), config.engine.c_str());
-  }
-  // First start, or the configuration names another engine now: the configured file wins and
-  // becomes the record (an operator's edit outranks a deploy made before it).
-  std::string sha = engine_store_->install(config.engine, "");
-  engine_store_->write_active(config.name, ActiveRecord{sha, active ? active->sha256 : "", config.engine});
-  if (deployments_) {
-    try {
-      EngineFacts facts = read_engine_facts(engine_store_->path_of(sha), {});
-      deployments_->add_engine({sha, engine_store_->path_of(sha), facts.board, "", facts.footprint.file_bytes});
-      int64_t id = deployments_->begin(config.name, sha, active ? active->sha256 : "", "config");
-      deployments_->supersede_active(config.name, id);
-      deployments_->finish(id, "active", "config", "configured engine " + config.engine);
-    } catch (const std::exception& e) {
-      log(LOG_WARNING, "cannot record the configured engine: %s", e.what());
-    }
-  }
-  return engine_store_->path_of(sha);
-}
-
-std::string Daemon::resolve_sha(const std::string& text) const {
-  if (engine_store_->contains(text)) return text;
-  if (text.size() < 8 || text.find_first_not_of("0123456789abcdef") != std::string::npos)
-    throw ControlError("no_such_engine", "'" + text + "' is not a sha256 (or a prefix of 8+ hex digits) of an installed engine");
-  std::string found;
-  for (const nlohmann::json& e : deployments_ ? deployments_->engines() : nlohmann::json::array()) {
-    std::string sha = e.value("sha256", "");
-    if (sha.compare(0, text.size(), text) == 0 && engine_store_->contains(sha)) {
-      if (!found.empty() && found != sha) throw ControlError("ambiguous", "'" + text + "' matches several engines");
-      found = sha;
-    }
-  }
-  if (found.empty()) throw ControlError("no_such_engine", "no installed engine has sha256 '" + text + "'");
-  return found;
-}
-
-nlohmann::json Daemon::swap_to(const std::string& name, const std::string& sha, const std::string& kind) {
-  if (!engine_store_) throw ControlError("unavailable", "the engine store is unavailable; see the daemon's log");
-  Pipeline& pipeline = pipeline_named(name);
-  std::shared_ptr<EngineHandle> current = pipeline.engine();
-  std::string current_sha = current ? current->id() : "";
-  std::optional<ActiveRecord> record = engine_store_->read_active(name);
+struct Daemon::SwapJob {
+  std::string name, sha, kind;
+  nlohmann::json prior_steps;
+  double started_ms = 0;
+  Finish finish;
   SwapSteps steps;
   int64_t row = 0;
-  auto progress = [&](const std::string& step, const std::string& detail) {
-    steps.done(step, detail);
-    log(LOG_INFO, "swap %s -> %s: %s ok (%s)", name.c_str(), short_sha(sha).c_str(), step.c_str(), detail.c_str());
-    if (deployments_ && row) deployments_->step(row, step, detail);
-  };
-  auto refuse = [&](const std::string& step, const std::string& code, const std::string& why) {
-    steps.failed(step, why);
-    std::string message = kind + " of " + short_sha(sha) + " to pipeline " + name + " refused at " + step + ": " + why +
-                           (current ? "; still running " + short_sha(current_sha) : "");
-    log(LOG_WARNING, "%s", message.c_str());
-    record_event(name, "swap_refused", message);
-    if (deployments_ && row) deployments_->finish(row, "failed", step, why);
-    throw ControlError(code, message, {{"steps", steps.list}, {"running", current_sha}});
-  };
-  if (deployments_) row = deployments_->begin(name, sha, current_sha, kind);
-
-  // verify: checksum and structure, signature, board, plugins, memory budget.
-  std::string path = engine_store_->path_of(sha);
-  std::vector<std::string> key_problems;
-  std::vector<signing::PublicKey> trusted = signing::read_trusted_keys(config_.trusted_keys_dir, &key_problems);
+  std::string current_sha;
+  std::optional<ActiveRecord> record;
+  std::string path;
+  // verify (worker)
   EngineFacts facts;
-  try {
-    facts = read_engine_facts(path, trusted);
-  } catch (const std::exception& e) {
-    refuse("verify", "corrupt_engine", e.what());
-  }
   std::string signer = "unsigned";
+  uint64_t need = 0;
+  bool stop_first = false;
+  std::string old_path;
+  // load, warm up, self-test (worker)
+  std::shared_ptr<EngineHandle> next;
+  std::string load_error, self_test_failure;
+  double load_ms = 0, warm_up_ms = 0, self_test_ms = 0;
+  bool had_vector = false;
+
+  nlohmann::json all_steps() const {
+    nlohmann::json all = prior_steps.is_array() ? prior_steps : nlohmann::json::array();
+    for (const auto& s : steps.list()) all.push_back(s);
+    return all;
+  }
+};
+
+void Daemon::swap_progress(SwapJob& job, const std::string& step, const std::string& detail, double ms) {
+  job.steps.done(step, detail, ms);
+  log(LOG_INFO, "swap %s -> %s: %s ok (%s)", job.name.c_str(), short_sha(job.sha).c_str(), step.c_str(), detail.c_str());
+  if (deployments_ && job.row) deployments_->step(job.row, step, detail);
+}
+
+void Daemon::refuse_swap(SwapJob& job, const std::string& step, const std::string& code, const std::string& why) {
+  job.steps.failed(step, why);
+  std::string message = job.kind + " of " + short_sha(job.sha) + " to pipeline " + job.name + " refused at " + step + ": " +
+                        why + (job.current_sha.empty() ? "" : "; still running " + short_sha(job.current_sha));
+  log(LOG_WARNING, "%s", message.c_str());
+  record_event(job.name, "swap_refused", message);
+  if (deployments_ && job.row) deployments_->finish(job.row, "failed", step, why);
+  throw ControlError(code, message, {{"steps", job.all_steps()}, {"running", job.current_sha}});
+}
+
+void Daemon::swap_to(const std::string& name, const std::string& sha, const std::string& kind, nlohmann::json prior_steps,
+                     double started_ms, Finish finish) {
+  auto job = std::make_shared<SwapJob>();
+  job->name = name;
+  job->sha = sha;
+  job->kind = kind;
+  job->prior_steps = std::move(prior_steps);
+  job->started_ms = started_ms > 0 ? started_ms : monotonic_ms();
+  job->finish = std::move(finish);
+  try {
+    if (!engine_store_) throw ControlError("unavailable", "the engine store is unavailable; see the daemon's log");
+    std::shared_ptr<EngineHandle> current = pipeline_named(name).engine();
+    job->current_sha = current ? current->id() : "";
+    job->old_path = current ? current->path() : "";
+    job->record = engine_store_->read_active(name);
+    job->path = engine_store_->path_of(sha);
+    if (deployments_) job->row = deployments_->begin(name, sha, job->current_sha, kind);
+  } catch (...) {
+    job->finish(std::current_exception(), nullptr);
+    return;
+  }
+  std::string keys_dir = config_.trusted_keys_dir;
+  worker_->run(
+      [job, keys_dir] {
+        std::vector<std::string> key_problems;
+        job->facts = read_engine_facts(job->path, signing::read_trusted_keys(keys_dir, &key_problems));
+      },
+      [this, job](std::exception_ptr error) {
+        stage(job->finish, [&] {
+          if (error) refuse_swap(*job, "verify", "corrupt_engine", message_of(error));
+          swap_verified(job);
+        });
+      });
+}
+
+// verify, the checks that need the daemon's state: signature policy, board, plugins, budget.
+void Daemon::swap_verified(const std::shared_ptr<SwapJob>& job) {
+  SwapJob& j = *job;
+  const EngineFacts& facts = j.facts;
   switch (facts.signature.state) {
-    case signing::SignatureState::Invalid: refuse("verify", "bad_signature", facts.signature.message); break;
+    case signing::SignatureState::Invalid: refuse_swap(j, "verify", "bad_signature", facts.signature.message);
     case signing::SignatureState::UnknownKey:
       if (config_.require_signed)
-        refuse("verify", "untrusted_signer", facts.signature.message + " (trusted keys: " + config_.trusted_keys_dir + ")");
-      signer = facts.signature.signer + " (untrusted)";
+        refuse_swap(j, "verify", "untrusted_signer",
+                    facts.signature.message + " (trusted keys: " + config_.trusted_keys_dir + ")");
+      j.signer = facts.signature.signer + " (untrusted)";
       break;
     case signing::SignatureState::Unsigned:
       if (config_.require_signed)
-        refuse("verify", "unsigned_engine", "the engine is not signed and require_signed is true (sign it with "
-               "edgert build --sign KEY; trusted keys: " + config_.trusted_keys_dir + ")");
+        refuse_swap(j, "verify", "unsigned_engine",
+                    "the engine is not signed and require_signed is true (sign it with edgert build --sign KEY; trusted "
+                    "keys: " + config_.trusted_keys_dir + ")");
       break;
-    case signing::SignatureState::Valid: signer = "signed by " + facts.signature.signer; break;
+    case signing::SignatureState::Valid: j.signer = "signed by " + facts.signature.signer; break;
   }
   if (facts.board != config_.board)
-    refuse("verify", "wrong_board", "the engine was built for board '" + facts.board + "', this board is '" + config_.board + "'");
+    refuse_swap(j, "verify", "wrong_board",
+                "the engine was built for board '" + facts.board + "', this board is '" + config_.board + "'");
+  std::string want;
   try {
-    std::string want = config::load_board_profile(config::find_board_profile(config_.board)).fingerprint();
-    if (facts.fingerprint != want)
-      refuse("verify", "wrong_board", "the engine's board fingerprint " + facts.fingerprint + " is not this board's " + want +
-             " (profile '" + config_.board + "' changed since the build?)");
-  } catch (const ControlError&) {
-    throw;
+    want = config::load_board_profile(config::find_board_profile(config_.board)).fingerprint();
   } catch (const std::exception& e) {
     log(LOG_WARNING, "cannot read board profile '%s' to check fingerprints: %s", config_.board.c_str(), e.what());
   }
+  if (!want.empty() && facts.fingerprint != want)
+    refuse_swap(j, "verify", "wrong_board", "the engine's board fingerprint " + facts.fingerprint + " is not this board's " +
+                                                want + " (profile '" + config_.board + "' changed since the build?)");
   std::vector<std::string> missing = missing_plugins(facts.plugins, config_.plugin_path);
   if (!missing.empty()) {
     std::string list;
     for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
-    refuse("verify", "missing_plugin", "plugin(s) " + list + " required by the engine are not installed (plugin path: " +
-           (config_.plugin_path.empty() ? "libedgert's default" : config_.plugin_path) + ")");
+    refuse_swap(j, "verify", "missing_plugin", "plugin(s) " + list + " required by the engine are not installed (plugin path: " +
+                                                   (config_.plugin_path.empty() ? "libedgert's default" : config_.plugin_path) + ")");
   }
-  uint64_t need = facts.footprint.total();
-  std::string what = "engine " + short_sha(sha) + " for pipeline '" + name + "'";
-  std::string refusal = budget_->reserve("swap:" + name, need, what);
-  if (!refusal.empty() && previous_.count(name)) {
-    previous_.erase(name);  // the rollback engine kept in memory gives way; rollback reloads it
-    budget_->release("previous:" + name);
-    refusal = budget_->reserve("swap:" + name, need, what);
+  j.need = facts.footprint.total();
+  std::string what = "engine " + short_sha(j.sha) + " for pipeline '" + j.name + "'";
+  std::string refusal = budget_->reserve("swap:" + j.name, j.need, what);
+  if (!refusal.empty() && previous_.count(j.name)) {
+    previous_.erase(j.name);  // the rollback engine kept in memory gives way; rollback reloads it
+    budget_->release("previous:" + j.name);
+    refusal = budget_->reserve("swap:" + j.name, j.need, what);
   }
-  bool stop_first = false;
   if (!refusal.empty()) {
+    auto current = pipeline_named(j.name).engine();
     uint64_t current_bytes = current ? current->footprint().total() : 0;
-    bool fits_alone = budget_->used() - current_bytes + need <= budget_->limit();
+    bool fits_alone = budget_->used() - current_bytes + j.need <= budget_->limit();
     if (!(config_.swap_stop_first && fits_alone))
-      refuse("verify", "over_budget", refusal + (fits_alone ? "; it would fit without the running engine: set "
-                                                              "swap_stop_first: true to allow a stop-first swap" : ""));
-    stop_first = true;
+      refuse_swap(j, "verify", "over_budget", refusal + (fits_alone ? "; it would fit without the running engine: set "
+                                                                      "swap_stop_first: true to allow a stop-first swap" : ""));
+    j.stop_first = true;
   }
-  progress("verify", signer + ", board " + facts.board + ", " + std::to_string(need >> 10) + " KiB" +
-                         (stop_first ? ", stop-first (both engines do not fit)" : ", overlap"));
+  swap_progress(j, "verify", j.signer + ", board " + facts.board + ", " + std::to_string(j.need >> 10) + " KiB" +
+                                 (j.stop_first ? ", stop-first (both engines do not fit)" : ", overlap"), -1);
 
   // Stop-first: the running engine goes before the new one loads; frames are dropped meanwhile.
-  std::string old_path = current ? current->path() : "";
-  if (stop_first) {
-    pipeline.swap_engine(nullptr);
-    current.reset();
-    budget_->release("pipeline:" + name);
-    refusal = budget_->reserve("swap:" + name, need, what);
+  if (j.stop_first) {
+    pipeline_named(j.name).swap_engine(nullptr);
+    budget_->release("pipeline:" + j.name);
+    budget_->reserve("swap:" + j.name, j.need, what);
   }
+  std::string plugin_path = config_.plugin_path, board = config_.board;
+  bool mlock_weights = config_.mlock_weights;
+  worker_->run(
+      [job, plugin_path, board, mlock_weights] {
+        double t = monotonic_ms();
+        try {
+          job->next = std::make_shared<EngineHandle>(job->path, plugin_path, board, mlock_weights, job->sha);
+        } catch (const std::exception& e) {
+          job->load_error = e.what();
+          return;
+        }
+        job->load_ms = monotonic_ms() - t;
+        t = monotonic_ms();
+        job->self_test_failure = job->next->replay_self_test(2, &job->had_vector);
+        job->warm_up_ms = monotonic_ms() - t;
+        t = monotonic_ms();
+        if (job->self_test_failure.empty() && job->had_vector)
+          job->self_test_failure = job->next->replay_self_test(1, &job->had_vector);
+        job->self_test_ms = monotonic_ms() - t;
+        if (!job->self_test_failure.empty()) job->next.reset();  // unmapped here, off the loop
+      },
+      [this, job](std::exception_ptr error) {
+        stage(job->finish, [&] {
+          if (error && job->load_error.empty()) job->self_test_failure = message_of(error);
+          swap_loaded(job);
+        });
+      });
+}
+
+void Daemon::swap_loaded(const std::shared_ptr<SwapJob>& job) {
+  SwapJob& j = *job;
+  // After a refused stop-first swap, the engine that ran before comes back.
   auto restore_after_stop_first = [&]() -> std::string {
-    budget_->release("swap:" + name);
-    if (old_path.empty()) return "";
+    budget_->release("swap:" + j.name);
+    if (!j.stop_first || j.old_path.empty()) return "";
     try {
-      auto old = std::make_shared<EngineHandle>(old_path, config_.plugin_path, config_.board, config_.mlock_weights, current_sha);
-      budget_->reserve("pipeline:" + name, old->footprint().total(), "engine " + short_sha(current_sha));
-      pipeline.swap_engine(old);
+      auto old = std::make_shared<EngineHandle>(j.old_path, config_.plugin_path, config_.board, config_.mlock_weights,
+                                                j.current_sha);
+      budget_->reserve("pipeline:" + j.name, old->footprint().total(), "engine " + short_sha(j.current_sha));
+      pipeline_named(j.name).swap_engine(old);
       return "; the previous engine was loaded again";
     } catch (const std::exception& e) {
       return std::string("; reloading the previous engine failed too: ") + e.what();
     }
   };
+  if (!j.load_error.empty()) refuse_swap(j, "load", "load_failed", j.load_error + restore_after_stop_first());
+  swap_progress(j, "load", "footprint " + std::to_string(j.next ? j.next->footprint().total() >> 10 : 0) + " KiB", j.load_ms);
+  if (j.self_test_failure.empty())
+    swap_progress(j, "warm_up", j.had_vector ? "2 runs on the self-test input" : "skipped: no self-test vector", j.warm_up_ms);
+  if (!j.self_test_failure.empty()) {
+    j.next.reset();
+    refuse_swap(j, "self_test", "self_test_failed", j.self_test_failure + restore_after_stop_first());
+  }
+  swap_progress(j, "self_test", j.had_vector ? "outputs match the builder's" : "no self-test vector stored in the engine",
+                j.self_test_ms);
 
-  std::shared_ptr<EngineHandle> next;
+  Pipeline* pipeline = nullptr;
   try {
-    next = std::make_shared<EngineHandle>(path, config_.plugin_path, config_.board, config_.mlock_weights, sha);
-  } catch (const std::exception& e) {
-    std::string why = e.what();
-    if (stop_first) why += restore_after_stop_first();
-    else budget_->release("swap:" + name);
-    refuse("load", "load_failed", why);
+    pipeline = &pipeline_named(j.name);
+  } catch (const ControlError& e) {
+    budget_->release("swap:" + j.name);
+    refuse_swap(j, "switch", e.code(), std::string(e.what()) + " (removed by a reload during the swap)");
   }
-  progress("load", "footprint " + std::to_string(next->footprint().total() >> 10) + " KiB");
-  bool had_vector = false;
-  std::string failure = next->replay_self_test(2, &had_vector);
-  if (failure.empty()) progress("warm_up", had_vector ? "2 runs on the self-test input" : "skipped: no self-test vector");
-  if (failure.empty() && had_vector) failure = next->replay_self_test(1, &had_vector);
-  if (!failure.empty()) {
-    next.reset();
-    if (stop_first) failure += restore_after_stop_first();
-    else budget_->release("swap:" + name);
-    refuse("self_test", "self_test_failed", failure);
-  }
-  progress("self_test", had_vector ? "outputs match the builder's" : "no self-test vector stored in the engine");
-
   // switch between two frames, then bookkeeping that cannot fail the budget (same totals).
-  std::shared_ptr<EngineHandle> old = pipeline.swap_engine(next);
+  std::shared_ptr<EngineHandle> old = pipeline->swap_engine(j.next);
   EngineStore::crash_point("switched");
-  budget_->release("swap:" + name);
-  budget_->release("previous:" + name);
-  previous_.erase(name);
-  budget_->reserve("pipeline:" + name, need, what);
+  std::string what = "engine " + short_sha(j.sha) + " for pipeline '" + j.name + "'";
+  budget_->release("swap:" + j.name);
+  budget_->release("previous:" + j.name);
+  previous_.erase(j.name);
+  budget_->reserve("pipeline:" + j.name, j.need, what);
   if (old) {
-    previous_[name] = old;
-    budget_->reserve("previous:" + name, old->footprint().total(), "rollback engine " + short_sha(current_sha));
+    previous_[j.name] = old;
+    budget_->reserve("previous:" + j.name, old->footprint().total(), "rollback engine " + short_sha(j.current_sha));
   }
   old.reset();
-  progress("switch", "between two frames");
+  j.next.reset();
+  swap_progress(j, "switch", "between two frames", -1);
   try {
-    engine_store_->write_active(name, ActiveRecord{sha, current_sha.empty() && record ? record->previous : current_sha,
-                                                   record ? record->config_engine : ""});
+    engine_store_->write_active(j.name, ActiveRecord{j.sha, j.current_sha.empty() && j.record ? j.record->previous : j.current_sha,
+                                                     j.record ? j.record->config_engine : ""});
   } catch (const std::exception& e) {
     // Unrecorded, the switch would not survive a restart: undo it.
-    auto back = previous_.count(name) ? previous_[name] : nullptr;
-    if (back) pipeline.swap_engine(back);
-    refuse("record", "io_error", std::string(e.what()) + (back ? "; switched back" : ""));
+    auto back = previous_.count(j.name) ? previous_[j.name] : nullptr;
+    if (back) pipeline->swap_engine(back);
+    refuse_swap(j, "record", "io_error", std::string(e.what()) + (back ? "; switched back" : ""));
   }
-  progress("record", "active engine recorded");
+  swap_progress(j, "record", "active engine recorded", -1);
   if (deployments_) {
-    deployments_->supersede_active(name, row);
-    deployments_->finish(row, "active", "record", signer);
+    deployments_->supersede_active(j.name, j.row);
+    deployments_->finish(j.row, "active", "record", j.signer);
   }
-  double total_ms = now_ms() - steps.started;
-  record_event(name, "engine_swapped", kind + ": " + short_sha(current_sha) + " -> " + short_sha(sha));
-  log(LOG_NOTICE, "pipeline %s: %s %s -> %s in %.1f ms (%s)", name.c_str(), kind.c_str(), short_sha(current_sha).c_str(),
-      short_sha(sha).c_str(), total_ms, stop_first ? "stop-first" : "overlap");
-  return {{"pipeline", name}, {"sha256", sha}, {"previous", current_sha}, {"mode", stop_first ? "stop-first" : "overlap"},
-          {"signer", signer}, {"self_test", had_vector}, {"duration_ms", total_ms}, {"steps", steps.list}};
-}
-
-nlohmann::json Daemon::deploy(const nlohmann::json& request, const Peer& peer) {
-  if (!engine_store_) throw ControlError("unavailable", "the engine store is unavailable; see the daemon's log");
-  std::string path = request.value("path", ""), name = request.value("pipeline", ""), expected = request.value("sha256", "");
-  if (path.empty() || path[0] != '/') throw ControlError("bad_request", "deploy needs an absolute \"path\"");
-  pipeline_named(name);
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) throw ControlError("no_such_file", "cannot stat '" + path + "': " + strerror(errno));
-  // The daemon reads as root: only hand it files the requester could read itself.
-  if (peer.uid != 0 && st.st_uid != peer.uid && !(st.st_mode & S_IROTH))
-    throw ControlError("permission_denied", "'" + path + "' is neither owned by uid " + std::to_string(peer.uid) +
-                                                " nor world-readable");
-  double started = now_ms();
-  std::string sha;
-  try {
-    sha = engine_store_->install(path, expected);
-  } catch (const std::exception& e) {
-    throw ControlError("install_failed", e.what(), {{"steps", {{{"step", "install"}, {"ok", false}, {"detail", e.what()}}}}});
-  }
-  nlohmann::json install_step = {{"step", "install"}, {"ok", true}, {"ms", now_ms() - started},
-                                 {"detail", "stored as " + engine_store_->path_of(sha)}};
-  try {
-    EngineFacts facts = read_engine_facts(engine_store_->path_of(sha), signing::read_trusted_keys(config_.trusted_keys_dir, nullptr));
-    std::string signer = facts.signature.state == signing::SignatureState::Valid ? facts.signature.signer
-                         : facts.signature.state == signing::SignatureState::Unsigned ? ""
-                                                                                        : facts.signature.signer + " (unverified)";
-    if (deployments_)
-      deployments_->add_engine({sha, engine_store_->path_of(sha), facts.board, signer, facts.footprint.file_bytes});
-  } catch (const std::exception& e) {
-    // Nothing runs a file that fails verification: keep the store to good engines.
-    bool in_use = false;
-    for (auto& [n, p] : pipelines_)
-      if (p->engine() && p->engine()->id() == sha) in_use = true;
-    if (!in_use) unlink(engine_store_->path_of(sha).c_str());
-    std::string message = "deploy of " + path + " refused at verify: " + e.what();
-    record_event(name, "swap_refused", message);
-    if (deployments_) {
-      int64_t id = deployments_->begin(name, sha, pipeline_named(name).engine() ? pipeline_named(name).engine()->id() : "", "deploy");
-      deployments_->finish(id, "failed", "verify", e.what());
-    }
-    throw ControlError("corrupt_engine", message,
-                       {{"steps", {install_step, {{"step", "verify"}, {"ok", false}, {"detail", e.what()}}}}});
-  }
-  auto running = pipeline_named(name).engine();
-  if (running && running->id() == sha)
-    return {{"pipeline", name}, {"sha256", sha}, {"already_active", true}, {"steps", {install_step}}};
-  try {
-    nlohmann::json result = swap_to(name, sha, "deploy");
-    result["steps"].insert(result["steps"].begin(), install_step);
-    result["duration_ms"] = now_ms() - started;
-    return result;
-  } catch (const ControlError& e) {
-    nlohmann::json details = e.details();
-    if (details.contains("steps")) details["steps"].insert(details["steps"].begin(), install_step);
-    throw ControlError(e.code(), e.what(), details);
-  }
-}
-
-nlohmann::json Daemon::rollback(const std::string& name) {
-  Pipeline& pipeline = pipeline_named(name);
-  std::optional<ActiveRecord> record = engine_store_ ? engine_store_->read_active(name) : std::nullopt;
-  std::string target = record ? record->previous : "";
-  if (target.empty()) throw ControlError("no_previous", "pipeline '" + name + "' has no previous engine to roll back to");
-  if (!engine_store_->contains(target))
-    throw ControlError("no_such_engine", "the previous engine " + target + " is no longer in the store");
-  auto running = pipeline.engine();
-  if (running && running->id() == target)
-    return {{"pipeline", name}, {"sha256", target}, {"already_active", true}};
-  return swap_to(name, target, "rollback");
-}
-
-nlohmann::json Daemon::unload(const std::string& name) {
-  Pipeline& pipeline = pipeline_named(name);
-  std::shared_ptr<EngineHandle> old = pipeline.swap_engine(nullptr);
-  previous_.erase(name);
-  budget_->release("previous:" + name);
-  budget_->release("pipeline:" + name);
-  std::string sha = old ? old->id() : "";
-  if (deployments_) {
-    int64_t id = deployments_->begin(name, sha, sha, "unload");
-    deployments_->finish(id, "unloaded", "unload", "frames are dropped until the next swap or rollback");
-  }
-  record_event(name, "engine_unloaded", "unloaded " + short_sha(sha));
-  log(LOG_NOTICE, "pipeline %s: engine %s unloaded; frames are dropped until a swap", name.c_str(), short_sha(sha).c_str());
-  return {{"pipeline", name}, {"unloaded", sha},
-          {"note", "the active record is unchanged: a restart loads " + short_sha(sha) + " again"}};
-}
-
-void Daemon::register_swap_commands() {
-  control_->handle("engines", [this](const nlohmann::json&, UnixSocketServer::Client&) {
-    nlohmann::json list = deployments_ ? deployments_->engines() : nlohmann::json::array();
-    for (auto& e : list) {
-      nlohmann::json active = nlohmann::json::array();
-      for (auto& [n, p] : pipelines_)
-        if (p->engine() && p->engine()->id() == e["sha256"]) active.push_back(n);
-      e["active_in"] = active;
-      e["in_store"] = engine_store_ && engine_store_->contains(e.value("sha256", ""));
-    }
-    return list;
-  });
-  control_->handle("deploy", [this](const nlohmann::json& r, UnixSocketServer::Client& c) { return deploy(r, c.peer); });
-  control_->handle("swap", [this](const nlohmann::json& r, UnixSocketServer::Client&) {
-    if (!engine_store_) throw ControlError("unavailable", "the engine store is unavailable");
-    std::string name = r.value("pipeline", "");
-    std::string sha = resolve_sha(r.value("sha256", ""));
-    auto running = pipeline_named(name).engine();
-    if (running && running->id() == sha) return nlohmann::json{{"pipeline", name}, {"sha256", sha}, {"already_active", true}};
-    return swap_to(name, sha, "swap");
-  });
-  control_->handle("rollback", [this](const nlohmann::json& r, UnixSocketServer::Client&) {
-    return rollback(r.value("pipeline", ""));
-  });
-  control_->handle("unload", [this](const nlohmann::json& r, UnixSocketServer::Client&) {
-    return unload(r.value("pipeline", ""));
-  });
-  control_->handle("history", [this](const nlohmann::json& r, UnixSocketServer::Client&) {
-    std::string name = r.value("pipeline", "");
-    pipeline_named(name);
-    if (!deployments_) throw ControlError("unavailable", "the state database is unavailable");
-    return deployments_->history(name, r.value("limit", 50));
-  });
-  control_->handle("log-level", [this](const nlohmann::json& r, UnixSocketServer::Client&) {
-    if (r.contains("level")) {
-      int level = r["level"].is_string() ? log_level_from_name(r["level"].get<std::string>()) : -1;
-      if (level < 0) throw ControlError("bad_request", "level must be one of debug, info, notice, warning, err");
-      log_level_ = level;
-      log(LOG_NOTICE, "log level set to %s", kLevelNames[level]);
-    }
-    return nlohmann::json{{"level", kLevelNames[log_level_]}};
-  });
+  double total_ms = monotonic_ms() - j.started_ms;
+  record_event(j.name, "engine_swapped", j.kind + ": " + short_sha(j.current_sha) + " -> " + short_sha(j.sha));
+  log(LOG_NOTICE, "pipeline %s: %s %s -> %s in %.1f ms (%s)", j.name.c_str(), j.kind.c_str(), short_sha(j.current_sha).c_str(),
+      short_sha(j.sha).c_str(), total_ms, j.stop_first ? "stop-first" : "overlap");
+  j.finish(nullptr, {{"pipeline", j.name}, {"sha256", j.sha}, {"previous", j.current_sha},
+                     {"mode", j.stop_first ? "stop-first" : "overlap"}, {"signer", j.signer}, {"self_test", j.had_vector},
+                     {"duration_ms", total_ms}, {"steps", j.all_steps()}});
 }
 
 }  // namespace edgert::daemon

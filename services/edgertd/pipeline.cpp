@@ -85,7 +85,7 @@ void Pipeline::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
-    slot_.reset();
+    frames_.clear();
   }
   wake_.notify_all();
   if (worker_.joinable()) worker_.join();
@@ -109,11 +109,12 @@ void Pipeline::on_frame(FrameRef frame) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++frames_in_;
-    if (slot_) {
+    if (frames_.size() >= static_cast<size_t>(config_.queue_depth)) {
       ++dropped_;
-      stale = std::move(slot_);  // released outside the lock: its buffer goes back to the source
+      stale = std::move(frames_.front());  // released outside the lock: its buffer goes back to the source
+      frames_.pop_front();
     }
-    slot_ = std::move(frame);
+    frames_.push_back(std::move(frame));
   }
   wake_.notify_one();
 }
@@ -124,9 +125,10 @@ void Pipeline::worker_main() {
     std::shared_ptr<EngineHandle> engine;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || slot_; });
+      wake_.wait(lock, [&] { return stopping_ || !frames_.empty(); });
       if (stopping_) return;
-      frame = std::move(slot_);
+      frame = std::move(frames_.front());
+      frames_.pop_front();
       // The engine is taken per frame, so a swap lands exactly between two frames.
       engine = engine_;
       if (!engine) {

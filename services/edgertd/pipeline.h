@@ -1,7 +1,8 @@
-// One pipeline: source -> (latest-frame slot) -> worker thread: preprocess, engine, postprocess
-// -> results queue -> sinks on the loop thread. The slot holds one frame: when the worker is
-// busy, a newer frame replaces the waiting one (the stale one is dropped and counted), so a slow
-// model never builds up lag.
+// One pipeline: source -> (frame queue) -> worker thread: preprocess, engine, postprocess
+// -> results queue -> sinks on the loop thread. The queue holds at most queue_depth frames: when
+// it is full, a new frame pushes out the oldest waiting one (dropped and counted), so a model
+// slower than the camera never builds up more lag than that, while a short stall (the loop or
+// the worker descheduled for a frame or two) loses nothing. Depth 1 is a latest-frame slot.
 #pragma once
 
 #include <atomic>
@@ -82,9 +83,9 @@ class Pipeline {
   Postprocessor postprocessor_;
   std::vector<std::unique_ptr<Sink>> sinks_;
 
-  mutable std::mutex mutex_;  // guards slot_, engine_, stopping_, counters below
+  mutable std::mutex mutex_;  // guards frames_, engine_, stopping_, counters below
   std::condition_variable wake_;
-  FrameRef slot_;
+  std::deque<FrameRef> frames_;
   std::shared_ptr<EngineHandle> engine_;
   bool stopping_ = false;
   uint64_t frames_in_ = 0, dropped_ = 0, errors_ = 0, unloaded_drops_ = 0;

@@ -13,7 +13,9 @@
 namespace edgert::daemon {
 namespace {
 
-constexpr int kPoolSize = 4;
+// Frames the source can have in flight downstream (queue + worker): source.buffers, as a
+// camera's driver buffers.
+constexpr int kDefaultPoolSize = 4;
 
 uint64_t monotonic_ns() {
   timespec ts;
@@ -41,7 +43,8 @@ class TestPatternSource : public FrameSource {
     if (config.format == PixelFormat::MJPEG)
       throw std::runtime_error("test-pattern source: mjpeg is not generated; use yuyv, nv12 or rgb24");
     size_t bytes = frame_bytes();
-    for (auto& b : pool_) b.assign(bytes, 0);
+    pool_.assign(config_.buffers > 0 ? config_.buffers : kDefaultPoolSize, std::vector<uint8_t>(bytes, 0));
+    in_use_.assign(pool_.size(), 0);
   }
   ~TestPatternSource() override { stop(); }
 
@@ -101,13 +104,13 @@ class TestPatternSource : public FrameSource {
         if (triggers_ == 0) return;
         --triggers_;
       }
-      for (int i = 0; i < kPoolSize && slot < 0; ++i)
+      for (int i = 0; i < static_cast<int>(pool_.size()) && slot < 0; ++i)
         if (!in_use_[i]) slot = i;
       if (slot < 0) {
         ++stats_.driver_gaps;  // every buffer still held downstream: the "driver" drops this frame
         return;
       }
-      in_use_[slot] = true;
+      in_use_[slot] = 1;
       ++stats_.frames;
     }
     draw(pool_[slot].data(), sequence);
@@ -128,7 +131,7 @@ class TestPatternSource : public FrameSource {
     f.bytes_used = pool_[slot].size();
     on_frame_(make_frame_ref(f, [this, slot] {
       std::lock_guard<std::mutex> lock(mutex_);
-      in_use_[slot] = false;
+      in_use_[slot] = 0;
     }));
   }
 
@@ -185,8 +188,8 @@ class TestPatternSource : public FrameSource {
   sd_event_source* timer_ = nullptr;
   uint64_t period_us_ = 33333;
   uint64_t next_sequence_ = 0;
-  std::vector<uint8_t> pool_[kPoolSize];
-  bool in_use_[kPoolSize] = {};
+  std::vector<std::vector<uint8_t>> pool_;
+  std::vector<char> in_use_;  // guarded by mutex_
   uint64_t triggers_ = 0;
   mutable std::mutex mutex_;
   SourceStats stats_;

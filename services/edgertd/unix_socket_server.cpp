@@ -81,6 +81,7 @@ int UnixSocketServer::on_accept(sd_event_source*, int fd, uint32_t, void* userda
     if (client_fd < 0) break;
     auto client = std::make_unique<Client>();
     client->fd = client_fd;
+    client->serial = self->next_serial_++;
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(client_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
@@ -99,6 +100,11 @@ int UnixSocketServer::on_accept(sd_event_source*, int fd, uint32_t, void* userda
     self->on_connect(ref);
   }
   return 0;
+}
+
+UnixSocketServer::Client* UnixSocketServer::find_client(int fd, uint64_t serial) {
+  auto it = clients_.find(fd);
+  return it != clients_.end() && it->second->serial == serial ? it->second.get() : nullptr;
 }
 
 void UnixSocketServer::touch(Client& client) {

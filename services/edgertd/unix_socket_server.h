@@ -34,6 +34,8 @@ class UnixSocketServer {
     sd_event_source* io = nullptr;
     sd_event_source* idle = nullptr;
     std::string tag;  // what the owner uses the client for (e.g. the pipeline it watches)
+    uint64_t serial = 0;  // unique per connection: tells a reused fd from the client that had it
+    bool awaiting_reply = false;  // a request is being answered later; further input waits
   };
   struct Limits {
     size_t max_pending_output = 4u << 20;  // a client that reads slower than this is dropped
@@ -52,6 +54,8 @@ class UnixSocketServer {
   void send(Client& client, const std::string& bytes);
   void close_client(int fd);
   std::map<int, std::unique_ptr<Client>>& clients() { return clients_; }
+  // The client with this fd, if it is still the connection `serial` names; else null.
+  Client* find_client(int fd, uint64_t serial);
 
  protected:
   // Called with new input; the owner consumes what it can from client.input.
@@ -71,6 +75,7 @@ class UnixSocketServer {
   int listen_fd_ = -1;
   sd_event_source* accept_source_ = nullptr;
   std::map<int, std::unique_ptr<Client>> clients_;
+  uint64_t next_serial_ = 1;
 };
 
 }  // namespace edgert::daemon
