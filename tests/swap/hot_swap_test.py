@@ -179,6 +179,7 @@ sha_as, sha_bs = sha256(f"{work}/a-signed.engine"), sha256(f"{work}/b-signed.eng
 
 write_config()
 daemon = Daemon()
+uname, created_user = "edgert-swap-nobody", False
 try:
     check("edgertd starts on engine A", daemon.alive() and cam()["engine"] == sha_a,
           open(f"{work}/edgertd.log").read()[-800:])
@@ -415,8 +416,9 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{w
     check("edgertctl engines shows the signer", engines.get(sha_as, {}).get("signer") == "ci", json.dumps(engines.get(sha_as)))
 
     # a local user outside group edgert
-    uname = "edgert-swap-nobody"
-    if subprocess.run(["id", uname], capture_output=True).returncode != 0:
+    # (uname set above, so the finally clause can remove what it created)
+    created_user = subprocess.run(["id", uname], capture_output=True).returncode != 0
+    if created_user:
         run("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", uname)
     r = run("runuser", "-u", uname, "--", edgertctl, "--socket", sock, "engines")
     check("a user outside group edgert cannot use the socket", r.returncode != 0, r.stdout + r.stderr)
@@ -429,6 +431,8 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{w
     reader.close()
 finally:
     daemon.stop()
+    if created_user:
+        subprocess.run(["userdel", uname], capture_output=True)
 check("SIGTERM stops the daemon cleanly", daemon.proc.returncode == 0, open(f"{work}/edgertd.log").read()[-500:])
 
 db = sqlite3.connect(f"{work}/state/edgertd.db")
