@@ -146,7 +146,7 @@ TEST_F(ToolsTest, InspectJsonListsLayersPlacementsAndTotalsStably) {
 }
 
 TEST_F(ToolsTest, BenchProfileLayerTimesAddUpToTheRun) {
-  auto bench = run_command(edgert_cli() + " bench " + dir_.file("chain.engine") + " --profile --iterations 5 --plugin-path " +
+  auto bench = run_command(edgert_cli() + " bench " + dir_.file("chain.engine") + " --profile --iterations 21 --plugin-path " +
                            cpu_plugin_dir());
   ASSERT_EQ(bench.exit_code, 0) << bench.output;
   std::smatch m;
