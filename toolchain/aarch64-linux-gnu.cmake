@@ -1,9 +1,12 @@
 # Cross build for 64-bit ARM boards (Raspberry Pi 5, Jetson CPU side, qemu-virt-aarch64) with
 # Debian's cross compiler (g++-aarch64-linux-gnu) and arm64 libraries from multiarch
-# (dpkg --add-architecture arm64; libxxhash-dev:arm64 libflatbuffers-dev:arm64 libyaml-dev:arm64).
+# (dpkg --add-architecture arm64; toolchain/setup-deps installs the :arm64 -dev packages).
 #
 #   cmake -S . -B build-arm64 -G Ninja -DCMAKE_TOOLCHAIN_FILE=toolchain/aarch64-linux-gnu.cmake \
-#         -DEDGERT_RUNTIME_ONLY=ON
+#         -DCMAKE_INSTALL_PREFIX=/usr
+#
+# builds the whole project (builder CLI, edgertd, edgertctl, tests); -DEDGERT_RUNTIME_ONLY=ON only
+# libedgert, the plugins and the engine runner. protoc and flatc are the build machine's.
 #
 # Binaries run on the build machine under `qemu-aarch64-static -L /usr/aarch64-linux-gnu` (binfmt
 # is not registered on these machines, so call qemu explicitly): CMAKE_CROSSCOMPILING_EMULATOR
@@ -24,6 +27,10 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(CMAKE_IGNORE_PATH /usr/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu/cmake)
+
+# libonnx-dev:arm64 cannot be installed next to libonnx-dev (both own /usr/lib/libonnxifi.so):
+# the arm64 libonnx_proto (libonnx1:arm64) with the build machine's headers.
+set(ONNX_DIR ${CMAKE_CURRENT_LIST_DIR}/cmake/onnx-multiarch CACHE PATH "ONNXConfig.cmake for the cross build")
 
 # pkg-config must see the arm64 .pc files, never the build machine's.
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${EDGERT_CROSS_TRIPLE}/pkgconfig:/usr/share/pkgconfig)

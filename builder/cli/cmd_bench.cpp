@@ -1,13 +1,21 @@
-// edgert bench ENGINE [--input NAME=FILE ...] [--iterations N] [--warmup N] [--profile]
-// Times whole runs (median, min, max); with --profile also every layer of the main graph
-// (median over the timed runs), sorted by cost, and how much of the run the layers account for.
+// edgert bench ENGINE [--input NAME=FILE ...] [--iterations N] [--warmup N] [--duration S]
+//                    [--threads N] [--pin-threads] [--profile] [--json FILE|-]
+// trtexec in spirit: untimed warm-up runs, then timed runs until both --iterations runs and
+// --duration seconds are done; prints min / median / mean / p90 / p99 / max latency and the
+// throughput (timed runs per second of timed wall time). With --profile also every layer of the
+// main graph (median over the timed runs), sorted by cost, and how much of the run the layers
+// account for. --json writes the same as one object (fields in README.md); with "-" it goes to
+// stdout and the text report to stderr.
 // Inputs not given are filled with reproducible pseudo-random values at the engine's static
 // shape, or the optimization profile's opt shape for dynamic dimensions.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "build_error.h"
@@ -27,23 +35,36 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+// Nearest-rank percentile of sorted values (p in (0, 100]).
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
   struct Options {
-    std::string engine;
+    std::string engine, json;
     std::vector<std::string> inputs;
     int iterations = 20, warmup = 2;
+    double duration_s = 0;
     bool profile = false;
     EngineLoadFlags load;
   };
   auto options = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("bench", "Time an engine, optionally per layer (--profile)");
+  CLI::App* cmd = app.add_subcommand("bench", "Time an engine: latency percentiles, throughput, per layer (--profile)");
   cmd->add_option("engine", options->engine, "Engine file")->required();
   cmd->add_option("-i,--input", options->inputs, "NAME=FILE (.pb or .npy); inputs not given are synthesised");
-  cmd->add_option("--iterations", options->iterations, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
-  cmd->add_option("--warmup", options->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
+  cmd->add_option("--iterations", options->iterations, "Timed runs (at least)")->check(CLI::Range(1, 10000000))->capture_default_str();
+  cmd->add_option("--warmup", options->warmup, "Untimed runs first (a count of runs, not ms)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--duration", options->duration_s, "Keep running timed runs for at least this many seconds")
+      ->check(CLI::Range(0.0, 86400.0));
   cmd->add_flag("--profile", options->profile, "Per-layer times (median over the timed runs), most expensive first");
+  cmd->add_option("--json", options->json, "Also write the results as JSON to FILE ('-': stdout, text to stderr)");
   options->load.add_to(cmd);
   cmd->callback([options] {
     auto engine = options->load.load(options->engine);
@@ -63,48 +84,105 @@ void add_bench_command(CLI::App& app) {
     std::vector<double> layer_ns(graph.nodes.size(), 0.0);
     std::vector<std::vector<double>> per_layer(graph.nodes.size());
     std::vector<double> runs_ms;
-    for (int i = 0; i < options->warmup + options->iterations; ++i) {
-      const bool timed = i >= options->warmup;
+    std::vector<double> layer_sums_ms;  // per timed run: its layers' times added up
+    auto run_once = [&](bool timed) {
       std::fill(layer_ns.begin(), layer_ns.end(), 0.0);
       context.set_layer_times(options->profile && timed ? &layer_ns : nullptr);
       auto start = std::chrono::steady_clock::now();
       if (context.run(inputs.data(), static_cast<int32_t>(inputs.size()), &error) != EDGERT_OK)
         builder::build_fail(error.status, "%s", error.message);
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (!timed) continue;
+      if (!timed) return;
       runs_ms.push_back(ms);
-      if (options->profile)
-        for (size_t n = 0; n < layer_ns.size(); ++n) per_layer[n].push_back(layer_ns[n] / 1e6);
+      if (!options->profile) return;
+      double sum_ms = 0;
+      for (size_t n = 0; n < layer_ns.size(); ++n) {
+        per_layer[n].push_back(layer_ns[n] / 1e6);
+        sum_ms += layer_ns[n] / 1e6;
+      }
+      layer_sums_ms.push_back(sum_ms);
+    };
+    for (int i = 0; i < options->warmup; ++i) run_once(false);
+    auto timed_start = std::chrono::steady_clock::now();
+    double wall_s = 0;
+    while (static_cast<int>(runs_ms.size()) < options->iterations || wall_s < options->duration_s) {
+      run_once(true);
+      wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start).count();
     }
+
     std::vector<double> sorted = runs_ms;
     std::sort(sorted.begin(), sorted.end());
     const double run_median = median(runs_ms);
-    std::printf("engine %s: %zu layers, arena %zu bytes\n", options->engine.c_str(), graph.nodes.size(),
-                context.arena_bytes());
-    std::printf("latency: median %.3f ms, min %.3f ms, max %.3f ms over %d run(s)\n", run_median, sorted.front(),
-                sorted.back(), options->iterations);
-    if (!options->profile) return;
-    struct Row {
-      size_t node;
-      double ms;
-    };
-    std::vector<Row> rows;
-    double total = 0;
-    for (size_t n = 0; n < per_layer.size(); ++n) {
-      rows.push_back({n, median(per_layer[n])});
-      total += rows.back().ms;
+    double sum = 0;
+    for (double ms : runs_ms) sum += ms;
+    const double mean = sum / static_cast<double>(runs_ms.size());
+    const double p90 = percentile(sorted, 90), p99 = percentile(sorted, 99);
+    const double throughput = wall_s > 0 ? static_cast<double>(runs_ms.size()) / wall_s : 0;
+    const bool json_to_stdout = options->json == "-";
+    FILE* text = json_to_stdout ? stderr : stdout;
+    std::fprintf(text, "engine %s: %zu layers, arena %zu bytes, threads %s\n", options->engine.c_str(),
+                 graph.nodes.size(), context.arena_bytes(),
+                 options->load.threads ? std::to_string(options->load.threads).c_str() : "plugin default");
+    std::fprintf(text, "latency: median %.3f ms, min %.3f ms, max %.3f ms over %zu run(s)\n", run_median,
+                 sorted.front(), sorted.back(), runs_ms.size());
+    std::fprintf(text, "latency: mean %.3f ms, p90 %.3f ms, p99 %.3f ms; throughput %.2f inferences/s (%zu runs in %.3f s, "
+                 "after %d warm-up run(s))\n", mean, p90, p99, throughput, runs_ms.size(), wall_s, options->warmup);
+
+    nlohmann::ordered_json j = {
+        {"engine", options->engine},
+        {"threads", options->load.threads},
+        {"pin_threads", options->load.pin_threads},
+        {"warmup_runs", options->warmup},
+        {"iterations", runs_ms.size()},
+        {"duration_s", wall_s},
+        {"latency_ms", {{"min", sorted.front()}, {"median", run_median}, {"mean", mean}, {"p90", p90}, {"p99", p99},
+                        {"max", sorted.back()}}},
+        {"throughput_ips", throughput},
+        {"layers", nullptr}};
+    if (options->profile) {
+      struct Row {
+        size_t node;
+        double ms;
+      };
+      std::vector<Row> rows;
+      double medians_sum = 0;
+      for (size_t n = 0; n < per_layer.size(); ++n) {
+        rows.push_back({n, median(per_layer[n])});
+        medians_sum += rows.back().ms;
+      }
+      // The median of per-run sums, not the sum of per-layer medians: on a busy machine a run
+      // that was preempted is slow in one layer, and per-layer medians would drop that time
+      // from the layers while the run's median keeps it.
+      const double total = median(layer_sums_ms);
+      std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
+      std::fprintf(text, "%10s %7s  %-24s %-28s %-36s %s\n", "median ms", "share", "op", "kernel", "tactic", "layer");
+      const auto* fb_nodes = engine->file().engine()->graphs()->Get(0)->nodes();
+      j["layers"] = nlohmann::ordered_json::array();
+      for (const Row& r : rows) {
+        const LoadedNode& node = graph.nodes[r.node];
+        std::string op = (node.node.domain && *node.node.domain ? std::string(node.node.domain) + "." : "") + node.node.op_type;
+        std::string kernel = node.plugin ? node.plugin->name + "/" + node.kernel->name : "builtin";
+        double share = medians_sum > 0 ? 100.0 * r.ms / medians_sum : 0.0;
+        const auto* tactic_name = fb_nodes && r.node < fb_nodes->size() ? fb_nodes->Get(r.node)->tactic_name() : nullptr;
+        std::string tactic = tactic_name ? tactic_name->str() : std::to_string(node.tactic);
+        std::fprintf(text, "%10.4f %6.1f%%  %-24s %-28s %-36s %s\n", r.ms, share, op.c_str(), kernel.c_str(),
+                     tactic.c_str(), node.node.name);
+        j["layers"].push_back({{"name", node.node.name}, {"op", op}, {"kernel", kernel}, {"tactic", node.tactic},
+                               {"tactic_name", tactic_name ? nlohmann::ordered_json(tactic_name->str())
+                                                           : nlohmann::ordered_json(nullptr)},
+                               {"median_ms", r.ms}, {"share", share / 100.0}});
+      }
+      std::fprintf(text, "layers total: %.3f ms = %.1f%% of the median run (%.3f ms)\n", total,
+                   run_median > 0 ? 100.0 * total / run_median : 0.0, run_median);
+      j["layers_total_ms"] = total;
     }
-    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
-    std::printf("%10s %7s  %-24s %-28s %s\n", "median ms", "share", "op", "kernel", "layer");
-    for (const Row& r : rows) {
-      const LoadedNode& node = graph.nodes[r.node];
-      std::string op = (node.node.domain && *node.node.domain ? std::string(node.node.domain) + "." : "") + node.node.op_type;
-      std::string kernel = node.plugin ? node.plugin->name + "/" + node.kernel->name : "builtin";
-      std::printf("%10.4f %6.1f%%  %-24s %-28s %s\n", r.ms, total > 0 ? 100.0 * r.ms / total : 0.0, op.c_str(),
-                  kernel.c_str(), node.node.name);
+    if (json_to_stdout) {
+      std::printf("%s\n", j.dump(2).c_str());
+    } else if (!options->json.empty()) {
+      std::ofstream out(options->json);
+      out << j.dump(2) << "\n";
+      if (!out) builder::build_fail(EDGERT_ERR_IO, "cannot write --json file '%s'", options->json.c_str());
     }
-    std::printf("layers total: %.3f ms = %.1f%% of the median run (%.3f ms)\n", total,
-                run_median > 0 ? 100.0 * total / run_median : 0.0, run_median);
   });
 }
 

@@ -1,4 +1,5 @@
 // edgert build MODEL.onnx --board PROFILE -o OUT.engine (TensorRT spellings --onnx= --saveEngine=)
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -67,6 +68,9 @@ void add_build_command(CLI::App& app) {
     std::string min_shapes, opt_shapes, max_shapes;
     std::string sign_key;
     bool verbose = false, no_optimize = false, no_self_test = false;
+    std::string timing_cache, tactics = "tune";
+    bool no_tune = false, ignore_timing_cache_errors = false;
+    int32_t threads = 0;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("build", "Build an engine from an ONNX model for a board profile");
@@ -83,6 +87,18 @@ void add_build_command(CLI::App& app) {
   cmd->add_option("--min-shapes,--minShapes", options->min_shapes, "Optimization profile minimum: NAME:1x3x160x160,...");
   cmd->add_option("--opt-shapes,--optShapes", options->opt_shapes, "Optimization profile optimum: NAME:1x3x224x224,...");
   cmd->add_option("--max-shapes,--maxShapes", options->max_shapes, "Optimization profile maximum: NAME:1x3x640x640,...");
+  cmd->add_option("--timing-cache,--timingCacheFile", options->timing_cache,
+                  "SQLite timing cache to read and update (created if missing); without it timings last one build");
+  cmd->add_flag("--ignore-timing-cache-errors", options->ignore_timing_cache_errors,
+                "Build without the timing cache (a warning) when it is corrupt or not a timing cache");
+  cmd->add_option("--tactics", options->tactics, "tune: time every kernel's tactics (or take the cache's); "
+                  "first: each kernel's first-listed tactic, untimed")
+      ->check(CLI::IsMember({"tune", "first"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-tune", options->no_tune, "Same as --tactics first");
+  cmd->add_option("--threads", options->threads, "Kernel threads while timing tactics (0: the plugin's default); "
+                  "part of the timing cache key")
+      ->check(CLI::Range(0, 1024));
   cmd->callback([options] {
     const std::string& model = options->model.empty() ? options->onnx : options->model;
     const std::string& output = options->output.empty() ? options->save_engine : options->output;
@@ -95,6 +111,11 @@ void add_build_command(CLI::App& app) {
     build.optimize = !options->no_optimize;
     build.profile = parse_profile(options->min_shapes, options->opt_shapes, options->max_shapes);
     build.self_test = !options->no_self_test;
+    build.tactics = options->no_tune || options->tactics == "first" ? builder::TacticPolicy::kFirst
+                                                                    : builder::TacticPolicy::kTune;
+    build.timing_cache_path = options->timing_cache;
+    build.ignore_timing_cache_errors = options->ignore_timing_cache_errors;
+    build.threads = options->threads;
     signing::KeyPair key;
     builder::SignerRef signer;
     if (!options->sign_key.empty()) {
@@ -102,13 +123,25 @@ void add_build_command(CLI::App& app) {
       signer = builder::SignerRef{key.name, key.public_key};
       build.signer = &signer;
     }
-    if (options->verbose) build.log = [](const std::string& line) { std::fprintf(stderr, "[build] %s\n", line.c_str()); };
+    if (options->verbose) {
+      auto start = std::chrono::steady_clock::now();
+      build.log = [start](const std::string& line) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(stderr, "[build %7.3fs] %s\n", s, line.c_str());
+      };
+    }
     builder::BuildResult result = builder::build_engine(build);
+    for (const std::string& warning : result.warnings) std::fprintf(stderr, "edgert: warning: %s\n", warning.c_str());
     if (build.signer) signing::sign_engine(result.engine, key);
     builder::write_file_atomically(output, result.engine);
     std::printf("built %s for board %s: %zu nodes, %zu bytes -> %s\n", model.c_str(), build.board.name.c_str(),
                 result.model.graphs[0].nodes.size(), result.engine.size(), output.c_str());
     if (build.signer) std::printf("signed by '%s' (ed25519)\n", key.name.c_str());
+    const builder::TunerStats& t = result.tuning;
+    if (t.nodes > 0 && build.tactics == builder::TacticPolicy::kTune)
+      std::printf("tactics: %d node(s) with several; timing cache: %d hits, %d misses; %d timed (%.2f s)%s\n", t.nodes,
+                  t.hits, t.misses, t.timed, t.timing_seconds,
+                  result.timed_here ? "" : "; not timed: the board is not this machine");
   });
 }
 

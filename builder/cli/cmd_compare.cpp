@@ -86,7 +86,6 @@ void add_compare_command(CLI::App& app) {
     EngineLoadFlags load;
     double max_rel_l2 = 1e-4;
     unsigned seed = 1;
-    int threads = 1;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("compare", "Compare an engine's outputs with ONNX Runtime's (or stored ones)");
@@ -129,7 +128,9 @@ void add_compare_command(CLI::App& app) {
       reference_dir = scratch + "/reference";
       mkdir(reference_dir.c_str(), 0755);
       std::string runner = options->runner.empty() ? default_ort_runner() : options->runner;
-      int rc = run_process({"node", runner, options->model, input_dir, reference_dir});
+      std::vector<std::string> command = {"node", runner, options->model, input_dir, reference_dir};
+      if (options->load.threads > 0) command.insert(command.end(), {"--threads", std::to_string(options->load.threads)});
+      int rc = run_process(command);
       if (rc != 0) build_fail(EDGERT_ERR_IO, "the ONNX Runtime reference (node %s) failed with exit code %d", runner.c_str(), rc);
     }
     if (!options->save_outputs.empty()) mkdir(options->save_outputs.c_str(), 0755);

@@ -109,6 +109,7 @@ ordered_json engine_json(const EngineFile& file) {
           for (int32_t t : *n->inputs()) node["inputs"].push_back(tensor_json(graph, t, graph_plan));
         if (n->outputs())
           for (int32_t t : *n->outputs()) node["outputs"].push_back(tensor_json(graph, t, graph_plan));
+        node["tactic_name"] = n->tactic_name() ? ordered_json(n->tactic_name()->str()) : ordered_json(nullptr);
         nodes.push_back(node);
       }
     j["graphs"].push_back({{"index", g}, {"name", str(graph->name())}, {"nodes", nodes}});
@@ -162,10 +163,11 @@ void print_text(const ordered_json& j) {
   for (const auto& g : j["graphs"]) {
     std::printf("graph %d %s: %zu nodes\n", g["index"].get<int>(), g["name"].get<std::string>().c_str(), g["nodes"].size());
     for (const auto& n : g["nodes"]) {
-      std::printf("  %-32s %-20s %s/%s tactic %lld %s\n", n["name"].get<std::string>().c_str(),
+      std::string tactic = std::to_string(n["tactic"].get<int64_t>());
+      if (n["tactic_name"].is_string()) tactic += " (" + n["tactic_name"].get<std::string>() + ")";
+      std::printf("  %-32s %-20s %s/%s tactic %s %s\n", n["name"].get<std::string>().c_str(),
                   n["op"].get<std::string>().c_str(), n["plugin"].get<std::string>().c_str(),
-                  n["kernel"].get<std::string>().c_str(), static_cast<long long>(n["tactic"].get<int64_t>()),
-                  n["precision"].get<std::string>().c_str());
+                  n["kernel"].get<std::string>().c_str(), tactic.c_str(), n["precision"].get<std::string>().c_str());
       for (const auto& t : n["outputs"]) {
         std::string where;
         if (t.is_object() && t.contains("arena_offset") && !t["arena_offset"].is_null())

@@ -2,6 +2,7 @@
 
 #include "build_error.h"
 #include "error.h"
+#include "plugin_loader.h"
 
 namespace edgert::cli {
 
@@ -9,6 +10,9 @@ void EngineLoadFlags::add_to(CLI::App* command) {
   command->add_option("--plugin-path", plugin_path, "Colon-separated plugin directories");
   command->add_option("--board", board, "Board this machine is (refuse engines built for others)");
   command->add_flag("--allow-board-mismatch", allow_board_mismatch, "Load an engine built for another board");
+  command->add_option("--threads", threads, "Threads each kernel may use, this one included (0: the plugin's default)")
+      ->check(CLI::Range(0, 1024));
+  command->add_flag("--pin-threads", pin_threads, "Pin kernel worker threads to CPUs, one each");
 }
 
 std::unique_ptr<LoadedEngine> EngineLoadFlags::load(const std::string& path) const {
@@ -17,7 +21,12 @@ std::unique_ptr<LoadedEngine> EngineLoadFlags::load(const std::string& path) con
   options.plugin_path = plugin_path.empty() ? nullptr : plugin_path.c_str();
   options.expected_board = board.empty() ? nullptr : board.c_str();
   options.allow_board_mismatch = allow_board_mismatch;
+  options.num_threads = threads;
+  options.pin_threads = pin_threads;
   edgert_error error{};
+  // LoadedEngine::load is below the C API, which applies these itself.
+  if ((threads || pin_threads) && configure_plugins(threads, pin_threads, &error) != EDGERT_OK)
+    builder::build_fail(error.status, "--threads %d%s: %s", threads, pin_threads ? " --pin-threads" : "", error.message);
   auto engine = LoadedEngine::load(path, options, &error);
   if (!engine) builder::build_fail(error.status, "%s", error.message);
   return engine;

@@ -17,9 +17,12 @@ namespace edgert::cli {
 struct EngineLoadFlags {
   std::string plugin_path, board;
   bool allow_board_mismatch = false;
+  int32_t threads = 0;  // --threads: kernel threads (edgert_load_options.num_threads); 0: plugin default
+  bool pin_threads = false;
 
   void add_to(CLI::App* command);
-  // Loads and verifies `path`; throws BuildError with the runtime's message.
+  // Loads and verifies `path` with the thread settings applied to its plugins; throws
+  // BuildError with the runtime's message.
   std::unique_ptr<LoadedEngine> load(const std::string& path) const;
 };
 

@@ -1,6 +1,7 @@
 #include "engine_builder.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "build_error.h"
 #include "engine_writer.h"
@@ -8,6 +9,7 @@
 #include "onnx_import.h"
 #include "plugin_loader.h"
 #include "self_test.h"
+#include "timing_cache.h"
 
 namespace edgert::builder {
 
@@ -51,6 +53,38 @@ void validate_profile(const Graph& graph, const std::map<std::string, InputShape
   }
 }
 
+// Tactics are timed only where the engine will run: this machine must be able to run an
+// engine built for the board (same architecture, every CPU feature the profile lists).
+bool board_is_this_machine(const config::BoardProfile& board, std::string* why_not) {
+  if (board.hardware.architecture != host_architecture()) {
+    *why_not = "it is " + board.hardware.architecture + ", this machine is " + host_architecture();
+    return false;
+  }
+  for (const std::string& feature : board.hardware.cpu_features)
+    if (!host_has_cpu_feature(feature)) {
+      *why_not = "it has CPU feature " + feature + ", this machine lacks it";
+      return false;
+    }
+  return true;
+}
+
+TimingCache open_timing_cache(const BuildOptions& options, BuildResult& result) {
+  if (options.timing_cache_path.empty() || options.tactics == TacticPolicy::kFirst) return TimingCache();
+  try {
+    return TimingCache::open(options.timing_cache_path);
+  } catch (const BuildError& e) {
+    if (!options.ignore_timing_cache_errors) throw;
+    result.warnings.push_back(std::string(e.what()) + "; building without a timing cache (--ignore-timing-cache-errors)");
+    return TimingCache();
+  }
+}
+
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f s", s);
+  return text;
+}
+
 }  // namespace
 
 BuildResult build_engine(const BuildOptions& options) {
@@ -87,10 +121,48 @@ BuildResult build_engine(const BuildOptions& options) {
     result.passes = PassManager::standard(pass_options).run(result.model);
   }
 
+  if (options.threads > 0) {
+    edgert_error config_error{};
+    if (configure_plugins(options.threads, 0, &config_error) != EDGERT_OK)
+      build_fail(config_error.status, "--threads %d: %s", options.threads, config_error.message);
+  }
+  TimingCache cache = open_timing_cache(options, result);
+  std::string not_here;
+  result.timed_here = board_is_this_machine(options.board, &not_here);
+  TunerOptions tuning;
+  tuning.policy = options.tactics;
+  tuning.time_here = result.timed_here;
+  tuning.board_fingerprint = options.board.fingerprint();
+  tuning.board_cpu_features = options.board.hardware.cpu_features;
+  tuning.threads = options.threads;
+  tuning.cache = &cache;
+  tuning.log = options.log;
+  TacticTuner tuner(tuning);
+  if (options.log && options.tactics == TacticPolicy::kTune)
+    options.log(result.timed_here ? "tactics: timing on this machine for board " + options.board.name + " (fingerprint " +
+                                        tuning.board_fingerprint + ")"
+                                  : "tactics: not timing, board " + options.board.name + " is not this machine (" +
+                                        not_here + "); taking timing cache records for fingerprint " +
+                                        tuning.board_fingerprint + ", else each kernel's first-listed tactic");
+
   SelectionOptions selection;
   selection.plugins = plugins;
   selection.log = options.log;
+  selection.tuner = &tuner;
   select_kernels(result.model, selection);
+  result.tuning = tuner.stats();
+  if (cache.read_only() && cache.pending() > 0)
+    result.warnings.push_back("timing cache '" + cache.path() + "' is read-only: " + std::to_string(cache.pending()) +
+                              " new record(s) not saved");
+  else
+    cache.save();
+  if (options.log && options.tactics == TacticPolicy::kTune) {
+    const TunerStats& t = result.tuning;
+    options.log("timing cache: " + std::to_string(t.hits) + " hits, " + std::to_string(t.misses) + " misses (" +
+                std::to_string(t.nodes) + " nodes with several tactics, " + std::to_string(t.timed) + " timed in " +
+                seconds_text(t.timing_seconds) + ", " + std::to_string(t.first_listed) + " first-listed; " +
+                (cache.path().empty() ? std::string("no cache file") : "file " + cache.path()) + ")");
+  }
 
   validate_profile(result.model.graphs[0], options.profile);
   result.memory_plan = plan_memory(result.model);

@@ -11,6 +11,7 @@
 #include "ir.h"
 #include "memory_planner.h"
 #include "passes/pass_manager.h"
+#include "tactic_tuner.h"
 
 namespace edgert::builder {
 
@@ -24,6 +25,13 @@ struct BuildOptions {
   bool self_test = true;  // store a self-test vector (see self_test.h) when the model allows
   uint64_t self_test_seed = 2026;
   const SignerRef* signer = nullptr;  // leave room for this key's signature (signing::sign_engine)
+  TacticPolicy tactics = TacticPolicy::kTune;
+  // SQLite timing cache to read and update (see timing_cache.h); empty: timings last one build.
+  std::string timing_cache_path;
+  // A timing cache that cannot be used (corrupt, another program's file) is a warning and the
+  // build goes on without it; otherwise it is an error.
+  bool ignore_timing_cache_errors = false;
+  int32_t threads = 0;  // edgert_plugin_config.num_threads while timing; 0: each plugin's default
 };
 
 struct BuildResult {
@@ -33,6 +41,9 @@ struct BuildResult {
   MemoryPlan memory_plan;
   bool has_self_test = false;
   std::string self_test_skipped;  // why no self-test vector was stored
+  TunerStats tuning;
+  bool timed_here = false;  // false: the board is not this machine, tactics came from the cache
+  std::vector<std::string> warnings;  // for the caller to show; the build went on
 };
 
 // Throws BuildError (or config::ConfigError) with a message naming the file and node at fault.

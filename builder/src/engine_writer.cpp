@@ -75,7 +75,8 @@ Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Graph& graph, Weigh
     nodes.push_back(fbs::CreateNode(fbb, fbb.CreateString(n.name), fbb.CreateString(n.domain),
                                     fbb.CreateString(n.op_type), n.opset, it->second, fbb.CreateString(n.kernel),
                                     n.tactic, fbb.CreateVector(n.inputs), fbb.CreateVector(n.outputs),
-                                    fbb.CreateVector(attributes)));
+                                    fbb.CreateVector(attributes),
+                                    n.tactic_name.empty() ? 0 : fbb.CreateString(n.tactic_name)));
   }
   return fbs::CreateGraph(fbb, fbb.CreateString(graph.name), fbb.CreateVector(tensors), fbb.CreateVector(nodes),
                           fbb.CreateVector(graph.inputs), fbb.CreateVector(graph.outputs));

@@ -57,6 +57,7 @@ struct Node {
   std::string plugin;
   std::string kernel;
   int64_t tactic = 0;
+  std::string tactic_name;  // the kernel's name for `tactic`; empty when it lists no tactics
   // Scratch bytes the selected kernel asked for at the build's shapes; -1 when not known
   // (shapes not static). Used by the memory planner.
   int64_t workspace_bytes = -1;

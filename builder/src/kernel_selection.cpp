@@ -72,12 +72,17 @@ const char* builtin_kernel(const Node& node) {
   return nullptr;
 }
 
-// Until tactics are timed, the kernel's own first choice: it lists its best guess first.
-int64_t default_tactic(const Graph& graph, const Node& node, const edgert_kernel& kernel) {
-  if (!kernel.tactics) return 0;
+// Without a tuner, the kernel's own first choice: it lists its best guess first.
+void first_listed_tactic(const Graph& graph, Node& node, const edgert_kernel& kernel) {
+  node.tactic = 0;
+  node.tactic_name.clear();
+  if (!kernel.tactics) return;
   NodeView view(graph, node);
   edgert_tactic first{};
-  return kernel.tactics(&kernel, view.node(), view.inputs(), &first, 1) > 0 ? first.id : 0;
+  if (kernel.tactics(&kernel, view.node(), view.inputs(), &first, 1) > 0) {
+    node.tactic = first.id;
+    node.tactic_name = first.name ? first.name : "";
+  }
 }
 
 void select_kernels(Model& model, const SelectionOptions& options) {
@@ -100,10 +105,12 @@ void select_kernels(Model& model, const SelectionOptions& options) {
       }
       node.plugin = chosen_plugin->name;
       node.kernel = chosen->name;
-      node.tactic = default_tactic(graph, node, *chosen);
+      if (options.log) options.log("node '" + node.name + "' (" + node.op_type + ") -> " + node.plugin + "/" + node.kernel);
+      // Tactics before shape inference: prepare sizes the workspace for the chosen tactic.
+      if (options.tuner) options.tuner->choose(graph, node, *chosen_plugin, *chosen);
+      else first_listed_tactic(graph, node, *chosen);
       // Only the main graph has known shapes; subgraph shapes depend on the iteration.
       if (&graph == &model.graphs[0]) infer_node_outputs(graph, node, *chosen_plugin, *chosen);
-      if (options.log) options.log("node '" + node.name + "' (" + node.op_type + ") -> " + node.plugin + "/" + node.kernel);
     }
   }
 }

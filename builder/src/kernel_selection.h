@@ -8,6 +8,7 @@
 
 #include "ir.h"
 #include "plugin_loader.h"
+#include "tactic_tuner.h"
 
 namespace edgert::builder {
 
@@ -17,6 +18,8 @@ constexpr const char* kBuiltinPluginName = "builtin";
 struct SelectionOptions {
   std::vector<const LoadedPlugin*> plugins;  // candidates, best score first
   std::function<void(const std::string&)> log;  // verbose build log; may be empty
+  // Chooses each node's tactic; null: the kernel's first-listed one, untimed.
+  TacticTuner* tuner = nullptr;
 };
 
 // Fails (BuildError) at the first node no plugin supports, naming the op, the node and every

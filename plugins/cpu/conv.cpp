@@ -1,10 +1,12 @@
 // Convolutions: Conv, ConvTranspose, ConvInteger. Direct loops (no im2col): these are the
 // reference the optimized kernels are checked against, so they favour plainness and exact
-// accumulation (double for floats) over speed, while keeping memory O(output plane).
+// accumulation (double for floats) over speed, while keeping memory O(output plane). Conv and
+// FusedConv also list the optimized float32 tactics of fast/conv_tactics.h.
 #include <algorithm>
 #include <cstring>
 
 #include "activation.h"
+#include "fast/conv_tactics.h"
 #include "kernel.h"
 #include "nn_common.h"
 
@@ -131,11 +133,17 @@ class ConvOp : public Op {
              shape_string(shape_of(*b)).c_str(), dtype_name(x.dtype), static_cast<long long>(w.dims[0]));
     }
     set_output(out[0], x.dtype, out_shape);
-    info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(double);
+    fast_ = tactic() != 0 && fast_conv_.prepare(tactic(), g_, group_, x, w, false, info);
+    if (!fast_) info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(double);
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
     const edgert_tensor* b = optional_input(node, in, 2);
+    if (fast_) {
+      fast_conv_.execute(data_as<float>(in[0]), b ? data_as<float>(*b) : nullptr, nullptr, data_as<float>(out[0]),
+                         Activation{}, workspace);
+      return;
+    }
     dispatch(in[0].dtype, kFloats, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using Acc = acc_t<T>;
@@ -151,6 +159,8 @@ class ConvOp : public Op {
  private:
   WindowGeometry g_;
   int64_t group_ = 1;
+  bool fast_ = false;
+  FastConv fast_conv_;
 };
 
 // edgert.FusedConv (builder's activation fusion): Conv + bias, then an optional residual Z
@@ -181,7 +191,9 @@ class FusedConvOp : public Op {
     }
     activation_ = Activation::from_node(node);
     set_output(out[0], x.dtype, out_shape);
-    info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(double);
+    fast_ = tactic() != 0 &&
+            fast_conv_.prepare(tactic(), g_, group_, x, w, optional_input(node, in, 3) != nullptr, info);
+    if (!fast_) info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(double);
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
@@ -189,6 +201,10 @@ class FusedConvOp : public Op {
     const edgert_tensor* zt = optional_input(node, in, 3);
     const float* bias = b ? data_as<float>(*b) : nullptr;
     const float* z = zt ? data_as<float>(*zt) : nullptr;
+    if (fast_) {
+      fast_conv_.execute(data_as<float>(in[0]), bias, z, data_as<float>(out[0]), activation_, workspace);
+      return;
+    }
     const float* x = data_as<float>(in[0]);
     const float* w = data_as<float>(in[1]);
     float* y = data_as<float>(out[0]);
@@ -215,6 +231,8 @@ class FusedConvOp : public Op {
   WindowGeometry g_;
   int64_t group_ = 1;
   Activation activation_;
+  bool fast_ = false;
+  FastConv fast_conv_;
 };
 
 class ConvIntegerOp : public Op {
@@ -407,8 +425,8 @@ class ConvTransposeOp : public Op {
 }  // namespace
 
 void register_conv_kernels(KernelRegistry& r) {
-  r.add<ConvOp>("Conv", "ref-conv");
-  r.add_in_domain<FusedConvOp>("edgert", "FusedConv", "ref-fused-conv");
+  r.add<ConvOp>("Conv", "ref-conv", nullptr, conv_tactics);
+  r.add_in_domain<FusedConvOp>("edgert", "FusedConv", "ref-fused-conv", nullptr, conv_tactics);
   r.add<ConvTransposeOp>("ConvTranspose", "ref-conv-transpose");
   r.add<ConvIntegerOp>("ConvInteger", "ref-conv-integer");
 }

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "broadcast.h"
+#include "fast/binary_rows.h"
 #include "kernel.h"
 
 namespace edgert::cpu {
@@ -114,9 +115,18 @@ class BinaryOp : public Op {
     dispatch(in[0].dtype, allowed_dtypes(K), [](auto) {}, "input");
     Shape shape = broadcast_shapes({shape_of(in[0]), shape_of(in[1])});
     set_output(out[0], is_comparison(K) ? EDGERT_DTYPE_BOOL : in[0].dtype, shape);
+    fast_ = false;
+    if constexpr (K == BinaryKind::Add || K == BinaryKind::Sub || K == BinaryKind::Mul || K == BinaryKind::Div) {
+      constexpr ArithmeticKind kind = K == BinaryKind::Add   ? ArithmeticKind::Add
+                                      : K == BinaryKind::Sub ? ArithmeticKind::Sub
+                                      : K == BinaryKind::Mul ? ArithmeticKind::Mul
+                                                             : ArithmeticKind::Div;
+      fast_ = tactic() == kBinaryRowsTactic && fast_binary_.prepare(kind, in[0], in[1], shape);
+    }
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    if (fast_) return fast_binary_.execute(data_as<float>(in[0]), data_as<float>(in[1]), data_as<float>(out[0]));
     // Only Mod and BitShift have a second variant; instantiate it only there.
     if constexpr (K == BinaryKind::Mod) {
       if (kind_ == BinaryKind::FMod) return run<BinaryKind::FMod>(in, out);
@@ -149,6 +159,8 @@ class BinaryOp : public Op {
   }
 
   BinaryKind kind_ = K;
+  bool fast_ = false;
+  FastBinary fast_binary_;
 };
 
 // Pow is the one binary op whose inputs may differ in dtype (opset 12+): the output has the
@@ -266,10 +278,10 @@ class WhereOp : public Op {
 }  // namespace
 
 void register_elementwise_binary_kernels(KernelRegistry& r) {
-  r.add<BinaryOp<BinaryKind::Add>>("Add", "ref-add");
-  r.add<BinaryOp<BinaryKind::Sub>>("Sub", "ref-sub");
-  r.add<BinaryOp<BinaryKind::Mul>>("Mul", "ref-mul");
-  r.add<BinaryOp<BinaryKind::Div>>("Div", "ref-div");
+  r.add<BinaryOp<BinaryKind::Add>>("Add", "ref-add", nullptr, binary_tactics);
+  r.add<BinaryOp<BinaryKind::Sub>>("Sub", "ref-sub", nullptr, binary_tactics);
+  r.add<BinaryOp<BinaryKind::Mul>>("Mul", "ref-mul", nullptr, binary_tactics);
+  r.add<BinaryOp<BinaryKind::Div>>("Div", "ref-div", nullptr, binary_tactics);
   r.add<PowOp>("Pow", "ref-pow");
   r.add<BinaryOp<BinaryKind::Mod>>("Mod", "ref-mod");
   r.add<BinaryOp<BinaryKind::Equal>>("Equal", "ref-equal");

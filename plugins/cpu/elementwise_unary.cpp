@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "activation.h"
+#include "fast/unary_rows.h"
 #include "kernel.h"
 
 namespace edgert::cpu {
@@ -29,8 +30,12 @@ class UnaryOp : public Op {
     dispatch(in[0].dtype, F::kAllowed, [](auto) {}, "input");
     F::init(Attributes(&node), params_);
     set_output(out[0], F::kBoolOutput ? EDGERT_DTYPE_BOOL : in[0].dtype, shape_of(in[0]));
+    fast_ = F::kActivation != ActivationKind::None && tactic() == kActivationRowsTactic &&
+            in[0].dtype == EDGERT_DTYPE_FLOAT32;
+    activation_ = Activation{F::kActivation, params_.p[0], params_.p[1]};
   }
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    if (fast_) return activation_rows(data_as<float>(in[0]), data_as<float>(out[0]), numel(in[0]), activation_);
     dispatch_only<F::kAllowed>(in[0].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
@@ -44,12 +49,16 @@ class UnaryOp : public Op {
 
  private:
   Params params_;
+  bool fast_ = false;
+  Activation activation_;
 };
 
-// Defaults for the functor traits; each op overrides what differs.
+// Defaults for the functor traits; each op overrides what differs. kActivation: the fused
+// activation of activation.h this op is, which gives it the vectorized tactic.
 struct FloatMath {
   static constexpr unsigned kAllowed = kFloats;
   static constexpr bool kBoolOutput = false;
+  static constexpr ActivationKind kActivation = ActivationKind::None;
   static void init(const Attributes&, Params&) {}
 };
 
@@ -98,6 +107,7 @@ struct Tanh : FloatMath {
 };
 // Both branches avoid exp overflow for large |x|.
 struct Sigmoid : FloatMath {
+  static constexpr ActivationKind kActivation = ActivationKind::Sigmoid;
   template <typename C> static C apply(C x, const Params&) { return sigmoid_of(x); }
 };
 struct Relu : FloatMath {
@@ -180,6 +190,7 @@ struct LeakyRelu : FloatMath {
   template <typename C> static C apply(C x, const Params& p) { return leaky_relu_of(x, p.p[0]); }
 };
 struct HardSigmoid : FloatMath {
+  static constexpr ActivationKind kActivation = ActivationKind::HardSigmoid;
   static void init(const Attributes& a, Params& p) {
     p.p[0] = a.get_float("alpha", 0.2f);
     p.p[1] = a.get_float("beta", 0.5f);
@@ -188,6 +199,7 @@ struct HardSigmoid : FloatMath {
 };
 // x * HardSigmoid(x) with alpha = 1/6, beta = 0.5: the function body ONNX defines.
 struct HardSwish : FloatMath {
+  static constexpr ActivationKind kActivation = ActivationKind::HardSwish;
   template <typename C> static C apply(C x, const Params&) { return hard_swish_of(x); }
 };
 struct ThresholdedRelu : FloatMath {
@@ -428,7 +440,7 @@ void register_elementwise_unary_kernels(KernelRegistry& r) {
   r.add<UnaryOp<Reciprocal>>("Reciprocal", "ref-reciprocal");
   r.add<UnaryOp<Relu>>("Relu", "ref-relu");
   r.add<UnaryOp<Round>>("Round", "ref-round");
-  r.add<UnaryOp<Sigmoid>>("Sigmoid", "ref-sigmoid");
+  r.add<UnaryOp<Sigmoid>>("Sigmoid", "ref-sigmoid", nullptr, activation_tactics);
   r.add<UnaryOp<Sign>>("Sign", "ref-sign");
   r.add<UnaryOp<Sin>>("Sin", "ref-sin");
   r.add<UnaryOp<Sinh>>("Sinh", "ref-sinh");
@@ -443,8 +455,8 @@ void register_elementwise_unary_kernels(KernelRegistry& r) {
   r.add<UnaryOp<Selu>>("Selu", "ref-selu");
   r.add<UnaryOp<Celu>>("Celu", "ref-celu");
   r.add<UnaryOp<LeakyRelu>>("LeakyRelu", "ref-leaky-relu");
-  r.add<UnaryOp<HardSigmoid>>("HardSigmoid", "ref-hard-sigmoid");
-  r.add<UnaryOp<HardSwish>>("HardSwish", "ref-hard-swish");
+  r.add<UnaryOp<HardSigmoid>>("HardSigmoid", "ref-hard-sigmoid", nullptr, activation_tactics);
+  r.add<UnaryOp<HardSwish>>("HardSwish", "ref-hard-swish", nullptr, activation_tactics);
   r.add<UnaryOp<ThresholdedRelu>>("ThresholdedRelu", "ref-thresholded-relu");
   r.add<UnaryOp<Shrink>>("Shrink", "ref-shrink");
   r.add<UnaryOp<Mish>>("Mish", "ref-mish");

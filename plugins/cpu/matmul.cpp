@@ -6,6 +6,9 @@
 
 #include "activation.h"
 #include "broadcast.h"
+#include "gemm/gemv.h"
+#include "gemm/sgemm.h"
+#include "thread_pool.h"
 #include "kernel.h"
 #include "nn_common.h"
 
@@ -108,6 +111,23 @@ class MatMulOp : public Op {
   MatMulShape s_;
 };
 
+// Stable tactic ids of Gemm / FusedGemm (stored in engines and timing caches).
+constexpr int64_t kGemmGemvPortable = 40;
+constexpr int64_t kGemmGemvAvx2 = 41;
+
+// Gemm with a constant float32 B: the packed GEMV of gemm/gemv.h, one row of A' at a time.
+std::vector<TacticSpec> gemm_tactics(const edgert_node*, const edgert_tensor* in) {
+  const edgert_tensor &a = in[0], &b = in[1];
+  if (b.dtype != EDGERT_DTYPE_FLOAT32 || !b.data || b.rank != 2) return {};
+  if (a.dtype != EDGERT_DTYPE_FLOAT32 && a.dtype != EDGERT_DTYPE_UNDEFINED) return {};
+  std::vector<TacticSpec> out;
+#if defined(__x86_64__)
+  if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({kGemmGemvAvx2, "f32-gemm-gemv-16-avx2"});
+#endif
+  out.push_back({kGemmGemvPortable, "f32-gemm-gemv-16-portable"});
+  return out;
+}
+
 class GemmOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
@@ -140,10 +160,29 @@ class GemmOp : public Op {
     }
     set_output(out[0], a.dtype, {m_, n_});
     info.workspace_bytes = static_cast<size_t>(n_) * 8;  // one accumulator row
+    fast_ = (tactic() == kGemmGemvAvx2 || tactic() == kGemmGemvPortable) && a.dtype == EDGERT_DTYPE_FLOAT32 && b.data;
+    if (fast_) {
+      if (packed_from_ != b.data) {
+        if (trans_b_) gemm::pack_panels(static_cast<const float*>(b.data), k_, n_, 1, k_, packed_);
+        else gemm::pack_panels(static_cast<const float*>(b.data), k_, n_, n_, 1, packed_);
+        packed_from_ = b.data;
+      }
+      gemv_ = gemm::gemv_panels_portable;
+#if defined(__x86_64__)
+      if (tactic() == kGemmGemvAvx2 && gemm::isa_available(gemm::Isa::Avx2Fma)) gemv_ = gemm::gemv_panels_avx2;
+#endif
+      const int64_t panels = (n_ + gemm::kGemvPanel - 1) / gemm::kGemvPanel;
+      info.workspace_bytes = static_cast<size_t>(panels * gemm::kGemvPanel) * sizeof(float);
+    }
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
     const edgert_tensor* c = optional_input(node, in, 2);
+    if (fast_) {
+      execute_gemv(data_as<float>(in[0]), c ? data_as<float>(*c) : nullptr, data_as<float>(out[0]),
+                   static_cast<float*>(workspace));
+      return;
+    }
     dispatch(in[0].dtype, kMatMulTypes, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using Acc = acc_t<T>;
@@ -184,10 +223,32 @@ class GemmOp : public Op {
   }
 
  private:
+  void execute_gemv(const float* a, const float* c, float* y, float* row) const {
+    const int64_t panels = (n_ + gemm::kGemvPanel - 1) / gemm::kGemvPanel;
+    ThreadPool& pool = ThreadPool::instance();
+    const int64_t chunks = std::min<int64_t>(panels, 4 * pool.num_threads());
+    for (int64_t i = 0; i < m_; ++i) {
+      const float* x = trans_a_ ? a + i : a + i * k_;
+      const int64_t x_stride = trans_a_ ? m_ : 1;
+      pool.parallel_for(chunks, [&](int64_t t, int) {
+        gemv_(x, x_stride, packed_.data.data(), k_, t * panels / chunks, (t + 1) * panels / chunks, row);
+      });
+      for (int64_t j = 0; j < n_; ++j) {
+        float r = alpha_ * row[j];
+        if (c) r += beta_ * c[i * c_strides_[0] + j * c_strides_[1]];
+        y[i * n_ + j] = r;
+      }
+    }
+  }
+
   bool trans_a_ = false, trans_b_ = false;
   float alpha_ = 1, beta_ = 1;
   int64_t m_ = 0, k_ = 0, n_ = 0;
   std::vector<int64_t> c_strides_;
+  bool fast_ = false;
+  gemm::PackedPanels packed_;
+  const void* packed_from_ = nullptr;
+  gemm::GemvPanelsFn gemv_ = nullptr;
 };
 
 // edgert.FusedGemm and edgert.FusedMatMul (builder's activation fusion), float32 only: the
@@ -402,8 +463,8 @@ class DetOp : public Op {
 
 void register_matmul_kernels(KernelRegistry& r) {
   r.add<MatMulOp>("MatMul", "ref-matmul");
-  r.add<GemmOp>("Gemm", "ref-gemm");
-  r.add_in_domain<FusedGemmOp>("edgert", "FusedGemm", "ref-fused-gemm");
+  r.add<GemmOp>("Gemm", "ref-gemm", nullptr, gemm_tactics);
+  r.add_in_domain<FusedGemmOp>("edgert", "FusedGemm", "ref-fused-gemm", nullptr, gemm_tactics);
   r.add_in_domain<FusedMatMulOp>("edgert", "FusedMatMul", "ref-fused-matmul");
   r.add<MatMulIntegerOp>("MatMulInteger", "ref-matmul-integer");
   r.add<QLinearMatMulOp>("QLinearMatMul", "ref-qlinear-matmul");

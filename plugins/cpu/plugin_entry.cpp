@@ -1,10 +1,12 @@
 // The CPU plugin's C ABI: the entry symbol, and the adapter from edgert_kernel calls to Op
 // objects. Every C++ exception stops here and becomes a status plus message.
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <new>
 
 #include "kernel_families.h"
+#include "thread_pool.h"
 
 namespace edgert::cpu {
 namespace {
@@ -85,6 +87,26 @@ void kernel_release(const edgert_kernel* /*self*/, void* state) { delete static_
 
 int32_t cpu_score() { return 1; }
 
+edgert_status cpu_configure(const edgert_plugin_config* config, edgert_error* error) {
+  // Fields past struct_size are absent (an older host): they keep their defaults.
+  int32_t threads = 0, pin = 0;
+  if (config) {
+    if (config->struct_size >= offsetof(edgert_plugin_config, num_threads) + sizeof(int32_t))
+      threads = config->num_threads;
+    if (config->struct_size >= offsetof(edgert_plugin_config, pin_threads) + sizeof(int32_t))
+      pin = config->pin_threads;
+  }
+  if (threads < 0 || threads > 1024) {
+    char message[128];
+    std::snprintf(message, sizeof message,
+                  "cpu plugin: num_threads %d is out of range (0 = one per CPU of the affinity mask, or 1..1024)",
+                  threads);
+    set_error(error, EDGERT_ERR_INVALID_ARGUMENT, message);
+    return EDGERT_ERR_INVALID_ARGUMENT;
+  }
+  return guarded(error, [&] { ThreadPool::instance().configure(threads, pin != 0); });
+}
+
 struct PluginTable {
   KernelRegistry registry;
   std::vector<edgert_kernel> kernels;
@@ -111,6 +133,7 @@ struct PluginTable {
     plugin.name = "cpu";
     plugin.version = EDGERT_CPU_PLUGIN_VERSION;
     plugin.score = cpu_score;
+    plugin.configure = cpu_configure;
     plugin.num_kernels = static_cast<int32_t>(kernels.size());
     plugin.kernels = kernels.data();
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "fast/pool_rows.h"
 #include "kernel.h"
 #include "nn_common.h"
 
@@ -77,9 +78,15 @@ class PoolOp : public Op {
       if (K != PoolKind::Max) fail(EDGERT_ERR_INVALID_ARGUMENT, "has %d outputs, expected 1", node.num_outputs);
       set_output(out[1], EDGERT_DTYPE_INT64, out_shape);
     }
+    fast_ = K != PoolKind::Lp && tactic() == kPoolRowsTactic &&
+            fast_pool_.prepare(K == PoolKind::Max, count_include_pad_, g_, x, node.num_outputs);
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    if (fast_) {
+      fast_pool_.execute(data_as<float>(in[0]), data_as<float>(out[0]));
+      return;
+    }
     int64_t* indices = node.num_outputs > 1 ? data_as<int64_t>(out[1]) : nullptr;
     dispatch(in[0].dtype, kFloats | kSigned | kUnsigned, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -138,6 +145,8 @@ class PoolOp : public Op {
   bool count_include_pad_ = false;
   int64_t storage_order_ = 0;
   float p_ = 2;
+  bool fast_ = false;
+  FastPool fast_pool_;
 };
 
 // GlobalAveragePool / GlobalMaxPool / GlobalLpPool: one window over all spatial dims.
@@ -153,9 +162,16 @@ class GlobalPoolOp : public Op {
     out_shape[0] = x.dims[0];
     out_shape[1] = x.dims[1];
     set_output(out[0], x.dtype, out_shape);
+    fast_ = K == PoolKind::Average && tactic() == kGlobalAverageRowsTactic && x.dtype == EDGERT_DTYPE_FLOAT32;
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    if (fast_) {
+      const int64_t planes = in[0].dims[0] * in[0].dims[1];
+      global_average_rows(data_as<float>(in[0]), data_as<float>(out[0]), planes,
+                          planes ? numel(in[0]) / planes : 0);
+      return;
+    }
     dispatch(in[0].dtype, kFloats, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* x = data_as<T>(in[0]);
@@ -183,6 +199,7 @@ class GlobalPoolOp : public Op {
 
  private:
   float p_ = 2;
+  bool fast_ = false;
 };
 
 // Inputs X, I (flat indices into Y, as MaxPool's Indices), optional output_shape.
@@ -258,10 +275,11 @@ class MaxUnpoolOp : public Op {
 }  // namespace
 
 void register_pool_kernels(KernelRegistry& r) {
-  r.add<PoolOp<PoolKind::Max>>("MaxPool", "ref-max-pool");
-  r.add<PoolOp<PoolKind::Average>>("AveragePool", "ref-average-pool");
+  r.add<PoolOp<PoolKind::Max>>("MaxPool", "ref-max-pool", nullptr, pool_tactics);
+  r.add<PoolOp<PoolKind::Average>>("AveragePool", "ref-average-pool", nullptr, pool_tactics);
   r.add<PoolOp<PoolKind::Lp>>("LpPool", "ref-lp-pool");
-  r.add<GlobalPoolOp<PoolKind::Average>>("GlobalAveragePool", "ref-global-average-pool");
+  r.add<GlobalPoolOp<PoolKind::Average>>("GlobalAveragePool", "ref-global-average-pool", nullptr,
+                                         global_average_tactics);
   r.add<GlobalPoolOp<PoolKind::Max>>("GlobalMaxPool", "ref-global-max-pool");
   r.add<GlobalPoolOp<PoolKind::Lp>>("GlobalLpPool", "ref-global-lp-pool");
   r.add<MaxUnpoolOp>("MaxUnpool", "ref-max-unpool");

@@ -28,13 +28,28 @@ std::vector<int64_t> strides_of(const Shape& shape) {
 // Fills dense `dst` by walking `shape` row-major over a view of `src` whose per-axis strides
 // (in elements, may be 0 or negative) are `strides`. Any rank: Tile and DepthToSpace use views
 // of twice or 1.5 times the tensor's rank (at most 2 * EDGERT_MAX_RANK).
-void copy_view(void* dst_data, const void* src_data, const Shape& shape, const std::vector<int64_t>& strides,
+void copy_view(void* dst_data, const void* src_data, const Shape& view_shape, const std::vector<int64_t>& view_strides,
                size_t elem) {
-  int64_t total = numel(shape);
+  int64_t total = numel(view_shape);
   if (total == 0) return;
+  // Merge neighbouring axes the source walks contiguously (and drop size-1 axes): the channel
+  // shuffle Transpose of ShuffleNet then copies whole planes instead of single rows.
+  // Fixed arrays: execute() must not allocate.
+  int64_t shape[2 * EDGERT_MAX_RANK], strides[2 * EDGERT_MAX_RANK];
+  size_t rank = 0;
+  for (size_t a = 0; a < view_shape.size(); ++a) {
+    if (view_shape[a] == 1) continue;
+    if (rank > 0 && strides[rank - 1] == view_strides[a] * view_shape[a]) {
+      shape[rank - 1] *= view_shape[a];
+      strides[rank - 1] = view_strides[a];
+      continue;
+    }
+    shape[rank] = view_shape[a];
+    strides[rank] = view_strides[a];
+    ++rank;
+  }
   char* dst = static_cast<char*>(dst_data);
   const char* src = static_cast<const char*>(src_data);
-  size_t rank = shape.size();
   if (rank == 0) {
     std::memcpy(dst, src, elem);
     return;

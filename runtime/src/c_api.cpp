@@ -1,10 +1,14 @@
 // The C API (edgert.h) over LoadedEngine and ExecutionContext. No exception leaves this file.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <new>
 
 #include "edgert/edgert.h"
 #include "error.h"
 #include "execution_context.h"
 #include "loaded_engine.h"
+#include "plugin_loader.h"
 
 struct edgert_engine {
   std::unique_ptr<edgert::LoadedEngine> engine;
@@ -47,7 +51,13 @@ edgert_status edgert_engine_load(const char* path, const edgert_load_options* op
     if (options) {
       if (options->struct_size < sizeof(uint32_t) + sizeof(const char*))
         return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "edgert_load_options.struct_size is not set");
-      effective = *options;
+      // A caller compiled against an older edgert.h has a shorter struct: copy what it has.
+      std::memcpy(&effective, options, std::min<size_t>(options->struct_size, sizeof effective));
+      effective.struct_size = sizeof effective;
+    }
+    if (effective.num_threads != 0 || effective.pin_threads != 0) {
+      edgert_status status = edgert::configure_plugins(effective.num_threads, effective.pin_threads, error);
+      if (status != EDGERT_OK) return status;
     }
     auto loaded = edgert::LoadedEngine::load(path, effective, error);
     if (!loaded) return error ? error->status : EDGERT_ERR_FORMAT;

@@ -20,6 +20,21 @@ namespace edgert {
 namespace {
 
 std::mutex g_mutex;
+// Settings every plugin gets at load; set_by_host is false until configure_plugins is called,
+// so plugins that nobody configures keep their own defaults untouched.
+edgert_plugin_config g_config{sizeof(edgert_plugin_config), 0, 0};
+bool g_config_set_by_host = false;
+
+edgert_status apply_config(const LoadedPlugin& plugin, edgert_error* error) {
+  if (!plugin.table->configure) return EDGERT_OK;
+  edgert_error local{};
+  edgert_status status = plugin.table->configure(&g_config, &local);
+  if (status != EDGERT_OK)
+    return set_error(error, status, "plugin '%s' (%s) refuses num_threads %d, pin_threads %d: %s", plugin.name.c_str(),
+                     plugin.path.c_str(), g_config.num_threads, g_config.pin_threads, local.message);
+  return EDGERT_OK;
+}
+
 std::map<std::string, std::unique_ptr<LoadedPlugin>>& loaded() {
   static auto* plugins = new std::map<std::string, std::unique_ptr<LoadedPlugin>>();
   return *plugins;
@@ -97,6 +112,12 @@ const LoadedPlugin* open_plugin_file(const std::string& name, const std::string&
   plugin->name = name;
   plugin->path = file;
   plugin->table = table;
+  // A refusal fails this load; the plugin stays loaded (its code may already run threads) with
+  // its own settings, and a later configure_plugins may succeed.
+  if (g_config_set_by_host && apply_config(*plugin, error) != EDGERT_OK) {
+    loaded()[name] = std::move(plugin);
+    return nullptr;
+  }
   const LoadedPlugin* result = plugin.get();
   loaded()[name] = std::move(plugin);
   return result;
@@ -162,6 +183,19 @@ const LoadedPlugin* load_plugin(const std::string& name, const std::vector<std::
             "plugin '%s' not found: no %s in %s (set EDGERT_PLUGIN_PATH or install the plugin)",
             name.c_str(), plugin_file_name(name).c_str(), searched.empty() ? "(empty search path)" : searched.c_str());
   return nullptr;
+}
+
+edgert_status configure_plugins(int32_t num_threads, int32_t pin_threads, edgert_error* error) {
+  if (num_threads < 0)
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "num_threads must be 0 (the plugin's default) or more, got %d",
+                     num_threads);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_config.num_threads = num_threads;
+  g_config.pin_threads = pin_threads ? 1 : 0;
+  g_config_set_by_host = true;
+  for (const auto& [name, plugin] : loaded())
+    if (edgert_status status = apply_config(*plugin, error); status != EDGERT_OK) return status;
+  return EDGERT_OK;
 }
 
 std::vector<const LoadedPlugin*> load_all_plugins(const std::vector<std::string>& search_path,

@@ -31,6 +31,12 @@ std::string plugin_file_name(const std::string& name);
 const LoadedPlugin* load_plugin(const std::string& name, const std::vector<std::string>& search_path,
                                 edgert_error* error);
 
+// Process-wide kernel settings (edgert_plugin_config): stored, handed to the configure() of
+// every plugin loaded so far, and to each plugin loaded later right after it is opened.
+// num_threads 0 means each plugin's default. The caller must not run kernels meanwhile: the
+// ABI lets a plugin rebuild its thread pool here. Fails naming the first plugin that refuses.
+edgert_status configure_plugins(int32_t num_threads, int32_t pin_threads, edgert_error* error);
+
 // Every plugin found on the search path (for the builder, which picks kernels among them).
 std::vector<const LoadedPlugin*> load_all_plugins(const std::vector<std::string>& search_path,
                                                   edgert_error* error);

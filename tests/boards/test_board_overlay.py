@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """toolchain/board-overlay for every shipped profile: the zram and sysctl files follow the
-profile's swap policy, edgertd.yaml names the board, the static overlay files are all there; a
+profile's swap policy, edgertd.yaml names the board, the unit's MemoryMax is the profile's budget, the static overlay files are all there; a
 profile with a bad swap value is refused naming the file and the field.
 
 usage: test_board_overlay.py SOURCE_DIR WORK_DIR
@@ -45,6 +45,10 @@ def main():
         else:
             check("[zram0]" not in zram, "%s: no zram device" % name)
         check("vm.swappiness = %d\n" % swap.get("swappiness", 60) in sysctl, "%s: swappiness %d" % (name, swap.get("swappiness", 60)))
+        budget = profile["memory"]["edgertd_budget_mb"]
+        dropin = open(os.path.join(out, "etc/systemd/system/edgertd.service.d/50-board-memory.conf")).read()
+        check("[Service]\n" in dropin and "MemoryMax=%dM\n" % budget in dropin and "MemoryHigh=%dM\n" % (budget * 7 // 8) in dropin,
+              "%s: edgertd MemoryMax %d MiB (the profile's budget)" % (name, budget))
         cfg = yaml.safe_load(open(os.path.join(out, "etc/edgert/edgertd.yaml")))
         check(cfg.get("board") == name, "%s: edgertd.yaml board %s" % (name, cfg.get("board")))
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Cross-builds libedgert + the CPU plugin + the engine runner for aarch64
-# (toolchain/aarch64-linux-gnu.cmake, EDGERT_RUNTIME_ONLY) and runs them under qemu-aarch64-static:
-# an engine built on this x86_64 machine for qemu-virt-aarch64 runs there with outputs matching
-# the x86_64 run of the same model, and the x86_64 engine is refused there naming both boards.
+# Cross-builds the whole project for aarch64 (toolchain/aarch64-linux-gnu.cmake: libedgert, the
+# plugins, the edgert CLI, edgertd, edgertctl, the test programs) into BUILD_DIR/cross-aarch64
+# ($EDGERT_CROSS_BUILD_DIR) and runs the engine runner under qemu-aarch64-static: an engine built
+# on this x86_64 machine for qemu-virt-aarch64 runs there with outputs matching the x86_64 run of
+# the same model, and the x86_64 engine is refused there naming both boards. Then the arm64
+# Debian packages: the same packages, contents and control fields as packaging.deb checks on
+# amd64. The ctest fixture cross_aarch64 for boards.cross_aarch64_unit, _conformance and
+# system.image_boot_aarch64, which use this build.
 #
 # usage: test_cross_aarch64.sh BUILD_DIR SOURCE_DIR
 # Exit 77 (skipped) when the cross compiler, qemu-aarch64-static or the arm64 libraries are absent.
@@ -16,18 +20,22 @@ sysroot=/usr/aarch64-linux-gnu
 for tool in aarch64-linux-gnu-g++ qemu-aarch64-static; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool missing (toolchain/setup-deps installs it)"; exit 77; }
 done
-for pc in libxxhash flatbuffers; do
+for pc in libxxhash flatbuffers protobuf libsystemd sqlite3 libgpiod libsodium yaml-0.1; do
   [[ -f /usr/lib/aarch64-linux-gnu/pkgconfig/$pc.pc ]] ||
     { echo "SKIP: arm64 $pc missing (dpkg --add-architecture arm64; toolchain/setup-deps)"; exit 77; }
 done
 
 start=$SECONDS
 cmake -S "$source" -B "$cross" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$source/toolchain/aarch64-linux-gnu.cmake" \
-  -DEDGERT_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
-cmake --build "$cross" -j"${EDGERT_CROSS_JOBS:-$(nproc)}" >/dev/null
+  -DEDGERT_RUNTIME_ONLY=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr >"$build/cross-aarch64.log" 2>&1 ||
+  { tail -n 30 "$build/cross-aarch64.log"; echo "FAIL: configuring the aarch64 cross build"; exit 1; }
+cmake --build "$cross" -j"${EDGERT_CROSS_JOBS:-$(nproc)}" >>"$build/cross-aarch64.log" 2>&1 ||
+  { grep -B2 -A20 -m1 'FAILED\|error:' "$build/cross-aarch64.log"; echo "FAIL: the aarch64 cross build (log: $build/cross-aarch64.log)"; exit 1; }
 echo "cross build: $((SECONDS - start)) s"
-file -L "$cross/bin/edgert_engine_runner" "$cross/lib/edgert/plugins/libedgert_plugin_cpu.so" | sed 's/, BuildID.*//'
-file -L "$cross/lib/edgert/plugins/libedgert_plugin_cpu.so" | grep -q 'ARM aarch64' || { echo "FAIL: plugin is not aarch64"; exit 1; }
+for f in bin/edgert bin/edgertd bin/edgertctl bin/edgert_unit_tests bin/edgert_engine_runner lib/edgert/plugins/libedgert_plugin_cpu.so; do
+  file -L "$cross/$f" | sed 's/, BuildID.*//'
+  file -L "$cross/$f" | grep -q 'ARM aarch64' || { echo "FAIL: $f is not aarch64"; exit 1; }
+done
 
 rm -rf "$work" && mkdir -p "$work/x86" "$work/arm" "$work/refused"
 /usr/bin/python3 "$source/tests/models/make_demo_model.py" --output "$work/demo.onnx" --input "$work/input.npy" >/dev/null
@@ -68,15 +76,7 @@ for n in names:
 print("aarch64 outputs match x86_64")
 EOF
 
-# arm64 Debian packages of what cross-builds: edgert (libedgert, headers, profiles) and the plugin.
-rm -rf "$work/debs" && mkdir -p "$work/debs"
-(cd "$work/debs" && cpack -G DEB --config "$cross/CPackConfig.cmake" -B "$work/debs" >cpack.log 2>&1) ||
-  { cat "$work/debs/cpack.log"; echo "FAIL: cpack (arm64)"; exit 1; }
-for pkg in edgert edgert-plugin-cpu; do
-  deb=$(ls "$work/debs/${pkg}_"*_arm64.deb 2>/dev/null | head -n 1)
-  [[ -n $deb ]] || { echo "FAIL: no ${pkg}_*_arm64.deb"; exit 1; }
-  echo "$(basename "$deb"): $(dpkg-deb -f "$deb" Architecture Depends | tr '\n' ' ')"
-done
-dpkg-deb -c "$(ls "$work/debs"/edgert-plugin-cpu_*_arm64.deb)" | grep -q 'usr/lib/aarch64-linux-gnu/edgert/plugins/libedgert_plugin_cpu.so' ||
-  { echo "FAIL: the arm64 plugin is not in /usr/lib/aarch64-linux-gnu/edgert/plugins"; exit 1; }
+# arm64 Debian packages: the checks of packaging.deb (tests/boards/test_packages.sh) on the cross
+# build; its engine round trip from the extracted files runs under qemu-aarch64-static.
+"$source/tests/boards/test_packages.sh" "$cross" "$source" || { echo "FAIL: the arm64 packages"; exit 1; }
 echo "cross aarch64 OK"

@@ -2,7 +2,8 @@
 # The Debian packages cpack makes from BUILD_DIR: edgert (runtime + CLI + profiles), edgertd
 # (daemon, unit, conffile, sysusers/tmpfiles/udev), one edgert-plugin-<name> per plugin. Checks
 # names, contents and control fields, then extracts all of them into a scratch root and builds
-# and runs an engine with the extracted files only.
+# and runs an engine with the extracted files only. BUILD_DIR may be the aarch64 cross build
+# (tests/boards/test_cross_aarch64.sh): arm64 packages, their programs run under qemu-aarch64-static.
 #
 # usage: test_packages.sh BUILD_DIR SOURCE_DIR     (exit 77: the build's prefix is not /usr)
 set -euo pipefail
@@ -17,7 +18,8 @@ rm -rf "$work" && mkdir -p "$work/root"
 start=$SECONDS
 (cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work" >cpack.log 2>&1) || { cat "$work/cpack.log"; fail "cpack"; }
 echo "cpack: $((SECONDS - start)) s"
-arch=$(dpkg --print-architecture)
+arch=$(sed -n 's/^set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE "\(.*\)")$/\1/p' "$build/CPackConfig.cmake")
+arch=${arch:-$(dpkg --print-architecture)}
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
 for pkg in edgert edgertd edgert-plugin-cpu; do
   deb=$work/${pkg}_${version}_$arch.deb
@@ -48,12 +50,22 @@ dpkg-deb -f "$work/edgertd_${version}_$arch.deb" Depends | grep -q "edgert (= $v
 dpkg-deb -f "$work/edgert-plugin-cpu_${version}_$arch.deb" Depends | grep -q "edgert (= $version)" ||
   fail "edgert-plugin-cpu does not depend on edgert"
 
+for pkg in edgert edgertd edgert-plugin-cpu; do
+  [[ $(dpkg-deb -f "$work/${pkg}_${version}_$arch.deb" Depends) == *libc6* ]] || fail "$pkg: no shared library Depends (dpkg-shlibdeps)"
+done
+dpkg-deb -f "$work/edgertd_${version}_$arch.deb" Depends | grep -q libsystemd0 || fail "edgertd does not depend on libsystemd0"
+
 # The extracted files alone build and run an engine.
 r=$work/root
 /usr/bin/python3 "$source/tests/models/make_demo_model.py" --output "$work/demo.onnx" --input "$work/input.npy" >/dev/null
-export LD_LIBRARY_PATH=$r/usr/$libdir EDGERT_BOARD_PROFILES=$r/usr/share/edgert/board_profiles \
-  EDGERT_PLUGIN_PATH=$r/usr/$libdir/edgert/plugins
-"$r/usr/bin/edgert" build "$work/demo.onnx" --board x86_64-generic -o "$work/demo.engine" >/dev/null
-"$r/usr/bin/edgert" run "$work/demo.engine" --board x86_64-generic --plugin-path "$r/usr/$libdir/edgert/plugins" \
+env=(LD_LIBRARY_PATH="$r/usr/$libdir" EDGERT_BOARD_PROFILES="$r/usr/share/edgert/board_profiles"
+     EDGERT_PLUGIN_PATH="$r/usr/$libdir/edgert/plugins")
+case $arch in
+  amd64) board=x86_64-generic run=(env "${env[@]}") ;;
+  arm64) board=qemu-virt-aarch64 run=(qemu-aarch64-static -L /usr/aarch64-linux-gnu) && for e in "${env[@]}"; do run+=(-E "$e"); done ;;
+  *) fail "no way to run $arch programs here" ;;
+esac
+"${run[@]}" "$r/usr/bin/edgert" build "$work/demo.onnx" --board $board -o "$work/demo.engine" >/dev/null
+"${run[@]}" "$r/usr/bin/edgert" run "$work/demo.engine" --board $board --plugin-path "$r/usr/$libdir/edgert/plugins" \
   --input "input=$work/input.npy" --output-dir "$work/out" | tail -n 3
-echo "packages OK"
+echo "$arch packages OK"

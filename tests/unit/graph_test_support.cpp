@@ -145,10 +145,13 @@ OptimizedBuild build_both(const onnx::ModelProto& model, const std::vector<std::
   OptimizedBuild out;
   builder::BuildOptions options;
   options.model_path = dir.file("model.onnx");
-  options.board = config::load_board_profile(config::find_board_profile("x86_64-generic"));
+  options.board = config::load_board_profile(config::find_board_profile(host_board()));
   std::string plugins = cpu_plugin_dir();
   options.plugin_path = plugins.c_str();
   options.log = [&out](const std::string& line) { out.log += line + "\n"; };
+  // Both builds take each kernel's first-listed tactic: timed choices may differ between two
+  // builds (and tactics round differently), while these tests compare the passes exactly.
+  options.tactics = builder::TacticPolicy::kFirst;
   out.optimized = builder::build_engine(options);
   options.log = nullptr;
   options.optimize = false;

@@ -63,7 +63,7 @@ std::string load_with_plan(builder::BuildResult& result, const builder::MemoryPl
   std::vector<const LoadedPlugin*> plugins = load_all_plugins(plugin_search_path(dir.c_str()), &error);
   builder::WriterInputs in;
   in.model = &result.model;
-  config::BoardProfile board = config::load_board_profile(config::find_board_profile("x86_64-generic"));
+  config::BoardProfile board = config::load_board_profile(config::find_board_profile(host_board()));
   in.board = &board;
   in.plugins = plugins;
   in.memory_plan = &plan;

@@ -17,6 +17,13 @@ std::string binary_dir() { return EDGERT_TEST_BINARY_DIR; }
 std::string source_dir() { return EDGERT_TEST_SOURCE_DIR; }
 std::string edgert_cli() { return binary_dir() + "/bin/edgert"; }
 std::string cpu_plugin_dir() { return binary_dir() + "/lib/edgert/plugins"; }
+std::string host_board() {
+#if defined(__aarch64__)
+  return "qemu-virt-aarch64";
+#else
+  return "x86_64-generic";
+#endif
+}
 
 CommandResult run_command(const std::string& command) {
   CommandResult r;
@@ -142,7 +149,7 @@ std::vector<uint8_t> build_engine_bytes(const onnx::ModelProto& model, const std
   save_model(model, path);
   builder::BuildOptions options;
   options.model_path = path;
-  options.board = config::load_board_profile(source_dir() + "/board_profiles/x86_64-generic.yaml");
+  options.board = config::load_board_profile(source_dir() + "/board_profiles/" + host_board() + ".yaml");
   static std::string plugins = cpu_plugin_dir();
   options.plugin_path = plugins.c_str();
   return builder::build_engine(options).engine;

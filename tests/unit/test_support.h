@@ -43,7 +43,11 @@ void save_model(const onnx::ModelProto& model, const std::string& path);
 std::vector<uint8_t> read_file(const std::string& path);
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 
-// Builds `model` for x86_64-generic with the real builder and returns the engine bytes.
+// The board profile engines are built for in these tests: x86_64-generic, or qemu-virt-aarch64
+// when the tests themselves are aarch64 (the cross build, run under qemu-aarch64-static).
+std::string host_board();
+
+// Builds `model` for host_board() with the real builder and returns the engine bytes.
 std::vector<uint8_t> build_engine_bytes(const onnx::ModelProto& model, const std::string& scratch_dir);
 
 }  // namespace edgert::test

@@ -27,6 +27,12 @@ typedef struct edgert_load_options {
                                   directory next to libedgert, then the install directory */
   const char* expected_board;  /* board profile name this machine is; NULL: check hardware only */
   int32_t allow_board_mismatch;/* 1: load an engine built for another board (experts only) */
+  /* Kernel threads (appended; read only when struct_size covers them). Process-wide: every
+   * loaded plugin's configure() receives them, later loads too. 0 and 0 leave the current
+   * settings alone (each plugin's default until someone sets them); num_threads counts the
+   * calling thread. Do not change them while another engine of the process is running. */
+  int32_t num_threads;         /* threads a kernel may use; 0: unchanged / the plugin's default */
+  int32_t pin_threads;         /* 1: pin worker i to the i-th CPU of the process's affinity mask */
 } edgert_load_options;
 
 /* Describes an engine input or output. `name` and `dim_names` point into the engine and live

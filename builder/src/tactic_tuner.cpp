@@ -1,0 +1,379 @@
+#include "tactic_tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "build_error.h"
+#include "edgert/dtype_info.h"
+#include "node_view.h"
+
+namespace edgert::builder {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double elapsed_ms(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::string format_float(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
+std::string format_ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, ms < 1 ? "%.4f ms" : "%.3f ms", ms);
+  return text;
+}
+
+std::string tensor_signature(const Value& v) {
+  std::string s = edgert_dtype_name(v.dtype);
+  if (!v.rank_known) return s + "[?]";
+  s += "[";
+  for (size_t d = 0; d < v.shape.size(); ++d) s += (d ? "," : "") + std::to_string(v.shape[d].value);
+  return s + "]";
+}
+
+// 64-byte aligned, zeroed scratch for tensors and workspaces.
+struct AlignedBuffer {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<void, Free> data;
+
+  explicit AlignedBuffer(size_t bytes) {
+    size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    data.reset(std::aligned_alloc(64, rounded));
+    if (!data) build_fail(EDGERT_ERR_OUT_OF_MEMORY, "tactic timing: cannot allocate %zu bytes", bytes);
+    std::memset(data.get(), 0, rounded);
+  }
+};
+
+size_t tensor_bytes(const edgert_tensor& t) {
+  size_t n = edgert_dtype_size(t.dtype);
+  for (int32_t d = 0; d < t.rank; ++d) n *= static_cast<size_t>(std::max<int64_t>(t.dims[d], 0));
+  return n;
+}
+
+// Seeded values for non-constant inputs: small floats (no overflow, no denormals), zeros for
+// every other dtype (valid indices for Gather-like ops).
+void fill_random(const edgert_tensor& t, void* data, std::mt19937& rng) {
+  size_t count = edgert_dtype_size(t.dtype) ? tensor_bytes(t) / edgert_dtype_size(t.dtype) : 0;
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  if (t.dtype == EDGERT_DTYPE_FLOAT32) {
+    float* p = static_cast<float*>(data);
+    for (size_t i = 0; i < count; ++i) p[i] = uniform(rng);
+  } else if (t.dtype == EDGERT_DTYPE_FLOAT64) {
+    double* p = static_cast<double*>(data);
+    for (size_t i = 0; i < count; ++i) p[i] = uniform(rng);
+  }
+}
+
+// Why a node could not be timed, or empty when timing produced a winner.
+struct TimingOutcome {
+  std::vector<TacticTiming> timings;
+  std::string untimed_reason;
+};
+
+class TacticTimer {
+ public:
+  TacticTimer(const TunerOptions& options, const Graph& graph, const Node& node, const edgert_kernel& kernel)
+      : options_(options), view_(graph, node), node_(node), kernel_(kernel) {}
+
+  TimingOutcome run(const std::vector<edgert_tactic>& candidates) {
+    TimingOutcome outcome;
+    std::mt19937 rng(2026);
+    inputs_.assign(view_.inputs(), view_.inputs() + node_.inputs.size());
+    for (edgert_tensor& t : inputs_) {
+      if (t.data || t.dtype == EDGERT_DTYPE_UNDEFINED) continue;  // a constant, or an omitted input
+      if (edgert_dtype_size(t.dtype) == 0) {
+        outcome.untimed_reason = std::string("an input of dtype ") + edgert_dtype_name(t.dtype) + " cannot be made up";
+        return outcome;
+      }
+      storage_.emplace_back(tensor_bytes(t));
+      t.data = storage_.back().data.get();
+      fill_random(t, t.data, rng);
+    }
+    double best = -1;
+    for (const edgert_tactic& c : candidates) {
+      TacticTiming timing{c.id, c.name ? c.name : "", -1, 0};
+      if (!time_one(c.id, best, &timing, &outcome.untimed_reason)) {
+        outcome.timings.clear();
+        return outcome;
+      }
+      if (timing.median_ms >= 0 && (best < 0 || timing.median_ms < best)) best = timing.median_ms;
+      outcome.timings.push_back(std::move(timing));
+    }
+    if (best < 0) outcome.untimed_reason = "no tactic ran";
+    return outcome;
+  }
+
+ private:
+  // False when the node cannot be timed at all (then `why` says why); a tactic that merely
+  // fails keeps median_ms < 0.
+  bool time_one(int64_t tactic, double best, TacticTiming* timing, std::string* why) {
+    std::vector<edgert_tensor> outputs(node_.outputs.size());
+    void* state = nullptr;
+    edgert_prepare_info info{};
+    edgert_error error{};
+    edgert_status status = kernel_.prepare(&kernel_, view_.node(), tactic, inputs_.data(), outputs.data(), &state,
+                                           &info, &error);
+    struct ReleaseState {
+      const edgert_kernel& kernel;
+      void*& state;
+      ~ReleaseState() {
+        if (state) kernel.release(&kernel, state);
+      }
+    } release{kernel_, state};
+    if (status == EDGERT_ERR_NEEDS_DATA) {
+      *why = "output shapes depend on input values";
+      return false;
+    }
+    if (status != EDGERT_OK) return true;  // this tactic cannot run the node: median stays < 0
+    if (info.data_dependent) {
+      *why = "the kernel reports data-dependent outputs";
+      return false;
+    }
+    std::vector<AlignedBuffer> output_storage;
+    for (edgert_tensor& t : outputs) {
+      output_storage.emplace_back(tensor_bytes(t));
+      t.data = output_storage.back().data.get();
+    }
+    AlignedBuffer workspace(info.workspace_bytes);
+    auto execute = [&] {
+      edgert_error e{};
+      return kernel_.execute(&kernel_, state, view_.node(), inputs_.data(), outputs.data(), workspace.data.get(), &e);
+    };
+    Clock::time_point start = Clock::now();
+    if (execute() != EDGERT_OK) return true;
+    double warmup_ms = elapsed_ms(start);
+    // A tactic far behind the best is not worth measuring further; one moderately behind gets a
+    // second look, since a preempted warm-up on a busy machine must not hide the winner.
+    if (best >= 0 && warmup_ms > options_.prune_factor * best && warmup_ms <= 10 * options_.prune_factor * best) {
+      start = Clock::now();
+      if (execute() != EDGERT_OK) return true;
+      warmup_ms = std::min(warmup_ms, elapsed_ms(start));
+    }
+    if (best >= 0 && warmup_ms > options_.prune_factor * best) {
+      timing->median_ms = warmup_ms;
+      timing->runs = 1;
+      return true;
+    }
+    std::vector<double> runs;
+    double total = 0;
+    while (static_cast<int32_t>(runs.size()) < options_.max_runs) {
+      start = Clock::now();
+      if (execute() != EDGERT_OK) return true;
+      runs.push_back(elapsed_ms(start));
+      total += runs.back();
+      if (total >= options_.budget_ms) break;
+      if (total >= options_.target_ms && static_cast<int32_t>(runs.size()) >= options_.min_runs) break;
+    }
+    std::sort(runs.begin(), runs.end());
+    size_t n = runs.size();
+    timing->median_ms = n % 2 ? runs[n / 2] : (runs[n / 2 - 1] + runs[n / 2]) / 2;
+    timing->runs = static_cast<int32_t>(n);
+    return true;
+  }
+
+  const TunerOptions& options_;
+  NodeView view_;
+  const Node& node_;
+  const edgert_kernel& kernel_;
+  std::vector<edgert_tensor> inputs_;
+  std::vector<AlignedBuffer> storage_;
+};
+
+std::vector<edgert_tactic> list_tactics(const Graph& graph, const Node& node, const LoadedPlugin& plugin,
+                                        const edgert_kernel& kernel) {
+  NodeView view(graph, node);
+  std::vector<edgert_tactic> tactics(16);
+  int32_t n = kernel.tactics(&kernel, view.node(), view.inputs(), tactics.data(), static_cast<int32_t>(tactics.size()));
+  if (n > static_cast<int32_t>(tactics.size())) {
+    tactics.resize(static_cast<size_t>(n));
+    n = kernel.tactics(&kernel, view.node(), view.inputs(), tactics.data(), n);
+  }
+  if (n <= 0)
+    build_fail(EDGERT_ERR_PLUGIN, "kernel %s/%s lists no tactics for node '%s' (%s); a kernel with a tactics "
+               "function must list at least one", plugin.name.c_str(), kernel.name, node.name.c_str(),
+               node.op_type.c_str());
+  tactics.resize(std::min<size_t>(static_cast<size_t>(n), tactics.size()));
+  return tactics;
+}
+
+std::string timings_text(const std::vector<TacticTiming>& timings) {
+  std::string s;
+  for (const TacticTiming& t : timings) {
+    s += (s.empty() ? "" : ", ") + t.name + " (" + std::to_string(t.id) + ") ";
+    if (t.median_ms < 0) s += "failed";
+    else s += format_ms(t.median_ms) + (t.runs == 1 ? " (1 run, cut short)" : " (" + std::to_string(t.runs) + " runs)");
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> tactic_isa_requirements(const std::string& tactic_name) {
+  size_t dash = tactic_name.rfind('-');
+  std::string isa = dash == std::string::npos ? tactic_name : tactic_name.substr(dash + 1);
+  if (isa == "avx512") return {"avx512f"};
+  if (isa.rfind("avx512", 0) == 0) return {"avx512f", isa};  // avx512bw, avx512vnni, ...
+  if (isa == "avx2") return {"avx2", "fma"};  // x86-64-v3 kernels use FMA with AVX2
+  if (isa == "avx" || isa == "fma" || isa == "f16c" || isa == "neon" || isa == "asimd" || isa == "dotprod" ||
+      isa == "asimdhp" || isa == "fp16")
+    return {isa};
+  return {};
+}
+
+std::string op_signature(const Graph& graph, const Node& node) {
+  std::string s = "op=" + (node.domain.empty() ? std::string() : node.domain + ".") + node.op_type +
+                  " opset=" + std::to_string(node.opset) + " inputs=(";
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    s += i ? "," : "";
+    if (node.inputs[i] < 0) {
+      s += "none";
+      continue;
+    }
+    const Value& v = graph.values[node.inputs[i]];
+    s += tensor_signature(v) + (v.is_constant() ? "const" : "");
+  }
+  s += ") outputs=" + std::to_string(node.outputs.size()) + " attrs={";
+  std::vector<const Attribute*> attributes;
+  for (const Attribute& a : node.attributes) attributes.push_back(&a);
+  std::sort(attributes.begin(), attributes.end(), [](const Attribute* a, const Attribute* b) { return a->name < b->name; });
+  for (size_t k = 0; k < attributes.size(); ++k) {
+    const Attribute& a = *attributes[k];
+    s += (k ? ";" : "") + a.name + "=";
+    switch (a.type) {
+      case EDGERT_ATTR_INT: s += std::to_string(a.i); break;
+      case EDGERT_ATTR_FLOAT: s += format_float(a.f); break;
+      case EDGERT_ATTR_STRING: s += "s" + std::to_string(a.s.size()) + ":" + a.s; break;
+      case EDGERT_ATTR_INTS:
+        s += "[";
+        for (size_t i = 0; i < a.ints.size(); ++i) s += (i ? "," : "") + std::to_string(a.ints[i]);
+        s += "]";
+        break;
+      case EDGERT_ATTR_FLOATS:
+        s += "[";
+        for (size_t i = 0; i < a.floats.size(); ++i) s += (i ? "," : "") + format_float(a.floats[i]);
+        s += "]";
+        break;
+      case EDGERT_ATTR_STRINGS:
+        s += "[";
+        for (size_t i = 0; i < a.strings.size(); ++i)
+          s += (i ? "," : "") + std::string("s") + std::to_string(a.strings[i].size()) + ":" + a.strings[i];
+        s += "]";
+        break;
+      case EDGERT_ATTR_TENSOR:
+        s += "tensor:" + (a.tensor >= 0 ? tensor_signature(graph.values[a.tensor]) : std::string("?"));
+        break;
+      case EDGERT_ATTR_GRAPH: s += "graph:" + std::to_string(a.graph); break;
+      default: s += "?"; break;
+    }
+  }
+  return s + "}";
+}
+
+TacticTuner::TacticTuner(TunerOptions options) : options_(std::move(options)) {
+  if (!options_.cache) build_fail(EDGERT_ERR_INTERNAL, "TacticTuner needs a TimingCache");
+}
+
+void TacticTuner::choose(const Graph& graph, Node& node, const LoadedPlugin& plugin, const edgert_kernel& kernel) {
+  node.tactic = 0;
+  node.tactic_name.clear();
+  if (!kernel.tactics) return;
+  std::vector<edgert_tactic> listed = list_tactics(graph, node, plugin, kernel);
+  std::vector<edgert_tactic> candidates;
+  std::string excluded;
+  for (const edgert_tactic& t : listed) {
+    std::string missing;
+    for (const std::string& feature : tactic_isa_requirements(t.name ? t.name : ""))
+      if (std::find(options_.board_cpu_features.begin(), options_.board_cpu_features.end(), feature) ==
+          options_.board_cpu_features.end())
+        missing = feature;
+    if (missing.empty()) candidates.push_back(t);
+    else excluded += (excluded.empty() ? "" : ", ") + std::string(t.name) + " (board lacks " + missing + ")";
+  }
+  // Kernels list a portable reference last; a list with nothing the board runs keeps the first.
+  if (candidates.empty()) candidates.push_back(listed.front());
+  auto take = [&](int64_t id, const std::string& name) {
+    node.tactic = id;
+    node.tactic_name = name;
+  };
+  const edgert_tactic& first = candidates.front();
+  take(first.id, first.name ? first.name : "");
+  if (listed.size() == 1) return;
+
+  ++stats_.nodes;
+  auto log = [&](const std::string& line) {
+    if (options_.log) options_.log("  tactics of '" + node.name + "' (" + plugin.name + "/" + kernel.name + "): " + line);
+  };
+  if (!excluded.empty()) log("not for this board: " + excluded);
+  if (candidates.size() == 1) {
+    ++stats_.first_listed;
+    log("only " + node.tactic_name + " is left, not timed");
+    return;
+  }
+  if (options_.policy == TacticPolicy::kFirst) {
+    ++stats_.first_listed;
+    log("first-listed " + node.tactic_name + " (--tactics first)");
+    return;
+  }
+  NodeView view(graph, node);
+  if (!view.inputs_static()) {
+    ++stats_.first_listed;
+    log("first-listed " + node.tactic_name + ": input shapes are not static, not timed");
+    return;
+  }
+
+  TimingKey key{options_.board_fingerprint, plugin.name, plugin.table->version ? plugin.table->version : "",
+                kernel.name, op_signature(graph, node), options_.threads};
+  if (std::optional<TimingRecord> record = options_.cache->find(key)) {
+    bool offered = false;
+    for (const edgert_tactic& c : candidates) offered = offered || c.id == record->chosen;
+    // Built elsewhere the list here says nothing about the board's; here a record naming a
+    // tactic the kernel no longer offers is stale.
+    if (offered || !options_.time_here) {
+      ++stats_.hits;
+      take(record->chosen, record->chosen_name);
+      log("cache hit -> " + node.tactic_name + " (" + std::to_string(node.tactic) + "); recorded " +
+          timings_text(record->timings));
+      return;
+    }
+    log("cache record names tactic " + std::to_string(record->chosen) + ", which the kernel no longer lists: timing again");
+  }
+  ++stats_.misses;
+  if (!options_.time_here) {
+    ++stats_.first_listed;
+    log("cache miss; board is not this machine, not timed -> first-listed " + node.tactic_name);
+    return;
+  }
+
+  Clock::time_point start = Clock::now();
+  TimingOutcome outcome = TacticTimer(options_, graph, node, kernel).run(candidates);
+  stats_.timing_seconds += elapsed_ms(start) / 1000;
+  if (!outcome.untimed_reason.empty()) {
+    ++stats_.first_listed;
+    log("cache miss; not timed (" + outcome.untimed_reason + ") -> first-listed " + node.tactic_name);
+    return;
+  }
+  ++stats_.timed;
+  // Within the margin, the earlier listed wins: the kernel's own ranking breaks what is
+  // measurement noise, so rebuilds without a cache do not flip between equal tactics.
+  const TacticTiming* best = nullptr;
+  for (const TacticTiming& t : outcome.timings)
+    if (t.median_ms >= 0 && (!best || t.median_ms < best->median_ms * (1 - options_.tie_margin))) best = &t;
+  take(best->id, best->name);
+  log("cache miss; timed " + timings_text(outcome.timings) + " -> " + node.tactic_name);
+  options_.cache->put(key, TimingRecord{best->id, best->name, outcome.timings});
+}
+
+}  // namespace edgert::builder

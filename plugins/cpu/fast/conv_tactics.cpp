@@ -1,0 +1,262 @@
+#include "fast/conv_tactics.h"
+
+#include <algorithm>
+
+#include "fast/depthwise.h"
+#include "thread_pool.h"
+
+namespace edgert::cpu {
+
+namespace {
+
+// Stable ids: engines and timing caches store them. Never renumber; add new ones.
+enum ConvTactic : int64_t {
+  kConv1x1Portable = 10,
+  kConv1x1Avx2 = 11,
+  kConv1x1Neon = 12,
+  kConv1x1Avx512 = 13,
+  kConvIm2colPortable = 20,
+  kConvIm2colAvx2 = 21,
+  kConvIm2colNeon = 22,
+  kConvIm2colAvx512 = 23,
+  kConvDepthwisePortable = 30,
+  kConvDepthwiseAvx2 = 31,
+  kConvWinogradPortable = 80,
+  kConvWinogradAvx2 = 81,
+  kConvWinogradNeon = 82,
+  kConvWinogradAvx512 = 83,
+};
+
+struct ConvShape {
+  WindowGeometry g;
+  int64_t group = 1, channels = 0, out_channels = 0;
+  bool ok = false;
+};
+
+ConvShape conv_shape(const edgert_node& node, const edgert_tensor& x, const edgert_tensor& w) {
+  ConvShape s;
+  if (x.rank != w.rank || (x.rank != 3 && x.rank != 4)) return s;
+  s.group = Attributes(&node).get_int("group", 1);
+  Shape out_shape;
+  s.g = conv_shapes(node, x, w, s.group, out_shape);
+  s.channels = x.dims[1];
+  s.out_channels = w.dims[0];
+  s.ok = true;
+  return s;
+}
+
+bool is_depthwise(const ConvShape& s) { return s.group > 1 && s.group == s.channels && s.group == s.out_channels; }
+
+bool is_winograd_3x3(const ConvShape& s) {
+  const WindowGeometry& g = s.g;
+  return s.group == 1 && g.rank == 2 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
+         g.dilation[0] == 1 && g.dilation[1] == 1;
+}
+
+bool is_pointwise(const WindowGeometry& g) {
+  for (int i = 0; i < g.rank; ++i)
+    if (g.kernel[i] != 1 || g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return false;
+  return true;
+}
+
+// The last digit of a GEMM-based tactic id names its micro-kernel. Every variant this CPU runs
+// is listed, the widest first: the builder drops those the target board lacks (by the ISA at
+// the end of the name) and times the rest.
+gemm::Isa isa_of(int64_t tactic) {
+  switch (tactic % 10) {
+    case 1: return gemm::Isa::Avx2Fma;
+    case 2: return gemm::Isa::Neon;
+    case 3: return gemm::Isa::Avx512;
+    default: return gemm::Isa::Portable;
+  }
+}
+
+void add_gemm_tactics(std::vector<TacticSpec>& out, int64_t first_id, const char* avx512_name, const char* avx2_name,
+                      const char* neon_name, const char* portable_name) {
+  if (gemm::isa_available(gemm::Isa::Avx512)) out.push_back({first_id + 3, avx512_name});
+  if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({first_id + 1, avx2_name});
+  if (gemm::isa_available(gemm::Isa::Neon)) out.push_back({first_id + 2, neon_name});
+  out.push_back({first_id, portable_name});
+}
+
+}  // namespace
+
+std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tensor* inputs) {
+  const edgert_tensor &x = inputs[0], &w = inputs[1];
+  std::vector<TacticSpec> out;
+  if (w.dtype != EDGERT_DTYPE_FLOAT32 || !w.data) return out;
+  if (x.dtype != EDGERT_DTYPE_FLOAT32 && x.dtype != EDGERT_DTYPE_UNDEFINED) return out;
+  const ConvShape s = conv_shape(*node, x, w);
+  if (!s.ok) return out;
+  if (is_depthwise(s)) {
+#if defined(__x86_64__)
+    if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({kConvDepthwiseAvx2, "f32-conv-dw-direct-avx2"});
+#endif
+    out.push_back({kConvDepthwisePortable, "f32-conv-dw-direct-portable"});
+    return out;
+  }
+  if (is_pointwise(s.g))
+    add_gemm_tactics(out, kConv1x1Portable, "f32-conv-1x1-gemm-8x32-avx512", "f32-conv-1x1-gemm-6x16-avx2",
+                     "f32-conv-1x1-gemm-6x16-neon", "f32-conv-1x1-gemm-6x16-portable");
+  if (is_winograd_3x3(s))
+    add_gemm_tactics(out, kConvWinogradPortable, "f32-conv-wino23-gemm-8x32-avx512", "f32-conv-wino23-gemm-6x16-avx2",
+                     "f32-conv-wino23-gemm-6x16-neon", "f32-conv-wino23-gemm-6x16-portable");
+  add_gemm_tactics(out, kConvIm2colPortable, "f32-conv-im2col-gemm-8x32-avx512", "f32-conv-im2col-gemm-6x16-avx2",
+                   "f32-conv-im2col-gemm-6x16-neon", "f32-conv-im2col-gemm-6x16-portable");
+  return out;
+}
+
+bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, const edgert_tensor& x,
+                       const edgert_tensor& w, bool residual, edgert_prepare_info& info) {
+  if (x.dtype != EDGERT_DTYPE_FLOAT32 || w.dtype != EDGERT_DTYPE_FLOAT32 || !w.data) return false;
+  if (x.rank != 3 && x.rank != 4) return false;
+  switch (tactic) {
+    case kConv1x1Portable: case kConv1x1Avx2: case kConv1x1Neon: case kConv1x1Avx512:
+      algorithm_ = Algorithm::Gemm1x1;
+      break;
+    case kConvIm2colPortable: case kConvIm2colAvx2: case kConvIm2colNeon: case kConvIm2colAvx512:
+      algorithm_ = Algorithm::Im2colGemm;
+      break;
+    case kConvDepthwisePortable: case kConvDepthwiseAvx2: algorithm_ = Algorithm::Depthwise; break;
+    case kConvWinogradPortable: case kConvWinogradAvx2: case kConvWinogradNeon: case kConvWinogradAvx512:
+      algorithm_ = Algorithm::Winograd;
+      break;
+    default: return false;
+  }
+  // An engine tuned on another CPU may name an ISA this one lacks: run the same algorithm on
+  // the best ISA available here.
+  isa_ = isa_of(tactic);
+  if (!gemm::isa_available(isa_)) isa_ = gemm::best_isa();
+  depthwise_avx2_ = tactic == kConvDepthwiseAvx2 && gemm::isa_available(gemm::Isa::Avx2Fma);
+
+  batch_ = x.dims[0];
+  channels_ = x.dims[1];
+  out_channels_ = w.dims[0];
+  group_ = group;
+  const bool two_d = g.rank == 2;
+  in_h_ = two_d ? g.in[0] : 1;
+  in_w_ = g.in[g.rank - 1];
+  out_h_ = two_d ? g.out[0] : 1;
+  out_w_ = g.out[g.rank - 1];
+  kernel_h_ = two_d ? g.kernel[0] : 1;
+  kernel_w_ = g.kernel[g.rank - 1];
+  stride_h_ = two_d ? g.stride[0] : 1;
+  stride_w_ = g.stride[g.rank - 1];
+  dilation_h_ = two_d ? g.dilation[0] : 1;
+  dilation_w_ = g.dilation[g.rank - 1];
+  pad_top_ = two_d ? g.pad_begin[0] : 0;
+  pad_left_ = g.pad_begin[g.rank - 1];
+
+  const int64_t taps = kernel_h_ * kernel_w_;
+  if (algorithm_ == Algorithm::Depthwise) {
+    if (!(group_ == channels_ && group_ == out_channels_ && w.dims[1] == 1)) return false;
+    if (packed_from_ != w.data || packed_tactic_ != tactic) {
+      const float* src = static_cast<const float*>(w.data);
+      depthwise_weights_.assign(src, src + out_channels_ * taps);
+    }
+    threads_ = ThreadPool::instance().num_threads();
+    const depthwise::Geometry dg = depthwise_geometry();
+    scratch_floats_ = (depthwise::scratch_rows(dg) * depthwise::scratch_cols(dg) + 15) / 16 * 16;
+    info.workspace_bytes = static_cast<size_t>(threads_ * scratch_floats_) * sizeof(float);
+  } else if (algorithm_ == Algorithm::Winograd) {
+    ConvShape shape;
+    shape.g = g;
+    shape.group = group_;
+    if (!is_winograd_3x3(shape)) return false;
+    threads_ = ThreadPool::instance().num_threads();
+    // The transformed weights depend on W only, the tile blocking on the shapes and threads:
+    // redo both whenever anything changed.
+    const std::vector<int64_t> key = {tactic, threads_, batch_, channels_, in_h_, in_w_, pad_top_, pad_left_, out_h_,
+                                      out_w_};
+    if (packed_from_ != w.data || winograd_key_ != key) {
+      winograd_.prepare(isa_, static_cast<const float*>(w.data), batch_, channels_, out_channels_, in_h_, in_w_, out_h_,
+                        out_w_, pad_top_, pad_left_, threads_);
+      winograd_key_ = key;
+    }
+    info.workspace_bytes = winograd_.workspace_bytes();
+  } else {
+    if (algorithm_ == Algorithm::Gemm1x1 && !is_pointwise(g)) return false;
+    if (packed_from_ != w.data || packed_tactic_ != tactic || packed_one_block_ != residual) {
+      const int64_t mg = out_channels_ / group_, k = (channels_ / group_) * taps;
+      packed_one_block_ = residual;
+      packed_.assign(static_cast<size_t>(group_), gemm::PackedA{});
+      for (int64_t gi = 0; gi < group_; ++gi)
+        gemm::pack_a(isa_, static_cast<const float*>(w.data) + gi * mg * k, mg, k, k, 1, packed_[static_cast<size_t>(gi)],
+                     residual);
+    }
+    threads_ = ThreadPool::instance().num_threads();
+    int64_t kc = 0;
+    for (const gemm::PackedA& a : packed_) kc = std::max(kc, a.kc);
+    info.workspace_bytes = gemm::workspace_bytes(threads_, kc);
+  }
+  packed_from_ = w.data;
+  packed_tactic_ = tactic;
+  return true;
+}
+
+void FastConv::execute(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
+                       void* workspace) const {
+  const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+  if (algorithm_ == Algorithm::Depthwise) {
+    const depthwise::Geometry dg = depthwise_geometry();
+    auto channel = depthwise::channel_portable;
+#if defined(__x86_64__)
+    if (depthwise_avx2_) channel = depthwise::channel_avx2;
+#endif
+    const int64_t taps = kernel_h_ * kernel_w_, planes = batch_ * channels_;
+    // A few tasks per thread (a thread that loses its core holds up less), each thread with its
+    // own padded-plane scratch; at most the threads the workspace was sized for.
+    const int64_t tasks = std::min<int64_t>(planes, 4 * threads_);
+    ThreadPool::instance().parallel_for(
+        tasks,
+        [&](int64_t task, int thread) {
+          float* scratch = static_cast<float*>(workspace) + thread * scratch_floats_;
+          for (int64_t plane = task * planes / tasks; plane < (task + 1) * planes / tasks; ++plane) {
+            const int64_t c = plane % channels_;
+            channel(dg, x + plane * in_plane, depthwise_weights_.data() + c * taps, bias ? bias[c] : 0.0f,
+                    z ? z + plane * out_plane : nullptr, y + plane * out_plane, activation, scratch);
+          }
+        },
+        threads_);
+    return;
+  }
+  if (algorithm_ == Algorithm::Winograd) return winograd_.execute(x, bias, z, y, activation, workspace);
+  const int64_t cg = channels_ / group_, mg = out_channels_ / group_;
+  for (int64_t n = 0; n < batch_; ++n) {
+    for (int64_t gi = 0; gi < group_; ++gi) {
+      gemm::BSource b;
+      b.data = x + (n * channels_ + gi * cg) * in_plane;
+      if (algorithm_ == Algorithm::Gemm1x1) {
+        b.kind = gemm::BSource::Kind::Strided;
+        b.row_stride = in_plane;
+        b.col_stride = 1;
+      } else {
+        b.kind = gemm::BSource::Kind::Im2col;
+        b.in_h = in_h_;
+        b.in_w = in_w_;
+        b.out_w = out_w_;
+        b.kernel_h = kernel_h_;
+        b.kernel_w = kernel_w_;
+        b.stride_h = stride_h_;
+        b.stride_w = stride_w_;
+        b.dilation_h = dilation_h_;
+        b.dilation_w = dilation_w_;
+        b.pad_top = pad_top_;
+        b.pad_left = pad_left_;
+      }
+      const int64_t y_offset = (n * out_channels_ + gi * mg) * out_plane;
+      gemm::Output out{y + y_offset, out_plane, 1};
+      gemm::Epilogue ep;
+      ep.bias_row = bias ? bias + gi * mg : nullptr;
+      if (z) {
+        ep.addend = z + y_offset;
+        ep.addend_row_stride = out_plane;
+        ep.addend_col_stride = 1;
+      }
+      ep.activation = activation;
+      gemm::sgemm(packed_[static_cast<size_t>(gi)], b, out_plane, out, ep, workspace, threads_);
+    }
+  }
+}
+
+}  // namespace edgert::cpu

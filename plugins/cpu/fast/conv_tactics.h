@@ -1,0 +1,60 @@
+// Optimized float32 tactics of Conv and edgert.FusedConv (1-D and 2-D, any group):
+//   f32-conv-1x1-gemm-6x16-*     1x1, stride 1, no pad: packed GEMM straight on NCHW
+//   f32-conv-im2col-gemm-6x16-*  any other dense or grouped conv: GEMM, im2col done while packing
+//   f32-conv-dw-direct-*         depthwise (group == C == M): direct rows, vectorized
+//   f32-conv-wino23-gemm-*       dense 3x3 stride 1: Winograd F(2x2, 3x3) over the packed GEMM
+// The kernel's epilogue (bias, residual Z, activation) is fused in every tactic. Weights are
+// packed in prepare and owned by the FastConv; nothing is allocated in execute.
+#pragma once
+
+#include <vector>
+
+#include "activation.h"
+#include "fast/conv_winograd.h"
+#include "fast/depthwise.h"
+#include "gemm/sgemm.h"
+#include "kernel.h"
+#include "nn_common.h"
+
+namespace edgert::cpu {
+
+// The tactics worth timing for a Conv/FusedConv node, best guess first (float32 with constant
+// weights only; otherwise none, and the reference runs).
+std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tensor* inputs);
+
+class FastConv {
+ public:
+  // Prepares `tactic` for X and W (W's data must be set); `residual`: execute will get a Z
+  // (which may alias Y). Returns false when the tactic does not apply to this node (the caller
+  // then runs the reference). Sizes info.workspace_bytes.
+  bool prepare(int64_t tactic, const WindowGeometry& g, int64_t group, const edgert_tensor& x,
+               const edgert_tensor& w, bool residual, edgert_prepare_info& info);
+  // y = act(conv(x, W) + bias + z); bias and z may be null; z may alias y.
+  void execute(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
+               void* workspace) const;
+
+ private:
+  enum class Algorithm { Gemm1x1, Im2colGemm, Depthwise, Winograd };
+  depthwise::Geometry depthwise_geometry() const {
+    return {in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
+            pad_top_, pad_left_};
+  }
+  Algorithm algorithm_ = Algorithm::Im2colGemm;
+  gemm::Isa isa_ = gemm::Isa::Portable;
+  bool depthwise_avx2_ = false;
+  std::vector<gemm::PackedA> packed_;  // one per group
+  std::vector<float> depthwise_weights_;
+  const void* packed_from_ = nullptr;
+  int64_t packed_tactic_ = -1;
+  bool packed_one_block_ = false;
+  int threads_ = 1;
+  int64_t scratch_floats_ = 0;  // depthwise: per task
+  WinogradConv winograd_;
+  std::vector<int64_t> winograd_key_;
+  int64_t batch_ = 0, channels_ = 0, out_channels_ = 0, group_ = 1;
+  int64_t in_h_ = 1, in_w_ = 1, out_h_ = 1, out_w_ = 1;
+  int64_t kernel_h_ = 1, kernel_w_ = 1, stride_h_ = 1, stride_w_ = 1, dilation_h_ = 1, dilation_w_ = 1;
+  int64_t pad_top_ = 0, pad_left_ = 0;
+};
+
+}  // namespace edgert::cpu

@@ -1,0 +1,39 @@
+// Depthwise convolution (one input channel per output channel), one channel plane per call:
+//   y = act(conv(x, w) + bias + z)
+// with z (may be null, may alias y) a residual of y's shape. The loops are plain C++ written for
+// the vectorizer, compiled twice: portably (depthwise.cpp) and for AVX2+FMA (x86/depthwise_x86.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "activation.h"
+
+namespace edgert::cpu::depthwise {
+
+struct Geometry {
+  int64_t in_h, in_w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, pad_top,
+      pad_left;
+};
+
+// 3x3 and 5x5 kernels with stride 1 or 2 and no dilation run over a zero-padded copy of the
+// plane in `scratch` (scratch_rows x scratch_cols floats); other shapes need none (both 0) and
+// walk the rows directly.
+inline bool uses_padded_plane(const Geometry& g) {
+  return g.kernel_h == g.kernel_w && (g.kernel_h == 3 || g.kernel_h == 5) && g.stride_h == g.stride_w &&
+         (g.stride_h == 1 || g.stride_h == 2) && g.dilation_h == 1 && g.dilation_w == 1;
+}
+inline int64_t scratch_rows(const Geometry& g) {
+  return uses_padded_plane(g) ? (g.out_h - 1) * g.stride_h + g.kernel_h : 0;
+}
+inline int64_t scratch_cols(const Geometry& g) {
+  return uses_padded_plane(g) ? (g.out_w - 1) * g.stride_w + g.kernel_w : 0;
+}
+
+void channel_portable(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
+                      const Activation& activation, float* scratch);
+#if defined(__x86_64__)
+void channel_avx2(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
+                  const Activation& activation, float* scratch);
+#endif
+
+}  // namespace edgert::cpu::depthwise

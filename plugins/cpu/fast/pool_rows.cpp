@@ -1,0 +1,128 @@
+#include "fast/pool_rows.h"
+
+#include <limits>
+
+#include "thread_pool.h"
+
+namespace edgert::cpu {
+
+std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs) {
+  const edgert_tensor& x = inputs[0];
+  if (x.dtype != EDGERT_DTYPE_FLOAT32 || (x.rank != 3 && x.rank != 4) || node->num_outputs > 1) return {};
+  return {{kPoolRowsTactic, "f32-pool-2d-rows-portable"}};
+}
+
+std::vector<TacticSpec> global_average_tactics(const edgert_node*, const edgert_tensor* inputs) {
+  if (inputs[0].dtype != EDGERT_DTYPE_FLOAT32) return {};
+  return {{kGlobalAverageRowsTactic, "f32-global-avgpool-rows-portable"}};
+}
+
+void global_average_rows(const float* x, float* y, int64_t planes, int64_t size) {
+  auto plane_mean = [&](int64_t p) {
+    const float* xp = x + p * size;
+    float acc[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= size; i += 8)
+      for (int j = 0; j < 8; ++j) acc[j] += xp[i + j];
+    float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < size; ++i) sum += xp[i];
+    y[p] = size > 0 ? sum / static_cast<float>(size) : 0.0f;
+  };
+  if (planes * size < (1 << 15)) {
+    for (int64_t p = 0; p < planes; ++p) plane_mean(p);
+    return;
+  }
+  ThreadPool::instance().parallel_for(planes, [&](int64_t p, int) { plane_mean(p); });
+}
+
+namespace {
+
+// Positions of one spatial dim's window that a divisor counts: inside the input, or (with
+// count_include_pad) inside the input plus its explicit padding, as the reference counts them.
+std::vector<float> window_counts(int64_t out, int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
+                                 int64_t pad_begin, int64_t pad_end, bool include_pad) {
+  std::vector<float> counts(static_cast<size_t>(out));
+  for (int64_t o = 0; o < out; ++o) {
+    int64_t c = 0;
+    for (int64_t k = 0; k < kernel; ++k) {
+      const int64_t pos = o * stride - pad_begin + k * dilation;
+      c += include_pad ? (pos >= -pad_begin && pos < in + pad_end) : (pos >= 0 && pos < in);
+    }
+    counts[static_cast<size_t>(o)] = static_cast<float>(c);
+  }
+  return counts;
+}
+
+}  // namespace
+
+bool FastPool::prepare(bool max, bool count_include_pad, const WindowGeometry& g, const edgert_tensor& x,
+                       int num_outputs) {
+  if (x.dtype != EDGERT_DTYPE_FLOAT32 || num_outputs > 1 || (g.rank != 1 && g.rank != 2)) return false;
+  max_ = max;
+  planes_ = x.dims[0] * x.dims[1];
+  const bool two_d = g.rank == 2;
+  const int last = g.rank - 1;
+  in_h_ = two_d ? g.in[0] : 1;
+  in_w_ = g.in[last];
+  out_h_ = two_d ? g.out[0] : 1;
+  out_w_ = g.out[last];
+  kernel_h_ = two_d ? g.kernel[0] : 1;
+  kernel_w_ = g.kernel[last];
+  stride_h_ = two_d ? g.stride[0] : 1;
+  stride_w_ = g.stride[last];
+  dilation_h_ = two_d ? g.dilation[0] : 1;
+  dilation_w_ = g.dilation[last];
+  pad_top_ = two_d ? g.pad_begin[0] : 0;
+  pad_left_ = g.pad_begin[last];
+  if (!max) {
+    row_count_ = two_d ? window_counts(out_h_, in_h_, kernel_h_, stride_h_, dilation_h_, pad_top_, g.pad_end[0],
+                                       count_include_pad)
+                       : std::vector<float>{1.0f};
+    col_count_ = window_counts(out_w_, in_w_, kernel_w_, stride_w_, dilation_w_, pad_left_, g.pad_end[last],
+                               count_include_pad);
+  }
+  return true;
+}
+
+void FastPool::execute(const float* x, float* y) const {
+  const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+  const int64_t ow_n = out_w_, iw_n = in_w_, s = stride_w_;
+  ThreadPool::instance().parallel_for(planes_, [&](int64_t plane, int) {
+    const float* xp = x + plane * in_plane;
+    for (int64_t oy = 0; oy < out_h_; ++oy) {
+      float* __restrict__ yrow = y + plane * out_plane + oy * ow_n;
+      const float init = max_ ? std::numeric_limits<float>::lowest() : 0.0f;
+      for (int64_t ox = 0; ox < ow_n; ++ox) yrow[ox] = init;
+      for (int64_t ky = 0; ky < kernel_h_; ++ky) {
+        const int64_t iy = oy * stride_h_ - pad_top_ + ky * dilation_h_;
+        if (iy < 0 || iy >= in_h_) continue;
+        const float* __restrict__ xrow = xp + iy * iw_n;
+        for (int64_t kx = 0; kx < kernel_w_; ++kx) {
+          const int64_t shift = kx * dilation_w_ - pad_left_;
+          const int64_t lo = shift >= 0 ? 0 : (-shift + s - 1) / s;
+          int64_t hi = iw_n - 1 - shift < 0 ? 0 : (iw_n - 1 - shift) / s + 1;
+          hi = hi < ow_n ? hi : ow_n;
+          const float* __restrict__ xs = xrow + shift;
+          if (max_) {
+            // `v > m` keeps NaN out, as the reference does.
+            for (int64_t ox = lo; ox < hi; ++ox) {
+              const float v = xs[ox * s];
+              yrow[ox] = v > yrow[ox] ? v : yrow[ox];
+            }
+          } else {
+            for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] += xs[ox * s];
+          }
+        }
+      }
+      if (!max_) {
+        const float rc = row_count_[static_cast<size_t>(oy)];
+        for (int64_t ox = 0; ox < ow_n; ++ox) {
+          const float count = rc * col_count_[static_cast<size_t>(ox)];
+          yrow[ox] = count > 0.0f ? yrow[ox] / count : 0.0f;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace edgert::cpu

@@ -1,0 +1,39 @@
+// Optimized float32 MaxPool / AveragePool over 2-D (and 1-D) NCHW planes, the tactic
+// f32-pool-2d-rows-portable (id 50): per output row, one vectorizable pass per kernel tap,
+// planes spread over the thread pool. Same results as the reference (max is exact; the average
+// sums in float instead of double).
+#pragma once
+
+#include <vector>
+
+#include "kernel.h"
+#include "nn_common.h"
+
+namespace edgert::cpu {
+
+constexpr int64_t kPoolRowsTactic = 50;
+constexpr int64_t kGlobalAverageRowsTactic = 51;
+
+// The tactics of a MaxPool/AveragePool node: this one for float32 without an Indices output.
+std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs);
+
+// GlobalAveragePool float32, tactic f32-global-avgpool-rows-portable (id 51): eight float
+// partial sums per plane (vectorized), planes spread over the thread pool.
+std::vector<TacticSpec> global_average_tactics(const edgert_node* node, const edgert_tensor* inputs);
+void global_average_rows(const float* x, float* y, int64_t planes, int64_t size);
+
+class FastPool {
+ public:
+  // Returns false when the tactic does not apply (the caller runs the reference).
+  bool prepare(bool max, bool count_include_pad, const WindowGeometry& g, const edgert_tensor& x, int num_outputs);
+  void execute(const float* x, float* y) const;
+
+ private:
+  bool max_ = true;
+  int64_t planes_ = 0, in_h_ = 1, in_w_ = 1, out_h_ = 1, out_w_ = 1;
+  int64_t kernel_h_ = 1, kernel_w_ = 1, stride_h_ = 1, stride_w_ = 1, dilation_h_ = 1, dilation_w_ = 1;
+  int64_t pad_top_ = 0, pad_left_ = 0;
+  std::vector<float> row_count_, col_count_;  // AveragePool: the divisor is their product
+};
+
+}  // namespace edgert::cpu

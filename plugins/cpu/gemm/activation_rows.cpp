@@ -1,0 +1,30 @@
+#include "gemm/sgemm.h"
+
+namespace edgert::cpu::gemm {
+
+// Activations without a vectorized form (Tanh, Gelu, LeakyRelu), through activation.h; out of
+// line so that the AVX2 copy of the loops never instantiates activation.h's inline functions.
+void activation_rows_scalar(float* y, int64_t n, const Activation& act) {
+  for (int64_t i = 0; i < n; ++i) y[i] = act.apply(y[i]);
+}
+
+#if defined(__x86_64__)
+void activation_rows_avx2(float* y, int64_t n, const Activation& act);
+#endif
+
+namespace {
+#define EDGERT_ACTIVATION_ROWS activation_rows_portable
+#include "gemm/activation_rows.inc"
+#undef EDGERT_ACTIVATION_ROWS
+}  // namespace
+
+void apply_activation(float* y, int64_t n, const Activation& act) {
+  if (act.kind == ActivationKind::None) return;
+#if defined(__x86_64__)
+  static const bool avx2 = isa_available(Isa::Avx2Fma);
+  if (avx2) return activation_rows_avx2(y, n, act);
+#endif
+  activation_rows_portable(y, n, act);
+}
+
+}  // namespace edgert::cpu::gemm

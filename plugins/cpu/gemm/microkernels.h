@@ -1,0 +1,22 @@
+// The MR x NR micro-kernels of sgemm.cpp, one per ISA, all with one contract:
+//   C[r][j] = (accumulate ? C[r][j] : 0) + sum_p a[p * MR + r] * b[p * NR + j]
+// for r < MR, j < NR, p < kc; C rows are ldc floats apart. b is a packed panel starting on a
+// 64-byte boundary; a a packed panel (any float alignment).
+#pragma once
+
+#include <cstdint>
+
+namespace edgert::cpu::gemm {
+
+using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+
+void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+#if defined(__x86_64__)
+void ukernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+#endif
+#if defined(__aarch64__)
+void ukernel_6x16_neon(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+#endif
+
+}  // namespace edgert::cpu::gemm

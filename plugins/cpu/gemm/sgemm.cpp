@@ -1,0 +1,346 @@
+// Packed layouts:
+//   A: for each k block (kc rows of K, the last one shorter), for each panel of MR rows of A:
+//      kc x MR floats, row index fastest; rows past m are zero. Block (p0, panel) starts at
+//      p0 * m_padded + panel * MR * kc_len.
+//   B: per task and k block, for each panel of NR columns: kc x NR floats; columns past the
+//      task's end are zero.
+// Loops (BLIS order): columns in blocks of kNC, K in blocks of kc (B block in L2), then A panels
+// (one A panel in L1 while the B panels stream past it).
+#include "gemm/sgemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "gemm/microkernels.h"
+#include "thread_pool.h"
+
+namespace edgert::cpu::gemm {
+
+namespace {
+
+constexpr int64_t kKC = 256;
+constexpr int64_t kNC = 128;  // a multiple of every tile's columns
+constexpr int kMaxTile = 8 * 32;
+constexpr int64_t kMaxNR = 32;
+
+// Per-thread B block: kKC x kNC, or (A packed as one long k block) kc rows of at least one panel.
+int64_t thread_scratch_floats(int64_t kc) { return std::max(kKC * kNC, kc * kMaxNR); }
+
+int64_t k_block(int64_t k) {
+  const int64_t blocks = std::max<int64_t>(1, (k + kKC - 1) / kKC);
+  return (k + blocks - 1) / blocks;
+}
+
+int64_t padded_rows(int64_t m, int64_t mr) { return (m + mr - 1) / mr * mr; }
+
+MicroKernel micro_kernel(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::Avx2Fma: return ukernel_6x16_avx2;
+    case Isa::Avx512: return ukernel_8x32_avx512;
+#endif
+#if defined(__aarch64__)
+    case Isa::Neon: return ukernel_6x16_neon;
+#endif
+    default: return ukernel_6x16_portable;
+  }
+}
+
+void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, int64_t j_end, float* dst) {
+  for (int64_t jp = j0; jp < j_end; jp += nr) {
+    const int64_t w = std::min<int64_t>(nr, j_end - jp);
+    if (b.kind == BSource::Kind::Strided) {
+      const float* src = b.data + p0 * b.row_stride + jp * b.col_stride;
+      for (int64_t p = 0; p < kc; ++p, src += b.row_stride, dst += nr) {
+        if (b.col_stride == 1) {
+          for (int64_t j = 0; j < w; ++j) dst[j] = src[j];
+        } else {
+          for (int64_t j = 0; j < w; ++j) dst[j] = src[j * b.col_stride];
+        }
+        for (int64_t j = w; j < nr; ++j) dst[j] = 0.0f;
+      }
+      continue;
+    }
+    const int64_t taps = b.kernel_h * b.kernel_w, plane = b.in_h * b.in_w;
+    const int64_t oy0 = jp / b.out_w, ox0 = jp % b.out_w;
+    for (int64_t p = p0; p < p0 + kc; ++p, dst += nr) {
+      const int64_t c = p / taps, tap = p % taps, ky = tap / b.kernel_w, kx = tap % b.kernel_w;
+      const float* src = b.data + c * plane;
+      int64_t oy = oy0, ox = ox0, j = 0;
+      while (j < w) {
+        const int64_t seg = std::min(w - j, b.out_w - ox);
+        const int64_t iy = oy * b.stride_h - b.pad_top + ky * b.dilation_h;
+        if (iy < 0 || iy >= b.in_h) {
+          for (int64_t s = 0; s < seg; ++s) dst[j + s] = 0.0f;
+        } else {
+          const float* row = src + iy * b.in_w;
+          const int64_t ix0 = ox * b.stride_w - b.pad_left + kx * b.dilation_w;
+          if (b.stride_w == 1 && ix0 >= 0 && ix0 + seg <= b.in_w) {
+            for (int64_t s = 0; s < seg; ++s) dst[j + s] = row[ix0 + s];
+          } else if (b.stride_w == 2 && ix0 >= 0 && ix0 + 2 * (seg - 1) < b.in_w) {
+            for (int64_t s = 0; s < seg; ++s) dst[j + s] = row[ix0 + 2 * s];
+          } else {
+            for (int64_t s = 0; s < seg; ++s) {
+              const int64_t ix = ix0 + s * b.stride_w;
+              dst[j + s] = ix >= 0 && ix < b.in_w ? row[ix] : 0.0f;
+            }
+          }
+        }
+        j += seg;
+        ox = 0;
+        ++oy;
+      }
+      for (int64_t s = w; s < nr; ++s) dst[s] = 0.0f;
+    }
+  }
+}
+
+// Whether the last k block adds bias and addend as it stores each tile (beta 1, unit column
+// strides): the addend is then read right before the same element is written, which is what
+// makes an addend aliasing Y correct (with A packed as one k block; see sgemm.h).
+bool addend_inline(const Output& y, const Epilogue& ep) {
+  return ep.addend && ep.beta == 1.0f && ep.addend_col_stride == 1 && y.col_stride == 1;
+}
+
+void finish_tile(const Output& y, const Epilogue& ep, int64_t i0, int64_t mr, int64_t j0, int64_t nr,
+                 bool linear_done) {
+  if (linear_done) {
+    for (int64_t r = 0; r < mr; ++r) apply_activation(y.data + (i0 + r) * y.row_stride + j0, nr, ep.activation);
+    return;
+  }
+  for (int64_t r = 0; r < mr; ++r) {
+    const int64_t i = i0 + r;
+    float* row = y.data + i * y.row_stride + j0 * y.col_stride;
+    const float br = ep.bias_row ? ep.bias_row[i] : 0.0f;
+    const float* add = ep.addend ? ep.addend + i * ep.addend_row_stride + j0 * ep.addend_col_stride : nullptr;
+    if (y.col_stride == 1) {
+      if (ep.alpha != 1.0f)
+        for (int64_t j = 0; j < nr; ++j) row[j] *= ep.alpha;
+      if (ep.bias_row)
+        for (int64_t j = 0; j < nr; ++j) row[j] += br;
+      if (ep.bias_col)
+        for (int64_t j = 0; j < nr; ++j) row[j] += ep.bias_col[j0 + j];
+      if (add) {
+        if (ep.beta == 1.0f && ep.addend_col_stride == 1) {
+          for (int64_t j = 0; j < nr; ++j) row[j] += add[j];
+        } else {
+          for (int64_t j = 0; j < nr; ++j) row[j] += ep.beta * add[j * ep.addend_col_stride];
+        }
+      }
+      apply_activation(row, nr, ep.activation);
+      continue;
+    }
+    for (int64_t j = 0; j < nr; ++j) {
+      float v = row[j * y.col_stride];
+      if (ep.alpha != 1.0f) v *= ep.alpha;
+      if (ep.bias_row) v += br;
+      if (ep.bias_col) v += ep.bias_col[j0 + j];
+      if (add) v += ep.beta == 1.0f ? add[j * ep.addend_col_stride] : ep.beta * add[j * ep.addend_col_stride];
+      row[j * y.col_stride] = ep.activation.apply(v);
+    }
+  }
+}
+
+struct Job {
+  MicroKernel kernel;
+  int64_t mr, nr;
+  const PackedA* a;
+  const BSource* b;
+  int64_t n;
+  const Output* y;
+  const Epilogue* ep;
+  float* scratch;
+  int64_t m_tasks, n_tasks, m_panels, n_panels;
+
+  void run(int64_t task, int thread) const {
+    const int64_t tm = task / n_tasks, tn = task % n_tasks;
+    const int64_t ip0 = tm * m_panels / m_tasks, ip1 = (tm + 1) * m_panels / m_tasks;
+    const int64_t j0 = tn * n_panels / n_tasks * nr, j1 = std::min(n, (tn + 1) * n_panels / n_tasks * nr);
+    const int64_t m = a->m, k = a->k, kc = a->kc, m_padded = padded_rows(m, mr);
+    const int64_t scratch_floats = thread_scratch_floats(kc);
+    float* bpack = scratch + static_cast<size_t>(thread) * static_cast<size_t>(scratch_floats);
+    // Columns per B block: kNC, fewer when the k block is longer than kKC.
+    const int64_t nc = std::max(nr, std::min(kNC, scratch_floats / kc / nr * nr));
+    const bool inline_add = addend_inline(*y, *ep);
+    alignas(64) float tile[kMaxTile];
+    for (int64_t jb = j0; jb < j1; jb += nc) {
+      const int64_t jb_end = std::min(j1, jb + nc);
+      for (int64_t p0 = 0; p0 < k; p0 += kc) {
+        const int64_t kcl = std::min(kc, k - p0);
+        const bool first = p0 == 0, last = p0 + kcl == k;
+        pack_b(*b, nr, p0, kcl, jb, jb_end, bpack);
+        for (int64_t ip = ip0; ip < ip1; ++ip) {
+          const float* ap = a->data.data() + p0 * m_padded + ip * mr * kcl;
+          const int64_t i0 = ip * mr, mv = std::min(mr, m - i0);
+          for (int64_t jp = jb; jp < jb_end; jp += nr) {
+            const float* bp = bpack + (jp - jb) * kcl;
+            const int64_t nv = std::min(nr, jb_end - jp);
+            float* c = y->data + i0 * y->row_stride + jp * y->col_stride;
+            if (mv == mr && nv == nr && y->col_stride == 1 && !(last && inline_add)) {
+              kernel(kcl, ap, bp, c, y->row_stride, !first);
+              continue;
+            }
+            kernel(kcl, ap, bp, tile, nr, false);
+            for (int64_t r = 0; r < mv; ++r) {
+              const float* t = tile + r * nr;
+              if (last && inline_add) {
+                // acc, then alpha, bias, addend in the order of the unfused graph.
+                const int64_t i = i0 + r;
+                float* dst = c + r * y->row_stride;
+                const float* zr = ep->addend + i * ep->addend_row_stride + jp;
+                const float br = ep->bias_row ? ep->bias_row[i] : 0.0f;
+                const float* bc = ep->bias_col ? ep->bias_col + jp : nullptr;
+                for (int64_t j = 0; j < nv; ++j) {
+                  float v = first ? t[j] : dst[j] + t[j];
+                  if (ep->alpha != 1.0f) v *= ep->alpha;
+                  if (ep->bias_row) v += br;
+                  if (bc) v += bc[j];
+                  dst[j] = v + zr[j];
+                }
+                continue;
+              }
+              if (y->col_stride == 1) {
+                // Unit stride: loops the compiler vectorizes (edge tiles are frequent when M
+                // is not a multiple of the tile rows).
+                float* dst = c + r * y->row_stride;
+                if (first) {
+                  for (int64_t j = 0; j < nv; ++j) dst[j] = t[j];
+                } else {
+                  for (int64_t j = 0; j < nv; ++j) dst[j] += t[j];
+                }
+                continue;
+              }
+              for (int64_t j = 0; j < nv; ++j) {
+                float& dst = c[r * y->row_stride + j * y->col_stride];
+                dst = first ? t[j] : dst + t[j];
+              }
+            }
+          }
+          // The epilogue once per row strip of the column block (still in L1): longer vector
+          // loops and fewer calls than once per tile, which matters when K is small.
+          if (last) finish_tile(*y, *ep, i0, mv, jb, jb_end - jb, inline_add);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+// GCC vector extensions: 4-lane vectors the compiler maps to SSE, NEON or whatever the
+// baseline has, so the portable kernel is still register-blocked.
+typedef float Vec4 __attribute__((vector_size(16), aligned(4)));
+
+void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  Vec4 acc[6][4] = {};
+  for (int64_t p = 0; p < kc; ++p, a += 6, b += 16) {
+    Vec4 bv[4];
+    std::memcpy(bv, b, sizeof bv);
+    for (int r = 0; r < 6; ++r) {
+      const float av = a[r];
+      for (int q = 0; q < 4; ++q) acc[r][q] += av * bv[q];
+    }
+  }
+  for (int r = 0; r < 6; ++r) {
+    float* row = c + r * ldc;
+    for (int q = 0; q < 4; ++q) {
+      Vec4 v = acc[r][q];
+      if (accumulate) {
+        Vec4 old;
+        std::memcpy(&old, row + 4 * q, sizeof old);
+        v += old;
+      }
+      std::memcpy(row + 4 * q, &v, sizeof v);
+    }
+  }
+}
+
+int tile_rows(Isa isa) { return isa == Isa::Avx512 ? 8 : 6; }
+int tile_cols(Isa isa) { return isa == Isa::Avx512 ? 32 : 16; }
+
+bool isa_available(Isa isa) {
+  switch (isa) {
+    case Isa::Portable: return true;
+    case Isa::Avx2Fma:
+#if defined(__x86_64__)
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+      return false;
+#endif
+    case Isa::Neon:
+#if defined(__aarch64__)
+      return true;
+#else
+      return false;
+#endif
+    case Isa::Avx512:
+#if defined(__x86_64__)
+      return __builtin_cpu_supports("avx512f");
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+Isa best_isa() {
+  static const Isa isa = isa_available(Isa::Avx512)    ? Isa::Avx512
+                         : isa_available(Isa::Avx2Fma) ? Isa::Avx2Fma
+                         : isa_available(Isa::Neon)    ? Isa::Neon
+                                                       : Isa::Portable;
+  return isa;
+}
+
+void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, PackedA& out,
+            bool one_k_block) {
+  out.m = m;
+  out.k = k;
+  out.isa = isa;
+  out.kc = one_k_block ? std::max<int64_t>(k, 1) : k_block(k);
+  const int64_t mr = tile_rows(isa);
+  const int64_t kc = out.kc, m_padded = padded_rows(m, mr);
+  out.data.assign(static_cast<size_t>(m_padded * k), 0.0f);
+  float* dst = out.data.data();
+  for (int64_t p0 = 0; p0 < k; p0 += kc) {
+    const int64_t kcl = std::min(kc, k - p0);
+    for (int64_t i0 = 0; i0 < m_padded; i0 += mr)
+      for (int64_t p = p0; p < p0 + kcl; ++p)
+        for (int64_t r = 0; r < mr; ++r, ++dst)
+          if (i0 + r < m) *dst = src[(i0 + r) * row_stride + p * col_stride];
+  }
+}
+
+size_t workspace_bytes(int threads, int64_t kc) {
+  return static_cast<size_t>(std::max(threads, 1)) * static_cast<size_t>(thread_scratch_floats(kc)) * sizeof(float);
+}
+
+void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const Epilogue& epilogue, void* workspace,
+           int max_threads) {
+  if (a.m == 0 || n == 0) return;
+  ThreadPool& pool = ThreadPool::instance();
+  const int64_t threads = std::max(1, std::min(pool.num_threads(), max_threads));
+  const int64_t mr = tile_rows(a.isa), nr = tile_cols(a.isa);
+  Job job{micro_kernel(a.isa), mr, nr, &a, &b, n, &y, &epilogue, static_cast<float*>(workspace), 1, 1,
+          (a.m + mr - 1) / mr, (n + nr - 1) / nr};
+  if (threads > 1) {
+    if (job.n_panels >= 2 * threads) {
+      job.n_tasks = std::min(job.n_panels, 4 * threads);
+    } else {
+      job.n_tasks = job.n_panels;
+      job.m_tasks = std::min(job.m_panels, (4 * threads + job.n_tasks - 1) / job.n_tasks);
+    }
+  }
+  if (a.k == 0) {
+    // No products: the epilogue alone defines Y.
+    for (int64_t i = 0; i < a.m; ++i)
+      for (int64_t j = 0; j < n; ++j) y.data[i * y.row_stride + j * y.col_stride] = 0.0f;
+    for (int64_t i = 0; i < a.m; i += mr)
+      for (int64_t j = 0; j < n; j += nr)
+        finish_tile(y, epilogue, i, std::min(mr, a.m - i), j, std::min(nr, n - j), false);
+    return;
+  }
+  pool.parallel_for(job.m_tasks * job.n_tasks, [&](int64_t task, int thread) { job.run(task, thread); },
+                    static_cast<int>(threads));
+}
+
+}  // namespace edgert::cpu::gemm

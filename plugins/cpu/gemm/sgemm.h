@@ -1,0 +1,87 @@
+// Packed float32 GEMM for the optimized tactics of Conv, FusedConv and Winograd:
+//   Y(i, j) = act(alpha * sum_p A(i, p) B(p, j) + bias_row[i] + bias_col[j] + beta * Z(i, j))
+// A (the weights) is packed once, in prepare, into panels of tile_rows() rows; B (the
+// activations) is packed at run time, block by block, into panels of tile_cols() columns,
+// straight from its source (a strided matrix or, for convolutions, the image itself: im2col
+// happens inside the packing, so no im2col buffer exists). A register-blocked micro-kernel
+// (AVX-512, AVX2+FMA, NEON or portable C++, as the tactic names) multiplies the panels; the
+// epilogue runs on each row strip while it is in L1. Work is split over the plugin's ThreadPool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "activation.h"
+
+namespace edgert::cpu::gemm {
+
+// The micro-kernel families: tile 6x16 for Portable, Avx2Fma and Neon, 8x32 for Avx512.
+enum class Isa { Portable, Avx2Fma, Neon, Avx512 };
+// The fastest family this CPU runs, fixed at first use from its features.
+Isa best_isa();
+// Whether `isa` can run on this CPU (tests run each one that can).
+bool isa_available(Isa isa);
+int tile_rows(Isa isa);
+int tile_cols(Isa isa);
+
+// A [m, k] in micro-panels for one ISA's tile. Owns its storage; the source is not referenced
+// after packing.
+struct PackedA {
+  std::vector<float> data;
+  int64_t m = 0, k = 0, kc = 1;  // kc: rows of K per block
+  Isa isa = Isa::Portable;
+};
+// Packs A(i, p) = src[i * row_stride + p * col_stride] for `isa`'s micro-kernel, K in cache-sized
+// blocks, or in one block when an Epilogue's addend may alias the output (see Epilogue).
+void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, PackedA& out,
+            bool one_k_block = false);
+
+// Where B [k, n] comes from. Pointers are borrowed for the duration of one sgemm() call.
+struct BSource {
+  enum class Kind { Strided, Im2col };
+  Kind kind = Kind::Strided;
+  const float* data = nullptr;
+  // Strided: B(p, j) = data[p * row_stride + j * col_stride].
+  int64_t row_stride = 0, col_stride = 1;
+  // Im2col of one image and one group of a 2-D convolution (data = the group's first input
+  // channel, planes of in_h x in_w): p = (c, ky, kx), j = (oy, ox); outside the image reads 0.
+  int64_t in_h = 0, in_w = 0, out_w = 0, kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;
+  int64_t dilation_h = 1, dilation_w = 1, pad_top = 0, pad_left = 0;
+};
+
+// Where Y(i, j) goes: data[i * row_stride + j * col_stride].
+struct Output {
+  float* data = nullptr;
+  int64_t row_stride = 0, col_stride = 1;
+};
+
+// Applied to every output element once its sum is complete, in the order of the formula (the
+// order of the unfused graph, so fused and unfused results match bit for bit); null pointers
+// are skipped. The addend may alias Output exactly (the in-place residual of FusedConv) only
+// with beta 1, unit column strides and A packed as one k block: partial sums of earlier k
+// blocks would overwrite it otherwise.
+struct Epilogue {
+  float alpha = 1.0f;
+  const float* bias_row = nullptr;
+  const float* bias_col = nullptr;
+  const float* addend = nullptr;
+  int64_t addend_row_stride = 0, addend_col_stride = 0;
+  float beta = 1.0f;
+  Activation activation;
+};
+
+// Scratch one sgemm() needs with up to `threads` threads, for an A packed with k blocks of
+// `kc` rows (PackedA::kc; 0 for the default blocking). 64-byte aligned by the runtime.
+size_t workspace_bytes(int threads, int64_t kc = 0);
+
+// Y = epilogue(A B) for B with n columns, with the micro-kernel A was packed for; uses up to
+// `max_threads` of the pool (the count the workspace was sized for). Does not allocate.
+void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const Epilogue& epilogue,
+           void* workspace, int max_threads);
+
+// y[0..n) = act(y[0..n)) with the float formulas of activation.h (vectorizable where exact;
+// Sigmoid, SiLU and Tanh use a float exp accurate to a few ulp).
+void apply_activation(float* y, int64_t n, const Activation& activation);
+
+}  // namespace edgert::cpu::gemm

@@ -1,0 +1,22 @@
+// gemm::apply_activation's loops compiled for AVX2+FMA (see gemm/activation_rows.inc); the
+// target pragma starts after every include. Called only when the CPU reports AVX2 and FMA.
+#if defined(__x86_64__)
+#include "gemm/sgemm.h"
+
+namespace edgert::cpu::gemm {
+void activation_rows_scalar(float* y, int64_t n, const Activation& act);
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+namespace edgert::cpu::gemm {
+
+#define EDGERT_ACTIVATION_ROWS activation_rows_avx2
+#include "gemm/activation_rows.inc"
+#undef EDGERT_ACTIVATION_ROWS
+
+}  // namespace edgert::cpu::gemm
+
+#pragma GCC pop_options
+#endif

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The aarch64 cross build's own tests under qemu-aarch64-static, called explicitly (binfmt_misc
+# is not registered on these machines):
+#   unit         edgert_unit_tests (GoogleTest)
+#   conformance  `edgert conformance` on the ONNX 1.12 node tests; the set of passed, failed and
+#                skipped tests must be the x86_64 build's (tests/conformance/RESULTS.md explains
+#                the failures), so an ARM-only numerical or codegen difference shows up by name.
+# The cross build is BUILD_DIR/cross-aarch64 ($EDGERT_CROSS_BUILD_DIR), made by
+# test_cross_aarch64.sh (ctest fixture cross_aarch64).
+#
+# usage: test_cross_aarch64_suite.sh BUILD_DIR SOURCE_DIR unit|conformance
+set -euo pipefail
+build=$(cd "$1" && pwd)
+source=$(cd "$2" && pwd)
+what=$3
+cross=${EDGERT_CROSS_BUILD_DIR:-$build/cross-aarch64}
+work=$build/cross-aarch64-$what
+fail() { echo "FAIL: $*"; exit 1; }
+[[ -x $cross/bin/edgert_unit_tests ]] || fail "$cross has no aarch64 build (run boards.cross_aarch64 first)"
+# Libraries: the cross toolchain's libstdc++ (-L), then Debian's :arm64 packages and the build's own.
+qemu=(qemu-aarch64-static -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH="$cross/lib:/usr/lib/aarch64-linux-gnu")
+rm -rf "$work" && mkdir -p "$work"
+start=$SECONDS
+
+case $what in
+unit)
+  # Excluded, because they start bin/edgert as a child process (popen) to check the CLI: an
+  # emulated program's children are exec'd by the kernel, which cannot run an aarch64 binary
+  # without binfmt_misc (toolchain/with-qemu-binfmt can give one, Linux >= 6.7, but these tests
+  # also build with the CLI's default board, x86_64-generic, which aarch64 rightly refuses). The
+  # same CLI paths run under qemu here directly: `edgert conformance` builds and runs 900+ models
+  # (boards.cross_aarch64_conformance); boards.cross_aarch64 builds and runs an engine with the
+  # packaged `edgert`. They run on x86_64 (unit tests of the main build).
+  spawning='CliTest.*:ToolsTest.*:ProfileTest.*'
+  (cd "$work" && "${qemu[@]}" "$cross/bin/edgert_unit_tests" --gtest_filter="-$spawning" --gtest_brief=1) ||
+    fail "edgert_unit_tests under qemu-aarch64-static"
+  echo "unit tests (all but $spawning) passed under qemu-aarch64-static in $((SECONDS - start)) s"
+  ;;
+conformance)
+  data=/usr/share/libonnx-testdata/data/node
+  [[ -d $data ]] || fail "$data missing (apt-get install libonnx-testdata)"
+  # `edgert conformance` runs each test in a fork()ed child. qemu-user 7.2 (bookworm) on Linux
+  # 6.18 hangs in such a child: fail in seconds with that, rather than time out 932 tests.
+  probe=$("${qemu[@]}" "$cross/bin/edgert" conformance "$data/test_abs" --board qemu-virt-aarch64 \
+    --plugin-path "$cross/lib/edgert/plugins" -j 1 --timeout 60 2>&1 || true)
+  [[ $probe == *"1 passed"* ]] ||
+    fail "one test (test_abs) under qemu-aarch64-static: $probe (edgert conformance runs each test in a fork()ed child; qemu-user 7.2 hangs in forked children on this kernel)"
+  "$build/bin/edgert" conformance "$data" -q --json "$work/x86_64.json" >"$work/x86_64.txt" 2>&1 || true
+  t=$SECONDS
+  "${qemu[@]}" "$cross/bin/edgert" conformance "$data" -q --board qemu-virt-aarch64 --plugin-path "$cross/lib/edgert/plugins" \
+    --json "$work/aarch64.json" >"$work/aarch64.txt" 2>&1 || true
+  echo "x86_64:  $(tail -n 1 "$work/x86_64.txt")"
+  echo "aarch64: $(tail -n 1 "$work/aarch64.txt") ($((SECONDS - t)) s under qemu-aarch64-static)"
+  /usr/bin/python3 - "$work/x86_64.json" "$work/aarch64.json" <<'EOF' || fail "the aarch64 conformance run differs from x86_64"
+import json, sys
+x86, arm = (json.load(open(p)) for p in sys.argv[1:3])
+def by_status(report):
+    out = {}
+    for t in report:
+        out.setdefault(t["status"], set()).add(t["test"])
+    return out
+a, b = by_status(x86), by_status(arm)
+print("x86_64 ", {k: len(v) for k, v in sorted(a.items())})
+print("aarch64", {k: len(v) for k, v in sorted(b.items())})
+bad = False
+for status in sorted(set(a) | set(b)):
+    only_x86, only_arm = a.get(status, set()) - b.get(status, set()), b.get(status, set()) - a.get(status, set())
+    if only_x86 or only_arm:
+        bad = True
+        print("%s only on x86_64: %s" % (status, sorted(only_x86)[:20]))
+        print("%s only on aarch64: %s" % (status, sorted(only_arm)[:20]))
+if not a.get("pass"):
+    bad = True
+    print("no test passed on x86_64")
+sys.exit(1 if bad else 0)
+EOF
+  echo "aarch64 conformance matches x86_64 test by test"
+  ;;
+*) fail "unknown suite '$what' (unit or conformance)" ;;
+esac

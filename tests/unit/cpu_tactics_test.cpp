@@ -1,0 +1,444 @@
+// Every optimized tactic of the CPU plugin against its reference (tactic 0), through the plugin
+// ABI as the builder and runtime use it: tactics() with only constants' data known, then
+// prepare(tactic) and execute() with everything known. Random inputs of awkward sizes (odd
+// channel counts, tails of every tile, padding on one side only, groups, dilation, batch 2), with
+// 1 and 2 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "plugin_loader.h"
+#include "test_support.h"
+
+namespace edgert::test {
+namespace {
+
+const LoadedPlugin& cpu_plugin() {
+  static const LoadedPlugin* plugin = [] {
+    edgert_error error{};
+    const LoadedPlugin* p = load_plugin("cpu", {cpu_plugin_dir()}, &error);
+    if (!p) throw std::runtime_error(error.message);
+    return p;
+  }();
+  return *plugin;
+}
+
+void set_threads(int threads) {
+  const edgert_plugin* table = cpu_plugin().table;
+  ASSERT_NE(table->configure, nullptr);
+  edgert_plugin_config config{sizeof(edgert_plugin_config), threads, 0};
+  edgert_error error{};
+  ASSERT_EQ(table->configure(&config, &error), EDGERT_OK) << error.message;
+}
+
+// A node with owned attribute storage.
+class NodeSpec {
+ public:
+  NodeSpec(const char* domain, const char* op, int inputs, int outputs = 1)
+      : domain_(domain), op_(op), inputs_(inputs), outputs_(outputs) {}
+  NodeSpec& ints(const char* name, std::vector<int64_t> v) {
+    int_storage_.push_back(std::move(v));
+    edgert_attribute a{};
+    a.name = name;
+    a.type = EDGERT_ATTR_INTS;
+    a.ints = int_storage_.back().data();
+    a.count = int_storage_.back().size();
+    attrs_.push_back(a);
+    return *this;
+  }
+  NodeSpec& integer(const char* name, int64_t v) {
+    edgert_attribute a{};
+    a.name = name;
+    a.type = EDGERT_ATTR_INT;
+    a.i = v;
+    attrs_.push_back(a);
+    return *this;
+  }
+  NodeSpec& real(const char* name, float v) {
+    edgert_attribute a{};
+    a.name = name;
+    a.type = EDGERT_ATTR_FLOAT;
+    a.f = v;
+    attrs_.push_back(a);
+    return *this;
+  }
+  NodeSpec& string(const char* name, const std::string& v) {
+    string_storage_.push_back(v);
+    edgert_attribute a{};
+    a.name = name;
+    a.type = EDGERT_ATTR_STRING;
+    a.s = string_storage_.back().c_str();
+    a.s_len = string_storage_.back().size();
+    attrs_.push_back(a);
+    return *this;
+  }
+  NodeSpec& floats(const char* name, std::vector<float> v) {
+    float_storage_.push_back(std::move(v));
+    edgert_attribute a{};
+    a.name = name;
+    a.type = EDGERT_ATTR_FLOATS;
+    a.floats = float_storage_.back().data();
+    a.count = float_storage_.back().size();
+    attrs_.push_back(a);
+    return *this;
+  }
+  edgert_node node() const {
+    return edgert_node{"test_node", domain_, op_, 17, inputs_, outputs_, static_cast<int32_t>(attrs_.size()),
+                       attrs_.data()};
+  }
+  const char* op() const { return op_; }
+
+ private:
+  const char* domain_;
+  const char* op_;
+  int inputs_, outputs_;
+  std::vector<edgert_attribute> attrs_;
+  std::deque<std::vector<int64_t>> int_storage_;
+  std::deque<std::vector<float>> float_storage_;
+  std::deque<std::string> string_storage_;
+};
+
+struct Input {
+  std::vector<int64_t> dims;
+  std::vector<float> values;
+  bool constant = false;  // weights: known to tactics()
+  bool absent = false;    // an optional input left out
+};
+
+Input random_input(std::vector<int64_t> dims, std::mt19937& rng, bool constant = false) {
+  Input in;
+  in.dims = std::move(dims);
+  int64_t n = 1;
+  for (int64_t d : in.dims) n *= d;
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  in.values.resize(static_cast<size_t>(n));
+  for (float& v : in.values) v = dist(rng);
+  in.constant = constant;
+  return in;
+}
+
+edgert_tensor view(const Input& in, bool with_data) {
+  edgert_tensor t{};
+  if (in.absent) return t;
+  t.dtype = EDGERT_DTYPE_FLOAT32;
+  t.rank = static_cast<int32_t>(in.dims.size());
+  for (size_t i = 0; i < in.dims.size(); ++i) t.dims[i] = in.dims[i];
+  t.data = with_data ? const_cast<float*>(in.values.data()) : nullptr;
+  return t;
+}
+
+const edgert_kernel& kernel_named(const char* name) {
+  const edgert_kernel* k = cpu_plugin().find_kernel(name);
+  if (!k) throw std::runtime_error(std::string("the cpu plugin has no kernel ") + name);
+  return *k;
+}
+
+std::vector<edgert_tactic> list_tactics(const edgert_kernel& k, const edgert_node& node, const std::vector<Input>& inputs) {
+  std::vector<edgert_tensor> views;
+  for (const Input& in : inputs) views.push_back(view(in, in.constant));
+  if (!k.tactics) return {{0, "reference"}};
+  std::vector<edgert_tactic> out(64);
+  const int32_t n = k.tactics(&k, &node, views.data(), out.data(), static_cast<int32_t>(out.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+// Runs one tactic; the output goes to `out` (which also serves as Z for in-place residuals when
+// `z_input` >= 0: then it starts as a copy of that input, like the memory planner's in-place run).
+std::vector<float> run_tactic(const edgert_kernel& k, const edgert_node& node, const std::vector<Input>& inputs,
+                              int64_t tactic, int z_input = -1) {
+  std::vector<edgert_tensor> views;
+  for (const Input& in : inputs) views.push_back(view(in, true));
+  edgert_tensor out{};
+  void* state = nullptr;
+  edgert_prepare_info info{};
+  edgert_error error{};
+  edgert_status s = k.prepare(&k, &node, tactic, views.data(), &out, &state, &info, &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  if (s != EDGERT_OK) return {};
+  int64_t n = 1;
+  for (int i = 0; i < out.rank; ++i) n *= out.dims[i];
+  std::vector<float> y(static_cast<size_t>(n), std::nanf(""));
+  if (z_input >= 0) {
+    y = inputs[static_cast<size_t>(z_input)].values;
+    views[static_cast<size_t>(z_input)].data = y.data();
+  }
+  out.data = y.data();
+  const size_t ws_bytes = (info.workspace_bytes + 63) / 64 * 64;
+  std::unique_ptr<void, decltype(&std::free)> ws(ws_bytes ? std::aligned_alloc(64, ws_bytes) : nullptr, &std::free);
+  s = k.execute(&k, state, &node, views.data(), &out, ws.get(), &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  k.release(&k, state);
+  return y;
+}
+
+// Runs every listed tactic and the reference; expects each within tolerance of the reference.
+// Returns the ids of the optimized tactics that ran.
+std::vector<int64_t> check_all_tactics(const char* kernel, const NodeSpec& spec, const std::vector<Input>& inputs,
+                                       const std::string& what, int z_input = -1, float tolerance = 2e-4f) {
+  const edgert_kernel& k = kernel_named(kernel);
+  const edgert_node node = spec.node();
+  const std::vector<edgert_tactic> tactics = list_tactics(k, node, inputs);
+  EXPECT_FALSE(tactics.empty());
+  EXPECT_EQ(tactics.back().id, 0) << "the reference must come last";
+  const std::vector<float> reference = run_tactic(k, node, inputs, 0, z_input);
+  float scale = 1.0f;
+  for (float v : reference) scale = std::max(scale, std::fabs(v));
+  std::vector<int64_t> ran;
+  for (const edgert_tactic& t : tactics) {
+    if (t.id == 0) continue;
+    ran.push_back(t.id);
+    for (int threads : {1, 2}) {
+      set_threads(threads);
+      const std::vector<float> got = run_tactic(k, node, inputs, t.id, z_input);
+      EXPECT_EQ(got.size(), reference.size()) << what << " tactic " << t.name;
+      if (got.size() != reference.size()) continue;
+      size_t bad = 0, first_bad = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const bool ok = std::fabs(got[i] - reference[i]) <= tolerance * scale;  // NaN fails
+        if (!ok && bad++ == 0) first_bad = i;
+      }
+      EXPECT_EQ(bad, 0u) << what << ": tactic " << t.id << " (" << t.name << ") with " << threads << " thread(s): "
+                         << bad << " of " << got.size() << " elements differ; first at " << first_bad << ": "
+                         << (got.empty() ? 0.0f : got[first_bad]) << " vs " << reference[first_bad];
+    }
+  }
+  set_threads(0);
+  return ran;
+}
+
+struct ConvCase {
+  int64_t batch, channels, out_channels, h, w, kh, kw, stride_h, stride_w;
+  std::vector<int64_t> pads;  // top, left, bottom, right
+  int64_t dilation, group;
+  bool bias;
+};
+
+std::string describe(const ConvCase& c) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "N%lld C%lld M%lld %lldx%lld k%lldx%lld s%lldx%lld pads %lld,%lld,%lld,%lld d%lld g%lld%s",
+                static_cast<long long>(c.batch), static_cast<long long>(c.channels),
+                static_cast<long long>(c.out_channels), static_cast<long long>(c.h), static_cast<long long>(c.w),
+                static_cast<long long>(c.kh), static_cast<long long>(c.kw), static_cast<long long>(c.stride_h),
+                static_cast<long long>(c.stride_w), static_cast<long long>(c.pads[0]),
+                static_cast<long long>(c.pads[1]), static_cast<long long>(c.pads[2]),
+                static_cast<long long>(c.pads[3]), static_cast<long long>(c.dilation),
+                static_cast<long long>(c.group), c.bias ? " bias" : "");
+  return buf;
+}
+
+const std::vector<ConvCase>& conv_cases() {
+  static const std::vector<ConvCase> cases = {
+      {1, 3, 5, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},          // 1x1, tiny
+      {1, 17, 33, 13, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},      // 1x1, tails everywhere
+      {2, 33, 40, 9, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, false},       // 1x1, batch 2
+      {1, 5, 17, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},         // 1x1 spatial
+      {1, 17, 24, 13, 11, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, true},      // 1x1 stride 2
+      {1, 3, 16, 23, 19, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true},       // stem-like 3x3 s2
+      {1, 3, 8, 29, 29, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, true},        // 7x7 s2
+      {1, 17, 33, 13, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true},      // 3x3 s1
+      {2, 5, 7, 8, 9, 3, 3, 1, 1, {0, 1, 2, 0}, 1, 1, true},          // asymmetric pads
+      {1, 6, 10, 11, 13, 3, 3, 1, 1, {2, 2, 2, 2}, 2, 1, false},      // dilation 2
+      {1, 8, 12, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 2, true},         // groups
+      {1, 12, 12, 10, 10, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 3, true},      // groups, stride 2
+      {1, 7, 7, 13, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 7, true},        // depthwise 3x3
+      {2, 5, 5, 14, 12, 3, 3, 2, 2, {0, 0, 1, 1}, 1, 5, true},        // depthwise s2, pads on one side
+      {1, 33, 33, 9, 17, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 33, false},     // depthwise 5x5
+      {1, 17, 17, 15, 15, 5, 5, 2, 2, {2, 2, 2, 2}, 1, 17, true},     // depthwise 5x5 s2
+      {1, 4, 4, 7, 7, 3, 3, 1, 1, {2, 2, 2, 2}, 2, 4, true},          // depthwise dilated
+      {1, 300, 70, 5, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true},       // K = 2700: several k blocks
+      {1, 64, 130, 20, 20, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},     // N = 400: several column blocks
+      {1, 3, 4, 1200, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},       // wide rows
+  };
+  return cases;
+}
+
+std::vector<Input> conv_inputs(const ConvCase& c, std::mt19937& rng) {
+  std::vector<Input> in;
+  in.push_back(random_input({c.batch, c.channels, c.h, c.w}, rng));
+  in.push_back(random_input({c.out_channels, c.channels / c.group, c.kh, c.kw}, rng, true));
+  if (c.bias) {
+    in.push_back(random_input({c.out_channels}, rng, true));
+  } else {
+    Input none;
+    none.absent = true;
+    in.push_back(none);
+  }
+  return in;
+}
+
+NodeSpec conv_node(const ConvCase& c, const char* domain, const char* op, int inputs) {
+  NodeSpec spec(domain, op, inputs);
+  spec.ints("kernel_shape", {c.kh, c.kw})
+      .ints("strides", {c.stride_h, c.stride_w})
+      .ints("pads", {c.pads[0], c.pads[1], c.pads[2], c.pads[3]})
+      .ints("dilations", {c.dilation, c.dilation})
+      .integer("group", c.group);
+  return spec;
+}
+
+TEST(CpuTactics, ConvTacticsMatchTheReference) {
+  std::mt19937 rng(1234);
+  size_t optimized = 0;
+  for (const ConvCase& c : conv_cases()) {
+    std::vector<Input> in = conv_inputs(c, rng);
+    optimized += check_all_tactics("ref-conv", conv_node(c, "", "Conv", 3), in, "Conv " + describe(c)).size();
+  }
+  EXPECT_GT(optimized, conv_cases().size()) << "Conv lists no optimized tactics";
+}
+
+TEST(CpuTactics, FusedConvTacticsMatchTheReferenceWithEveryEpilogue) {
+  std::mt19937 rng(99);
+  const std::vector<std::pair<std::string, std::vector<float>>> activations = {
+      {"Relu", {}}, {"Clip", {0.0f, 6.0f}}, {"HardSwish", {}}, {"SiLU", {}}, {"Sigmoid", {}},
+      {"HardSigmoid", {0.2f, 0.5f}}, {"LeakyRelu", {0.1f}}, {"", {}}};
+  size_t i = 0;
+  for (const ConvCase& c : conv_cases()) {
+    const auto& [act, params] = activations[i++ % activations.size()];
+    std::vector<Input> in = conv_inputs(c, rng);
+    // Z, the residual, of the output's shape; half the cases run it in place.
+    const int64_t oh = (c.h + c.pads[0] + c.pads[2] - (c.dilation * (c.kh - 1) + 1)) / c.stride_h + 1;
+    const int64_t ow = (c.w + c.pads[1] + c.pads[3] - (c.dilation * (c.kw - 1) + 1)) / c.stride_w + 1;
+    in.push_back(random_input({c.batch, c.out_channels, oh, ow}, rng));
+    NodeSpec spec = conv_node(c, "edgert", "FusedConv", 4);
+    spec.string("activation", act);
+    if (!params.empty()) spec.floats("activation_params", params);
+    check_all_tactics("ref-fused-conv", spec, in, "FusedConv " + act + " " + describe(c), i % 2 ? 3 : -1);
+    // And without Z.
+    in.pop_back();
+    NodeSpec plain = conv_node(c, "edgert", "FusedConv", 3);
+    plain.string("activation", act);
+    if (!params.empty()) plain.floats("activation_params", params);
+    check_all_tactics("ref-fused-conv", plain, in, "FusedConv (no Z) " + act + " " + describe(c));
+  }
+}
+
+TEST(CpuTactics, ConvTacticsWorkOnOneDimensionalInput) {
+  std::mt19937 rng(7);
+  std::vector<Input> in;
+  in.push_back(random_input({2, 5, 37}, rng));
+  in.push_back(random_input({9, 5, 3}, rng, true));
+  in.push_back(random_input({9}, rng, true));
+  NodeSpec spec("", "Conv", 3);
+  spec.ints("kernel_shape", {3}).ints("strides", {2}).ints("pads", {1, 0});
+  EXPECT_FALSE(check_all_tactics("ref-conv", spec, in, "Conv 1-D").empty());
+}
+
+struct PoolCase {
+  int64_t batch, channels, h, w, kh, kw, stride;
+  std::vector<int64_t> pads;
+  bool ceil_mode, count_include_pad;
+};
+
+TEST(CpuTactics, PoolTacticsMatchTheReference) {
+  std::mt19937 rng(5);
+  const std::vector<PoolCase> cases = {
+      {1, 3, 13, 11, 3, 3, 2, {1, 1, 1, 1}, false, false}, {2, 5, 7, 7, 2, 2, 2, {0, 0, 0, 0}, true, false},
+      {1, 17, 14, 15, 3, 3, 1, {1, 0, 0, 1}, false, true}, {1, 4, 9, 9, 3, 3, 2, {0, 0, 0, 0}, true, true},
+      {1, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false},   {1, 6, 31, 29, 5, 3, 3, {2, 1, 2, 1}, false, true},
+  };
+  for (const PoolCase& c : cases) {
+    for (const char* op : {"MaxPool", "AveragePool"}) {
+      std::vector<Input> in = {random_input({c.batch, c.channels, c.h, c.w}, rng)};
+      NodeSpec spec("", op, 1);
+      spec.ints("kernel_shape", {c.kh, c.kw})
+          .ints("strides", {c.stride, c.stride})
+          .ints("pads", c.pads)
+          .integer("ceil_mode", c.ceil_mode ? 1 : 0)
+          .integer("count_include_pad", c.count_include_pad ? 1 : 0);
+      const char* kernel = std::string(op) == "MaxPool" ? "ref-max-pool" : "ref-average-pool";
+      EXPECT_FALSE(check_all_tactics(kernel, spec, in, std::string(op)).empty()) << op << " lists no tactic";
+    }
+  }
+}
+
+struct GemmCase {
+  int64_t m, k, n;
+  bool trans_a, trans_b;
+  float alpha, beta;
+  std::vector<int64_t> c_shape;  // empty: no C
+};
+
+TEST(CpuTactics, GemmTacticsMatchTheReference) {
+  std::mt19937 rng(11);
+  const std::vector<GemmCase> cases = {
+      {1, 512, 1000, false, true, 1.0f, 1.0f, {1000}},  {1, 1, 1, false, false, 1.0f, 1.0f, {}},
+      {2, 33, 17, true, false, 0.5f, 2.0f, {2, 17}},    {3, 17, 5, false, false, 1.0f, 1.0f, {1, 5}},
+      {5, 7, 31, true, true, -1.5f, 0.25f, {5, 1}},     {1, 1280, 33, false, true, 1.0f, 1.0f, {1}},
+  };
+  for (const GemmCase& c : cases) {
+    for (const char* op : {"Gemm", "FusedGemm"}) {
+      const bool fused = std::string(op) == "FusedGemm";
+      std::vector<Input> in;
+      in.push_back(random_input(c.trans_a ? std::vector<int64_t>{c.k, c.m} : std::vector<int64_t>{c.m, c.k}, rng));
+      in.push_back(random_input(c.trans_b ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n}, rng, true));
+      if (!c.c_shape.empty()) in.push_back(random_input(c.c_shape, rng, true));
+      NodeSpec spec(fused ? "edgert" : "", op, static_cast<int>(in.size()));
+      spec.integer("transA", c.trans_a).integer("transB", c.trans_b).real("alpha", c.alpha).real("beta", c.beta);
+      if (fused) spec.string("activation", "Relu");
+      const std::string what = std::string(op) + " m" + std::to_string(c.m) + " k" + std::to_string(c.k) + " n" +
+                               std::to_string(c.n);
+      EXPECT_FALSE(check_all_tactics(fused ? "ref-fused-gemm" : "ref-gemm", spec, in, what).empty()) << what;
+    }
+  }
+}
+
+TEST(CpuTactics, BinaryTacticsMatchTheReference) {
+  std::mt19937 rng(3);
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{2, 5, 7, 3}, {2, 5, 7, 3}}, {{2, 5, 7, 3}, {1}},       {{1, 17, 13, 11}, {1, 17, 1, 1}},
+      {{1, 17, 1, 1}, {1, 17, 13, 11}}, {{3, 1, 5}, {4, 1}},   {{17}, {3, 17}},
+      {{5, 1}, {1, 6}},             {{1, 96, 112, 112}, {1, 96, 1, 1}}};
+  for (const auto& [sa, sb] : shapes) {
+    for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+      std::vector<Input> in = {random_input(sa, rng), random_input(sb, rng)};
+      if (std::string(op) == "Div")
+        for (float& v : in[1].values) v = v < 0 ? v - 0.5f : v + 0.5f;  // away from zero
+      NodeSpec spec("", op, 2);
+      const std::string kernel = std::string("ref-") + (op[0] == 'A' ? "add" : op[0] == 'S' ? "sub" : op[0] == 'M' ? "mul" : "div");
+      check_all_tactics(kernel.c_str(), spec, in, std::string(op), -1, 1e-6f);
+    }
+  }
+}
+
+TEST(CpuTactics, GlobalAveragePoolTacticsMatchTheReference) {
+  std::mt19937 rng(21);
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
+           {1, 3, 1, 1}, {2, 17, 7, 7}, {1, 33, 13, 11}, {1, 1280, 7, 7}, {1, 5, 112, 112}, {2, 3, 9}}) {
+    std::vector<Input> in = {random_input(dims, rng)};
+    NodeSpec spec("", "GlobalAveragePool", 1);
+    EXPECT_FALSE(check_all_tactics("ref-global-average-pool", spec, in, "GlobalAveragePool", -1, 1e-5f).empty());
+  }
+}
+
+TEST(CpuTactics, ActivationTacticsMatchTheReference) {
+  std::mt19937 rng(8);
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{1}, {3, 5}, {1, 17, 13, 11}, {2, 40000}}) {
+    for (const char* kernel : {"ref-sigmoid", "ref-hard-sigmoid", "ref-hard-swish"}) {
+      std::vector<Input> in = {random_input(dims, rng)};
+      for (float& v : in[0].values) v *= 12.0f;  // past the saturating ends
+      const std::string name = kernel;
+      NodeSpec spec("", name == "ref-sigmoid" ? "Sigmoid" : name == "ref-hard-sigmoid" ? "HardSigmoid" : "HardSwish", 1);
+      if (name == "ref-hard-sigmoid") spec.real("alpha", 0.25f).real("beta", 0.4f);
+      // HardSigmoid and HardSwish are exact; Sigmoid's float exp is within a few ulp.
+      check_all_tactics(kernel, spec, in, name, -1, name == "ref-sigmoid" ? 1e-6f : 0.0f);
+    }
+  }
+}
+
+TEST(CpuTactics, ConfigureRefusesANegativeThreadCount) {
+  edgert_plugin_config config{sizeof(edgert_plugin_config), -3, 0};
+  edgert_error error{};
+  EXPECT_EQ(cpu_plugin().table->configure(&config, &error), EDGERT_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(error.message, "num_threads"), nullptr) << error.message;
+}
+
+}  // namespace
+}  // namespace edgert::test

@@ -1,0 +1,292 @@
+// Tactic tuning and the timing cache, end to end through `edgert build` and `edgert inspect`,
+// with the tactictest plugin (tests/unit/plugins/tactics_plugin.c): its Relu lists a slow
+// tactic first, a fast one second and a slower reference last.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "board_profile.h"
+#include "edgert/edgert.hpp"
+#include "test_support.h"
+#include "tactic_tuner.h"
+#include "timing_cache.h"
+
+namespace edgert::test {
+namespace {
+
+std::string tactics_plugin_dir() { return binary_dir() + "/test_plugins/tactics"; }
+
+// x [1, 256] -> Relu -> y1 and x2 [4, 64] -> Relu -> y2: two nodes of different signatures.
+onnx::ModelProto make_two_relu_model() {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(17);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("relus");
+  const std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> io = {
+      {"x", "y1", {1, 256}}, {"x2", "y2", {4, 64}}};
+  for (const auto& [in, out, dims] : io) {
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type("Relu");
+    n->set_name("relu_" + out);
+    n->add_input(in);
+    n->add_output(out);
+    for (auto* list : {g->mutable_input(), g->mutable_output()}) {
+      onnx::ValueInfoProto* v = list->Add();
+      v->set_name(list == g->mutable_input() ? in : out);
+      auto* tensor = v->mutable_type()->mutable_tensor_type();
+      tensor->set_elem_type(onnx::TensorProto::FLOAT);
+      for (int64_t d : dims) tensor->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+  }
+  return model;
+}
+
+class TacticTuningTest : public ::testing::Test {
+ protected:
+  void SetUp() override { save_model(make_two_relu_model(), dir_.file("relus.onnx")); }
+
+  CommandResult build(const std::string& engine, const std::string& extra) {
+    return run_command(edgert_cli() + " build " + dir_.file("relus.onnx") + " -o " + dir_.file(engine) +
+                       " --plugin-path " + tactics_plugin_dir() + ":" + cpu_plugin_dir() + " " + extra);
+  }
+  nlohmann::json inspect(const std::string& engine) {
+    auto r = run_command(edgert_cli() + " inspect --json " + dir_.file(engine));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output);
+  }
+  // "timing cache: H hits, M misses" from a -v build log.
+  static std::pair<int, int> hits_misses(const std::string& log) {
+    std::smatch m;
+    if (!std::regex_search(log, m, std::regex(R"(timing cache: (\d+) hits, (\d+) misses)"))) return {-1, -1};
+    return {std::stoi(m[1]), std::stoi(m[2])};
+  }
+  TempDir dir_;
+};
+
+TEST_F(TacticTuningTest, TunerPicksTheFastestListedTacticAndTheEngineRecordsIdAndName) {
+  auto built = build("tuned.engine", "-v");
+  ASSERT_EQ(built.exit_code, 0) << built.output;
+  EXPECT_NE(built.output.find("f32-relu-slow-test"), std::string::npos) << built.output;
+  EXPECT_NE(built.output.find("timed"), std::string::npos) << built.output;
+  EXPECT_NE(built.output.find("not for this board: f32-relu-fastest-neon (board lacks neon)"), std::string::npos)
+      << built.output;
+  EXPECT_EQ(hits_misses(built.output), std::make_pair(0, 2)) << built.output;
+  auto j = inspect("tuned.engine");
+  const auto& nodes = j["graphs"][0]["nodes"];
+  ASSERT_EQ(nodes.size(), 2u);
+  for (const auto& n : nodes) {
+    EXPECT_EQ(n["kernel"], "tactictest-relu");
+    EXPECT_EQ(n["tactic"], 3) << n.dump();
+    EXPECT_EQ(n["tactic_name"], "f32-relu-fast-test") << n.dump();
+  }
+  auto text = run_command(edgert_cli() + " inspect " + dir_.file("tuned.engine"));
+  EXPECT_NE(text.output.find("tactic 3 (f32-relu-fast-test)"), std::string::npos) << text.output;
+}
+
+TEST_F(TacticTuningTest, TacticsFirstTakesTheFirstListedWithoutTiming) {
+  auto built = build("first.engine", "-v --tactics first");
+  ASSERT_EQ(built.exit_code, 0) << built.output;
+  EXPECT_EQ(built.output.find("timing cache:"), std::string::npos) << built.output;
+  for (const auto& n : inspect("first.engine")["graphs"][0]["nodes"]) {
+    EXPECT_EQ(n["tactic"], 7);
+    EXPECT_EQ(n["tactic_name"], "f32-relu-slow-test");
+  }
+  ASSERT_EQ(build("no_tune.engine", "--no-tune").exit_code, 0);
+  EXPECT_EQ(inspect("no_tune.engine")["graphs"], inspect("first.engine")["graphs"]);
+}
+
+TEST_F(TacticTuningTest, ASecondBuildWithTheSameCacheHitsEveryNodeAndChoosesTheSame) {
+  const std::string cache = dir_.file("timing.cache");
+  auto cold = build("cold.engine", "-v --timing-cache " + cache);
+  ASSERT_EQ(cold.exit_code, 0) << cold.output;
+  EXPECT_EQ(hits_misses(cold.output), std::make_pair(0, 2)) << cold.output;
+  auto warm = build("warm.engine", "-v --timingCacheFile=" + cache);
+  ASSERT_EQ(warm.exit_code, 0) << warm.output;
+  EXPECT_EQ(hits_misses(warm.output), std::make_pair(2, 0)) << warm.output;
+  EXPECT_NE(warm.output.find("cache hit"), std::string::npos) << warm.output;
+  EXPECT_EQ(inspect("cold.engine")["graphs"], inspect("warm.engine")["graphs"]);
+
+  builder::TimingCache file = builder::TimingCache::open(cache);
+  auto entries = file.entries();
+  ASSERT_EQ(entries.size(), 2u);
+  for (const auto& [key, record] : entries) {
+    EXPECT_EQ(key.plugin, "tactictest");
+    EXPECT_EQ(key.plugin_version, "1.0.0");
+    EXPECT_EQ(key.kernel, "tactictest-relu");
+    EXPECT_NE(key.signature.find("op=Relu"), std::string::npos) << key.signature;
+    EXPECT_EQ(record.chosen, 3);
+    ASSERT_EQ(record.timings.size(), 3u);
+    EXPECT_EQ(record.timings[0].name, "f32-relu-slow-test");
+    EXPECT_LT(record.timings[1].median_ms, record.timings[0].median_ms);
+  }
+}
+
+TEST_F(TacticTuningTest, ACorruptOrForeignCacheFileIsAClearErrorUnlessIgnored) {
+  const std::string junk = dir_.file("junk.cache");
+  std::string text(4096, 'x');
+  write_file(junk, std::vector<uint8_t>(text.begin(), text.end()));
+  auto corrupt = build("a.engine", "--timing-cache " + junk);
+  EXPECT_EQ(corrupt.exit_code, 1) << corrupt.output;
+  EXPECT_NE(corrupt.output.find("timing cache '" + junk + "' is not a usable SQLite database"), std::string::npos)
+      << corrupt.output;
+  EXPECT_NE(corrupt.output.find("--ignore-timing-cache-errors"), std::string::npos) << corrupt.output;
+
+  const std::string other = dir_.file("other.db");
+  auto made = run_command("/usr/bin/python3 -c \"import sqlite3; c = sqlite3.connect('" + other +
+                          "'); c.execute('CREATE TABLE photos(id INTEGER)'); c.commit()\"");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  auto foreign = build("b.engine", "--timing-cache " + other);
+  EXPECT_EQ(foreign.exit_code, 1) << foreign.output;
+  EXPECT_NE(foreign.output.find("'" + other + "' is an SQLite database but not an edgert timing cache (tables: photos)"),
+            std::string::npos)
+      << foreign.output;
+
+  auto ignored = build("c.engine", "--timing-cache " + junk + " --ignore-timing-cache-errors");
+  EXPECT_EQ(ignored.exit_code, 0) << ignored.output;
+  EXPECT_NE(ignored.output.find("warning: timing cache '" + junk + "'"), std::string::npos) << ignored.output;
+  EXPECT_EQ(inspect("c.engine")["graphs"][0]["nodes"][0]["tactic"], 3);  // still tuned
+}
+
+TEST_F(TacticTuningTest, ForAnotherBoardNothingIsTimedAndThatBoardsRecordsDecide) {
+  const std::string board = "jetson-orin-nano-8gb";
+  const std::string fingerprint = config::load_board_profile(config::find_board_profile(board)).fingerprint();
+  const std::string cache = dir_.file("timing.cache");
+
+  auto no_record = build("miss.engine", "-v --board " + board + " --timing-cache " + cache);
+  ASSERT_EQ(no_record.exit_code, 0) << no_record.output;
+  EXPECT_NE(no_record.output.find("not timing, board " + board + " is not this machine"), std::string::npos)
+      << no_record.output;
+  EXPECT_EQ(hits_misses(no_record.output), std::make_pair(0, 2)) << no_record.output;
+  for (const auto& n : inspect("miss.engine")["graphs"][0]["nodes"]) EXPECT_EQ(n["tactic"], 7);  // first-listed
+
+  // Records as a build on the board would have left them (here: the reference tactic wins).
+  ASSERT_EQ(build("here.engine", "--timing-cache " + cache).exit_code, 0);
+  {
+    builder::TimingCache file = builder::TimingCache::open(cache);
+    for (auto [key, record] : file.entries()) {
+      key.board = fingerprint;
+      record.chosen = 0;
+      record.chosen_name = "reference";
+      file.put(key, record);
+    }
+    file.save();
+  }
+  auto from_cache = build("board.engine", "-v --board " + board + " --timing-cache " + cache);
+  ASSERT_EQ(from_cache.exit_code, 0) << from_cache.output;
+  EXPECT_EQ(hits_misses(from_cache.output), std::make_pair(2, 0)) << from_cache.output;
+  EXPECT_EQ(from_cache.output.find("cache miss"), std::string::npos) << from_cache.output;
+  auto j = inspect("board.engine");
+  EXPECT_EQ(j["board"]["fingerprint"], fingerprint);
+  for (const auto& n : j["graphs"][0]["nodes"]) {
+    EXPECT_EQ(n["tactic"], 0);
+    EXPECT_EQ(n["tactic_name"], "reference");
+  }
+}
+
+TEST_F(TacticTuningTest, LoadOptionsThreadsReachThePluginsConfigure) {
+  ASSERT_EQ(build("threads.engine", "--tactics first").exit_code, 0);
+  edgert_load_options options;
+  edgert_load_options_init(&options);
+  std::string plugins = tactics_plugin_dir() + ":" + cpu_plugin_dir();
+  options.plugin_path = plugins.c_str();
+  options.num_threads = 3;
+  options.pin_threads = 1;
+  Engine engine(dir_.file("threads.engine"), &options);
+  void* handle = dlopen((tactics_plugin_dir() + "/libedgert_plugin_tactictest.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr);
+  auto threads = reinterpret_cast<int32_t (*)()>(dlsym(handle, "tactictest_configured_threads"));
+  auto pin = reinterpret_cast<int32_t (*)()>(dlsym(handle, "tactictest_configured_pin"));
+  ASSERT_TRUE(threads && pin);
+  EXPECT_EQ(threads(), 3);
+  EXPECT_EQ(pin(), 1);
+  // Settings apply to plugins loaded before too; 0 and 0 leave them alone.
+  options.num_threads = 1;
+  options.pin_threads = 0;
+  Engine again(dir_.file("threads.engine"), &options);
+  EXPECT_EQ(threads(), 1);
+  EXPECT_EQ(pin(), 0);
+  options.num_threads = 0;
+  Engine unchanged(dir_.file("threads.engine"), &options);
+  EXPECT_EQ(threads(), 1);
+  dlclose(handle);  // drops only the reference RTLD_NOLOAD took; the loader's stays
+}
+
+TEST_F(TacticTuningTest, LoadOptionsFromAnOlderHeaderLeaveTheThreadSettingsAlone) {
+  ASSERT_EQ(build("old.engine", "--tactics first").exit_code, 0);
+  // A caller built before num_threads existed: its struct ends at allow_board_mismatch, and
+  // whatever lies after it in memory must not be read as thread settings.
+  const std::string library = tactics_plugin_dir() + "/libedgert_plugin_tactictest.so";
+  auto configured_threads = [&]() -> int32_t {  // -1: configure never called (or not loaded yet)
+    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (!handle) return -1;
+    auto fn = reinterpret_cast<int32_t (*)()>(dlsym(handle, "tactictest_configured_threads"));
+    int32_t value = fn ? fn() : -2;
+    dlclose(handle);  // drops only this reference; the loader's stays
+    return value;
+  };
+  // Other tests of this process may have loaded and configured the plugin already.
+  const int32_t before = configured_threads();
+  edgert_load_options options;
+  std::memset(&options, 0x7f, sizeof options);
+  std::string plugins = tactics_plugin_dir() + ":" + cpu_plugin_dir();
+  options.struct_size = offsetof(edgert_load_options, num_threads);
+  options.plugin_path = plugins.c_str();
+  options.expected_board = nullptr;
+  options.allow_board_mismatch = 0;
+  Engine engine(dir_.file("old.engine"), &options);
+  EXPECT_EQ(configured_threads(), before);
+}
+
+TEST_F(TacticTuningTest, BenchJsonHasTheDocumentedFields) {
+  ASSERT_EQ(build("bench.engine", "").exit_code, 0);
+  auto bench = run_command(edgert_cli() + " bench " + dir_.file("bench.engine") + " --iterations 7 --warmup 1 --threads 1 "
+                           "--profile --json " + dir_.file("bench.json") + " --plugin-path " + tactics_plugin_dir() +
+                           ":" + cpu_plugin_dir());
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("p99"), std::string::npos) << bench.output;
+  EXPECT_NE(bench.output.find("inferences/s"), std::string::npos) << bench.output;
+  std::vector<uint8_t> bytes = read_file(dir_.file("bench.json"));
+  auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
+  for (const char* key : {"engine", "threads", "pin_threads", "warmup_runs", "iterations", "duration_s", "latency_ms",
+                          "throughput_ips", "layers", "layers_total_ms"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["iterations"], 7);
+  EXPECT_EQ(j["threads"], 1);
+  for (const char* key : {"min", "median", "mean", "p90", "p99", "max"}) EXPECT_TRUE(j["latency_ms"].contains(key)) << key;
+  EXPECT_LE(j["latency_ms"]["min"].get<double>(), j["latency_ms"]["median"].get<double>());
+  EXPECT_LE(j["latency_ms"]["median"].get<double>(), j["latency_ms"]["p99"].get<double>());
+  EXPECT_GT(j["throughput_ips"].get<double>(), 0);
+  ASSERT_EQ(j["layers"].size(), 2u);
+  EXPECT_EQ(j["layers"][0]["kernel"], "tactictest/tactictest-relu");
+  EXPECT_EQ(j["layers"][0]["tactic"], 3);
+  EXPECT_EQ(j["layers"][0]["tactic_name"], "f32-relu-fast-test");
+
+  auto to_stdout = run_command(edgert_cli() + " bench " + dir_.file("bench.engine") + " --iterations 3 --json - --plugin-path " +
+                               tactics_plugin_dir() + ":" + cpu_plugin_dir());
+  ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.output;
+  // The text report goes to stderr, written before the JSON (run_command merges both).
+  size_t brace = to_stdout.output.find('{');
+  ASSERT_NE(brace, std::string::npos) << to_stdout.output;
+  auto streamed = nlohmann::json::parse(to_stdout.output.substr(brace));
+  EXPECT_EQ(streamed["iterations"], 3);
+}
+
+TEST(TacticIsa, NamesEndingInAnIsaNeedItsFeatures) {
+  using builder::tactic_isa_requirements;
+  EXPECT_EQ(tactic_isa_requirements("f32-conv-im2col-gemm-8x32-avx512"), std::vector<std::string>{"avx512f"});
+  EXPECT_EQ(tactic_isa_requirements("f32-gemm-6x16-avx2"), (std::vector<std::string>{"avx2", "fma"}));
+  EXPECT_EQ(tactic_isa_requirements("s8-gemm-4x16-avx512vnni"), (std::vector<std::string>{"avx512f", "avx512vnni"}));
+  EXPECT_EQ(tactic_isa_requirements("f32-conv-1x1-gemm-6x16-neon"), std::vector<std::string>{"neon"});
+  EXPECT_TRUE(tactic_isa_requirements("f32-pool-2d-rows-portable").empty());
+  EXPECT_TRUE(tactic_isa_requirements("reference").empty());
+}
+
+}  // namespace
+}  // namespace edgert::test
