@@ -183,6 +183,19 @@ TestResult run_one(const std::string& dir, const Settings& settings, const std::
   return r;
 }
 
+// run_one with every error turned into a failed result.
+TestResult run_guarded(const std::string& dir, const Settings& settings, const std::string& scratch) {
+  try {
+    return run_one(dir, settings, scratch);
+  } catch (const std::exception& e) {
+    TestResult r;
+    r.name = dir.substr(dir.rfind('/') + 1);
+    r.status = "fail";
+    r.detail = e.what();
+    return r;
+  }
+}
+
 // Runs one test in a child process; the child sends its result back as one JSON line.
 struct Child {
   pid_t pid = -1;
@@ -200,14 +213,7 @@ Child spawn(const std::string& dir, const Settings& settings, const std::string&
   if (pid < 0) builder::build_fail(EDGERT_ERR_IO, "fork: %s", std::strerror(errno));
   if (pid == 0) {
     close(fds[0]);
-    TestResult r;
-    try {
-      r = run_one(dir, settings, scratch);
-    } catch (const std::exception& e) {
-      r.name = dir.substr(dir.rfind('/') + 1);
-      r.status = "fail";
-      r.detail = e.what();
-    }
+    TestResult r = run_guarded(dir, settings, scratch);
     nlohmann::json j = {{"test", r.name}, {"status", r.status}, {"detail", r.detail}, {"ops", r.ops}};
     std::string line = j.dump() + "\n";
     ssize_t unused = write(fds[1], line.data(), line.size());
@@ -254,6 +260,8 @@ TestResult reap(Child& c, bool timed_out, int timeout_s) {
   return r;
 }
 
+// jobs == 0: every test in this process, one after the other, without the crash and time-limit
+// isolation of a child (for emulators that cannot fork, such as qemu-user on some kernels).
 std::vector<TestResult> run_all(const std::vector<std::string>& dirs, const Settings& settings, int jobs,
                                 const std::string& scratch, bool quiet) {
   std::vector<TestResult> results;
@@ -268,6 +276,7 @@ std::vector<TestResult> run_all(const std::vector<std::string>& dirs, const Sett
     }
     results.push_back(r);
   };
+  while (jobs == 0 && next < dirs.size()) report(run_guarded(dirs[next++], settings, scratch));
   while (next < dirs.size() || !running.empty()) {
     while (next < dirs.size() && static_cast<int>(running.size()) < jobs) running.push_back(spawn(dirs[next++], settings, scratch));
     std::vector<pollfd> fds;
@@ -341,7 +350,7 @@ void add_conformance_command(CLI::App& app) {
     std::vector<std::string> dirs;
     std::string json, report, plugin_path, board = "x86_64-generic";
     double min_pass_rate = 0;
-    int jobs = 0;
+    int jobs = -1;
     bool quiet = false;
     Settings settings;
   };
@@ -353,7 +362,8 @@ void add_conformance_command(CLI::App& app) {
   cmd->add_option("--rtol", options->settings.rtol, "Relative tolerance")->capture_default_str();
   cmd->add_option("--atol", options->settings.atol, "Absolute tolerance")->capture_default_str();
   cmd->add_option("--timeout", options->settings.timeout_s, "Seconds per test")->capture_default_str();
-  cmd->add_option("-j,--jobs", options->jobs, "Tests run at once (default: CPU count)");
+  cmd->add_option("-j,--jobs", options->jobs,
+                  "Tests run at once, each in a child process (default: CPU count); 0: all in this process, in turn");
   cmd->add_option("--min-pass-rate", options->min_pass_rate,
                   "Exit 1 unless passed / in-scope reaches this fraction (0..1)");
   cmd->add_option("--plugin-path", options->plugin_path, "Colon-separated plugin directories");
@@ -375,7 +385,7 @@ void add_conformance_command(CLI::App& app) {
     }
     char scratch_template[] = "/tmp/edgert-conformance-XXXXXX";
     if (!mkdtemp(scratch_template)) builder::build_fail(EDGERT_ERR_IO, "mkdtemp: %s", std::strerror(errno));
-    int jobs = options->jobs > 0 ? options->jobs : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+    int jobs = options->jobs >= 0 ? options->jobs : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
     std::vector<TestResult> results = run_all(tests, settings, jobs, scratch_template, options->quiet);
     rmdir(scratch_template);
 

@@ -8,8 +8,8 @@ build=$(cd "$1" && pwd)
 source=$(cd "$2" && pwd)
 work=$build/jetson-toolchain
 nvcc=${CUDA_TOOLKIT_ROOT:-/usr/local/cuda}/bin/nvcc
-[[ -x $nvcc ]] || { echo "SKIP: no nvcc at $nvcc"; exit 77; }
-command -v aarch64-linux-gnu-g++ >/dev/null || { echo "SKIP: aarch64-linux-gnu-g++ missing"; exit 77; }
+[[ -x $nvcc ]] || { echo "FAIL: no nvcc at $nvcc"; exit 77; }
+command -v aarch64-linux-gnu-g++ >/dev/null || { echo "FAIL: aarch64-linux-gnu-g++ missing"; exit 77; }
 rm -rf "$work" && mkdir -p "$work"
 cmake -S "$source" -B "$work/build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$source/toolchain/jetson-orin.cmake" \
   -DEDGERT_RUNTIME_ONLY=ON >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; echo "FAIL: configure"; exit 1; }

@@ -11,7 +11,7 @@ build=$(cd "$1" && pwd)
 source=$(cd "$2" && pwd)
 work=$build/packaging-work
 prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")
-[[ $prefix == /usr ]] || { echo "SKIP: $build is configured with CMAKE_INSTALL_PREFIX=$prefix; packages need /usr"; exit 77; }
+[[ $prefix == /usr ]] || { echo "FAIL: $build is configured with CMAKE_INSTALL_PREFIX=$prefix; packages need /usr"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
 rm -rf "$work" && mkdir -p "$work/root"
