@@ -71,6 +71,10 @@ int default_thread_count() {
 
 struct ThreadPool::State {
   std::mutex mutex;
+  // Held by the caller whose job the workers run. The pool is process-wide and hosts may run
+  // several engines at once (edgertd: one worker per pipeline, plus a swap's warm-up), so a
+  // caller that finds it taken runs its tasks itself instead of waiting or racing.
+  std::mutex owner;
   std::condition_variable wake;
   std::vector<std::thread> workers;
   std::vector<int> cpus;  // the affinity mask at creation, for pinning
@@ -127,6 +131,8 @@ ThreadPool::ThreadPool() : state_(new State) {
 
 void ThreadPool::configure(int num_threads, bool pin) {
   if (num_threads <= 0) num_threads = default_thread_count();
+  // Waits for a job in flight: its workers must not be stopped under it.
+  std::lock_guard<std::mutex> owner(state_->owner);
   stop_workers();
   start_workers(num_threads, pin);
 }
@@ -158,6 +164,11 @@ void ThreadPool::start_workers(int count, bool pin) {
 
 void ThreadPool::run(int64_t count, int max_threads, void (*fn)(void*, int64_t, int), void* ctx) {
   State& s = *state_;
+  std::unique_lock<std::mutex> owner(s.owner, std::try_to_lock);
+  if (!owner.owns_lock()) {
+    for (int64_t t = 0; t < count; ++t) fn(ctx, t, 0);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     // A worker that checked in late for the previous job may still be leaving it.

@@ -1,8 +1,9 @@
 // The CPU plugin's process-wide thread pool: persistent workers that kernels split their work
 // over, the calling thread included (it runs tasks too, so 1 thread means no worker at all).
 //
-// Contract: one parallel_for at a time (the executor runs one node at a time); configure() is
-// never called while a kernel runs (plugin ABI: the host calls configure between runs).
+// Callers on several threads at once are fine: the first gets the workers, the others run their
+// tasks on their own thread (thread index 0 of their own workspace); configure() is never
+// called while a kernel runs (plugin ABI: the host calls configure between runs).
 // parallel_for does not allocate, so execute() may call it. Workers live until the process
 // exits: the pool is never destroyed, as the plugin is never dlclosed (plugin_entry.cpp).
 #pragma once
