@@ -5,6 +5,7 @@
 // 1 and 2 threads.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "plugin_loader.h"
@@ -438,6 +440,37 @@ TEST(CpuTactics, ConfigureRefusesANegativeThreadCount) {
   edgert_error error{};
   EXPECT_EQ(cpu_plugin().table->configure(&config, &error), EDGERT_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::strstr(error.message, "num_threads"), nullptr) << error.message;
+}
+
+// edgertd runs engines on several threads at once (a worker per pipeline, a swap's warm-up) over
+// the one process-wide pool: concurrent callers must each get the reference's results.
+TEST(CpuTactics, ConcurrentCallersShareThePoolSafely) {
+  std::mt19937 rng(99);
+  const ConvCase& c = conv_cases()[7];  // 3x3 s1: im2col and Winograd, both threaded
+  const std::vector<Input> in = conv_inputs(c, rng);
+  const edgert_kernel& k = kernel_named("ref-conv");
+  const NodeSpec spec = conv_node(c, "", "Conv", 3);
+  const edgert_node node = spec.node();
+  const std::vector<edgert_tactic> tactics = list_tactics(k, node, in);
+  ASSERT_GT(tactics.size(), 1u);
+  const std::vector<float> reference = run_tactic(k, node, in, 0);
+  set_threads(2);
+  std::atomic<int> mismatches{0};
+  auto hammer = [&](int64_t tactic) {
+    for (int i = 0; i < 40; ++i) {
+      std::vector<float> got = run_tactic(k, node, in, tactic);
+      for (size_t j = 0; j < got.size(); ++j)
+        if (!(std::fabs(got[j] - reference[j]) <= 2e-4f * std::max(1.0f, std::fabs(reference[j])))) {
+          ++mismatches;
+          break;
+        }
+    }
+  };
+  std::vector<std::thread> callers;
+  for (size_t t = 0; t + 1 < tactics.size() && callers.size() < 3; ++t) callers.emplace_back(hammer, tactics[t].id);
+  callers.emplace_back(hammer, tactics.front().id);
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(mismatches.load(), 0) << "runs that differ from the reference with " << callers.size() << " concurrent callers";
 }
 
 }  // namespace
