@@ -51,6 +51,16 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
+// Parameters ?1..?6: the columns that make up a record's key, in table order.
+void bind_key(Statement& statement, const TimingKey& key) {
+  statement.bind(1, key.board);
+  statement.bind(2, key.plugin);
+  statement.bind(3, key.plugin_version);
+  statement.bind(4, key.kernel);
+  statement.bind(5, key.signature);
+  statement.bind(6, static_cast<int64_t>(key.threads));
+}
+
 std::string column_text(sqlite3_stmt* stmt, int i) {
   const unsigned char* s = sqlite3_column_text(stmt, i);
   return s ? reinterpret_cast<const char*>(s) : "";
@@ -179,12 +189,7 @@ std::optional<TimingRecord> TimingCache::find(const TimingKey& key) const {
               "SELECT chosen_tactic, chosen_name, tactics FROM timings WHERE board = ?1 AND plugin = ?2 AND "
               "plugin_version = ?3 AND kernel = ?4 AND signature = ?5 AND threads = ?6",
               path_);
-  q.bind(1, key.board);
-  q.bind(2, key.plugin);
-  q.bind(3, key.plugin_version);
-  q.bind(4, key.kernel);
-  q.bind(5, key.signature);
-  q.bind(6, static_cast<int64_t>(key.threads));
+  bind_key(q, key);
   int rc = sqlite3_step(q.get());
   if (rc == SQLITE_DONE) return std::nullopt;
   if (rc != SQLITE_ROW) fail_on(db_, path_, "looking up a record");
@@ -206,12 +211,7 @@ void TimingCache::save() {
                    path_);
   for (const auto& [key, record] : pending_) {
     sqlite3_reset(insert.get());
-    insert.bind(1, key.board);
-    insert.bind(2, key.plugin);
-    insert.bind(3, key.plugin_version);
-    insert.bind(4, key.kernel);
-    insert.bind(5, key.signature);
-    insert.bind(6, static_cast<int64_t>(key.threads));
+    bind_key(insert, key);
     insert.bind(7, record.chosen);
     insert.bind(8, record.chosen_name);
     insert.bind(9, timings_json(record.timings));

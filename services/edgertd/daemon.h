@@ -5,6 +5,7 @@
 #include <systemd/sd-event.h>
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -81,8 +82,9 @@ class Daemon {
   // frames keep flowing. Finishes with ControlError (details: the steps) and the running
   // engine untouched when any step fails. `prior_steps` (deploy's install) lead the steps.
   struct SwapJob;
+  // `verified`: facts a deploy already read from the stored file, so it is not read twice.
   void swap_to(const std::string& pipeline, const std::string& sha256, const std::string& kind, nlohmann::json prior_steps,
-               double started_ms, Finish finish);
+               double started_ms, Finish finish, std::optional<EngineFacts> verified = std::nullopt);
   void swap_verified(const std::shared_ptr<SwapJob>& job);
   void swap_loaded(const std::shared_ptr<SwapJob>& job);
   void swap_progress(SwapJob& job, const std::string& step, const std::string& detail, double ms);

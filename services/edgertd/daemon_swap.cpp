@@ -81,7 +81,7 @@ void Daemon::refuse_swap(SwapJob& job, const std::string& step, const std::strin
 }
 
 void Daemon::swap_to(const std::string& name, const std::string& sha, const std::string& kind, nlohmann::json prior_steps,
-                     double started_ms, Finish finish) {
+                     double started_ms, Finish finish, std::optional<EngineFacts> verified) {
   auto job = std::make_shared<SwapJob>();
   job->name = name;
   job->sha = sha;
@@ -99,6 +99,11 @@ void Daemon::swap_to(const std::string& name, const std::string& sha, const std:
     if (deployments_) job->row = deployments_->begin(name, sha, job->current_sha, kind);
   } catch (...) {
     job->finish(std::current_exception(), nullptr);
+    return;
+  }
+  if (verified) {
+    job->facts = std::move(*verified);
+    stage(job->finish, [&] { swap_verified(job); });
     return;
   }
   std::string keys_dir = config_.trusted_keys_dir;

@@ -172,7 +172,7 @@ void Daemon::deploy(const nlohmann::json& request, const Peer& peer, Finish fini
             finish(nullptr, {{"pipeline", name}, {"sha256", sha}, {"already_active", true}, {"steps", {install_step}}});
             return;
           }
-          swap_to(name, sha, "deploy", nlohmann::json::array({install_step}), started, finish);
+          swap_to(name, sha, "deploy", nlohmann::json::array({install_step}), started, finish, facts);
         } catch (...) {
           finish(std::current_exception(), nullptr);
         }
