@@ -36,9 +36,12 @@ unit)
   # (boards.cross_aarch64_conformance); boards.cross_aarch64 builds and runs an engine with the
   # packaged `edgert`. They run on x86_64 (unit tests of the main build).
   spawning='CliTest.*:ToolsTest.*:ProfileTest.*:TacticTuningTest.*'
-  (cd "$work" && "${qemu[@]}" "$cross/bin/edgert_unit_tests" --gtest_filter="-$spawning" --gtest_brief=1) ||
+  # Excluded, because it starts threads of its own to call the plugin concurrently, and a guest
+  # thread hangs qemu-user here (the CPU plugin itself starts none when emulated).
+  threaded='CpuTactics.ConcurrentCallersShareThePoolSafely'
+  (cd "$work" && "${qemu[@]}" "$cross/bin/edgert_unit_tests" --gtest_filter="-$spawning:$threaded" --gtest_brief=1) ||
     fail "edgert_unit_tests under qemu-aarch64-static"
-  echo "unit tests (all but $spawning) passed under qemu-aarch64-static in $((SECONDS - start)) s"
+  echo "unit tests (all but $spawning:$threaded) passed under qemu-aarch64-static in $((SECONDS - start)) s"
   ;;
 conformance)
   data=/usr/share/libonnx-testdata/data/node
