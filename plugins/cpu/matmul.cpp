@@ -114,6 +114,7 @@ class MatMulOp : public Op {
 // Stable tactic ids of Gemm / FusedGemm (stored in engines and timing caches).
 constexpr int64_t kGemmGemvPortable = 40;
 constexpr int64_t kGemmGemvAvx2 = 41;
+constexpr int64_t kGemmGemvAvx512 = 43;
 
 // Gemm with a constant float32 B: the packed GEMV of gemm/gemv.h, one row of A' at a time.
 std::vector<TacticSpec> gemm_tactics(const edgert_node*, const edgert_tensor* in) {
@@ -122,6 +123,7 @@ std::vector<TacticSpec> gemm_tactics(const edgert_node*, const edgert_tensor* in
   if (a.dtype != EDGERT_DTYPE_FLOAT32 && a.dtype != EDGERT_DTYPE_UNDEFINED) return {};
   std::vector<TacticSpec> out;
 #if defined(__x86_64__)
+  if (gemm::isa_available(gemm::Isa::Avx512)) out.push_back({kGemmGemvAvx512, "f32-gemm-gemv-16-avx512"});
   if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({kGemmGemvAvx2, "f32-gemm-gemv-16-avx2"});
 #endif
   out.push_back({kGemmGemvPortable, "f32-gemm-gemv-16-portable"});
@@ -160,7 +162,7 @@ class GemmOp : public Op {
     }
     set_output(out[0], a.dtype, {m_, n_});
     info.workspace_bytes = static_cast<size_t>(n_) * 8;  // one accumulator row
-    fast_ = (tactic() == kGemmGemvAvx2 || tactic() == kGemmGemvPortable) && a.dtype == EDGERT_DTYPE_FLOAT32 && b.data;
+    fast_ = (tactic() == kGemmGemvAvx512 || tactic() == kGemmGemvAvx2 || tactic() == kGemmGemvPortable) && a.dtype == EDGERT_DTYPE_FLOAT32 && b.data;
     if (fast_) {
       if (packed_from_ != b.data) {
         if (trans_b_) gemm::pack_panels(static_cast<const float*>(b.data), k_, n_, 1, k_, packed_);
@@ -169,7 +171,9 @@ class GemmOp : public Op {
       }
       gemv_ = gemm::gemv_panels_portable;
 #if defined(__x86_64__)
-      if (tactic() == kGemmGemvAvx2 && gemm::isa_available(gemm::Isa::Avx2Fma)) gemv_ = gemm::gemv_panels_avx2;
+      // An engine tuned on another CPU may name an ISA this one lacks: the best one here then.
+      if (tactic() != kGemmGemvPortable && gemm::isa_available(gemm::Isa::Avx2Fma)) gemv_ = gemm::gemv_panels_avx2;
+      if (tactic() == kGemmGemvAvx512 && gemm::isa_available(gemm::Isa::Avx512)) gemv_ = gemm::gemv_panels_avx512;
 #endif
       const int64_t panels = (n_ + gemm::kGemvPanel - 1) / gemm::kGemvPanel;
       info.workspace_bytes = static_cast<size_t>(panels * gemm::kGemvPanel) * sizeof(float);

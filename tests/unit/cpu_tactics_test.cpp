@@ -255,6 +255,9 @@ const std::vector<ConvCase>& conv_cases() {
       {1, 33, 33, 9, 17, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 33, false},     // depthwise 5x5
       {1, 17, 17, 15, 15, 5, 5, 2, 2, {2, 2, 2, 2}, 1, 17, true},     // depthwise 5x5 s2
       {1, 4, 4, 7, 7, 3, 3, 1, 1, {2, 2, 2, 2}, 2, 4, true},          // depthwise dilated
+      {1, 3, 3, 6, 150, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 3, true},        // depthwise, rows of 64 + 64 + 16 + 6
+      {1, 2, 2, 9, 169, 5, 5, 2, 2, {2, 1, 2, 2}, 1, 2, false},       // depthwise 5x5 s2, 85 wide, odd pads
+      {1, 2, 2, 8, 131, 3, 3, 2, 2, {0, 1, 1, 0}, 1, 2, true},        // depthwise s2, 65 wide, pad left only
       {1, 300, 70, 5, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true},       // K = 2700: several k blocks
       {1, 64, 130, 20, 20, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},     // N = 400: several column blocks
       {1, 3, 4, 1200, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},       // wide rows

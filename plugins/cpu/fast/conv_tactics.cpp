@@ -21,6 +21,7 @@ enum ConvTactic : int64_t {
   kConvIm2colAvx512 = 23,
   kConvDepthwisePortable = 30,
   kConvDepthwiseAvx2 = 31,
+  kConvDepthwiseAvx512 = 32,
   kConvWinogradPortable = 80,
   kConvWinogradAvx2 = 81,
   kConvWinogradNeon = 82,
@@ -90,6 +91,13 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   if (!s.ok) return out;
   if (is_depthwise(s)) {
 #if defined(__x86_64__)
+    const WindowGeometry& g = s.g;
+    const bool padded_plane = g.rank == 2 && depthwise::uses_padded_plane({g.in[0], g.in[1], g.out[0], g.out[1],
+                                                                           g.kernel[0], g.kernel[1], g.stride[0],
+                                                                           g.stride[1], g.dilation[0], g.dilation[1],
+                                                                           g.pad_begin[0], g.pad_begin[1]});
+    if (padded_plane && gemm::isa_available(gemm::Isa::Avx512))
+      out.push_back({kConvDepthwiseAvx512, "f32-conv-dw-direct-avx512"});
     if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({kConvDepthwiseAvx2, "f32-conv-dw-direct-avx2"});
 #endif
     out.push_back({kConvDepthwisePortable, "f32-conv-dw-direct-portable"});
@@ -117,7 +125,9 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     case kConvIm2colPortable: case kConvIm2colAvx2: case kConvIm2colNeon: case kConvIm2colAvx512:
       algorithm_ = Algorithm::Im2colGemm;
       break;
-    case kConvDepthwisePortable: case kConvDepthwiseAvx2: algorithm_ = Algorithm::Depthwise; break;
+    case kConvDepthwisePortable: case kConvDepthwiseAvx2: case kConvDepthwiseAvx512:
+      algorithm_ = Algorithm::Depthwise;
+      break;
     case kConvWinogradPortable: case kConvWinogradAvx2: case kConvWinogradNeon: case kConvWinogradAvx512:
       algorithm_ = Algorithm::Winograd;
       break;
@@ -127,7 +137,13 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   // the best ISA available here.
   isa_ = isa_of(tactic);
   if (!gemm::isa_available(isa_)) isa_ = gemm::best_isa();
-  depthwise_avx2_ = tactic == kConvDepthwiseAvx2 && gemm::isa_available(gemm::Isa::Avx2Fma);
+  depthwise_channel_ = depthwise::channel_portable;
+#if defined(__x86_64__)
+  if ((tactic == kConvDepthwiseAvx2 || tactic == kConvDepthwiseAvx512) && gemm::isa_available(gemm::Isa::Avx2Fma))
+    depthwise_channel_ = depthwise::channel_avx2;
+  if (tactic == kConvDepthwiseAvx512 && gemm::isa_available(gemm::Isa::Avx512))
+    depthwise_channel_ = depthwise::channel_avx512;
+#endif
 
   batch_ = x.dims[0];
   channels_ = x.dims[1];
@@ -156,7 +172,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     }
     threads_ = ThreadPool::instance().num_threads();
     const depthwise::Geometry dg = depthwise_geometry();
-    scratch_floats_ = (depthwise::scratch_rows(dg) * depthwise::scratch_cols(dg) + 15) / 16 * 16;
+    scratch_floats_ = (depthwise::scratch_floats(dg) + 15) / 16 * 16;
     info.workspace_bytes = static_cast<size_t>(threads_ * scratch_floats_) * sizeof(float);
   } else if (algorithm_ == Algorithm::Winograd) {
     ConvShape shape;
@@ -199,10 +215,7 @@ void FastConv::execute(const float* x, const float* bias, const float* z, float*
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
   if (algorithm_ == Algorithm::Depthwise) {
     const depthwise::Geometry dg = depthwise_geometry();
-    auto channel = depthwise::channel_portable;
-#if defined(__x86_64__)
-    if (depthwise_avx2_) channel = depthwise::channel_avx2;
-#endif
+    const depthwise::ChannelFn channel = depthwise_channel_;
     const int64_t taps = kernel_h_ * kernel_w_, planes = batch_ * channels_;
     // A few tasks per thread (a thread that loses its core holds up less), each thread with its
     // own padded-plane scratch; at most the threads the workspace was sized for.

@@ -41,7 +41,7 @@ class FastConv {
   }
   Algorithm algorithm_ = Algorithm::Im2colGemm;
   gemm::Isa isa_ = gemm::Isa::Portable;
-  bool depthwise_avx2_ = false;
+  depthwise::ChannelFn depthwise_channel_ = nullptr;
   std::vector<gemm::PackedA> packed_;  // one per group
   std::vector<float> depthwise_weights_;
   const void* packed_from_ = nullptr;

@@ -1,7 +1,8 @@
 // Depthwise convolution (one input channel per output channel), one channel plane per call:
 //   y = act(conv(x, w) + bias + z)
 // with z (may be null, may alias y) a residual of y's shape. The loops are plain C++ written for
-// the vectorizer, compiled twice: portably (depthwise.cpp) and for AVX2+FMA (x86/depthwise_x86.cpp).
+// the vectorizer, compiled twice: portably (depthwise.cpp) and for AVX2+FMA (x86/depthwise_x86.cpp);
+// AVX-512 has its own intrinsics (x86/depthwise_avx512.cpp).
 #pragma once
 
 #include <cstdint>
@@ -28,12 +29,22 @@ inline int64_t scratch_rows(const Geometry& g) {
 inline int64_t scratch_cols(const Geometry& g) {
   return uses_padded_plane(g) ? (g.out_w - 1) * g.stride_w + g.kernel_w : 0;
 }
+// The scratch a channel function needs: the padded plane, and one more padded row (plus a
+// vector) where channel_avx512 builds a row before deinterleaving it.
+inline int64_t scratch_floats(const Geometry& g) {
+  return uses_padded_plane(g) ? (scratch_rows(g) + 1) * scratch_cols(g) + 32 : 0;
+}
 
+using ChannelFn = void (*)(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
+                          const Activation& activation, float* scratch);
 void channel_portable(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
                       const Activation& activation, float* scratch);
 #if defined(__x86_64__)
 void channel_avx2(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
                   const Activation& activation, float* scratch);
+// Intrinsics for the padded-plane shapes (x86/depthwise_avx512.cpp); others run channel_avx2.
+void channel_avx512(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
+                    const Activation& activation, float* scratch);
 #endif
 
 }  // namespace edgert::cpu::depthwise

@@ -1,7 +1,7 @@
 // Products with a constant right-hand matrix and few left-hand rows (the classifier heads of
 // edge models: Gemm / FusedGemm with batch 1): the weights W' [K, N] are packed once into
 // column panels of kGemvPanel, then each row of X streams them once, panels spread over the
-// thread pool. Compiled portably and for AVX2+FMA (x86/gemv_x86.cpp).
+// thread pool. Compiled portably, for AVX2+FMA (x86/gemv_x86.cpp) and AVX-512 (x86/gemv_avx512.cpp).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,8 @@ void gemv_panels_portable(const float* x, int64_t x_stride, const float* panels,
 #if defined(__x86_64__)
 void gemv_panels_avx2(const float* x, int64_t x_stride, const float* panels, int64_t k, int64_t panel_begin,
                       int64_t panel_end, float* out);
+void gemv_panels_avx512(const float* x, int64_t x_stride, const float* panels, int64_t k, int64_t panel_begin,
+                        int64_t panel_end, float* out);
 #endif
 
 }  // namespace edgert::cpu::gemm
