@@ -10,6 +10,7 @@ void activation_rows_scalar(float* y, int64_t n, const Activation& act) {
 
 #if defined(__x86_64__)
 void activation_rows_avx2(float* y, int64_t n, const Activation& act);
+void activation_rows_avx512(float* y, int64_t n, const Activation& act);
 #endif
 
 namespace {
@@ -21,7 +22,9 @@ namespace {
 void apply_activation(float* y, int64_t n, const Activation& act) {
   if (act.kind == ActivationKind::None) return;
 #if defined(__x86_64__)
-  static const bool avx2 = isa_available(Isa::Avx2Fma);
+  // The same operations in the same order on every ISA (no FMA contraction): the same bits.
+  static const bool avx512 = isa_available(Isa::Avx512), avx2 = isa_available(Isa::Avx2Fma);
+  if (avx512) return activation_rows_avx512(y, n, act);
   if (avx2) return activation_rows_avx2(y, n, act);
 #endif
   activation_rows_portable(y, n, act);

@@ -8,6 +8,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "fast/depthwise.h"
@@ -15,6 +16,10 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,fma")
+// GCC 12 reports the _mm512_undefined_ps inside its own masked max/min intrinsics as maybe
+// uninitialized (a known false positive at -O3).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace edgert::cpu::depthwise {
 
@@ -34,79 +39,118 @@ inline __m512 load_columns(const float* row, int64_t c, __mmask16 mask) {
   return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) + c * 4));
 }
 
-// Sixteen outputs y[ox..ox+n) of output row oy, one FMA chain per kernel row.
+// The load masks of one block of 16 outputs; the same for every output row of a plane.
+// Stride 1: tap kx loads from c0 + kx. Stride 2: lane l of tap kx reads column c0 + kx + 2l,
+// the even (kx even) or odd lanes of the 32 columns from c0 + kx - kx % 2: two loads (masks
+// 2p and 2p + 1 for the pair p = kx / 2) and one permute, shared by taps 2p and 2p + 1.
+struct BlockMasks {
+  __mmask16 load[6];
+  __mmask16 out;
+};
+
 template <int K, int S>
-__attribute__((always_inline)) inline __m512 block(const Geometry& g, const float* const* rows, const __m512* wv, __m512 bias, int64_t ox) {
+BlockMasks block_masks(const Geometry& g, int64_t ox) {
+  BlockMasks m{};
   const int64_t c0 = ox * S - g.pad_left;  // input column of tap 0, lane 0
+  if (S == 1) {
+    for (int kx = 0; kx < K; ++kx) m.load[kx] = column_mask(c0 + kx, g.in_w);
+  } else {
+    for (int p = 0; p < (K + 1) / 2; ++p) {
+      m.load[2 * p] = column_mask(c0 + 2 * p, g.in_w);
+      m.load[2 * p + 1] = column_mask(c0 + 2 * p + 16, g.in_w);
+    }
+  }
+  m.out = g.out_w - ox >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (g.out_w - ox)) - 1);
+  return m;
+}
+
+// Sixteen outputs from column ox of one output row (rows: its K input rows, null where the
+// kernel row falls on the padding), one FMA chain per kernel row.
+template <int K, int S>
+__attribute__((always_inline)) inline __m512 block(const float* const* rows, const __m512* wv, __m512 bias,
+                                                   int64_t c0, const BlockMasks& m) {
   __m512 acc[K];
   acc[0] = bias;
-  #pragma GCC unroll 25
+#pragma GCC unroll 5
   for (int ky = 1; ky < K; ++ky) acc[ky] = _mm512_setzero_ps();
-  if (S == 1) {
-    __mmask16 mask[K];
-    #pragma GCC unroll 25
-    for (int kx = 0; kx < K; ++kx) mask[kx] = column_mask(c0 + kx, g.in_w);
-    #pragma GCC unroll 25
-    for (int ky = 0; ky < K; ++ky) {
-      if (!rows[ky]) continue;
-      #pragma GCC unroll 25
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+#pragma GCC unroll 5
+  for (int ky = 0; ky < K; ++ky) {
+    if (!rows[ky]) continue;
+    if (S == 1) {
+#pragma GCC unroll 5
       for (int kx = 0; kx < K; ++kx)
-        acc[ky] = _mm512_fmadd_ps(wv[ky * K + kx], load_columns(rows[ky], c0 + kx, mask[kx]), acc[ky]);
-    }
-  } else {
-    // Lane l of tap kx reads column c0 + kx + 2l: the even (kx even) or odd lanes of the 32
-    // columns from c0 + kx - kx % 2, two loads and one permute. Taps kx and kx + 1 share them.
-    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-    constexpr int kPairs = (K + 1) / 2;
-    __mmask16 lo_mask[kPairs], hi_mask[kPairs];
-    #pragma GCC unroll 25
-    for (int p = 0; p < kPairs; ++p) {
-      lo_mask[p] = column_mask(c0 + 2 * p, g.in_w);
-      hi_mask[p] = column_mask(c0 + 2 * p + 16, g.in_w);
-    }
-    #pragma GCC unroll 25
-    for (int ky = 0; ky < K; ++ky) {
-      if (!rows[ky]) continue;
-      #pragma GCC unroll 25
-      for (int p = 0; p < kPairs; ++p) {
-        const __m512 lo = load_columns(rows[ky], c0 + 2 * p, lo_mask[p]);
-        const __m512 hi = load_columns(rows[ky], c0 + 2 * p + 16, hi_mask[p]);
+        acc[ky] = _mm512_fmadd_ps(wv[ky * K + kx], load_columns(rows[ky], c0 + kx, m.load[kx]), acc[ky]);
+    } else {
+#pragma GCC unroll 3
+      for (int p = 0; p < (K + 1) / 2; ++p) {
+        const __m512 lo = load_columns(rows[ky], c0 + 2 * p, m.load[2 * p]);
+        const __m512 hi = load_columns(rows[ky], c0 + 2 * p + 16, m.load[2 * p + 1]);
         acc[ky] = _mm512_fmadd_ps(wv[ky * K + 2 * p], _mm512_permutex2var_ps(lo, even, hi), acc[ky]);
         if (2 * p + 1 < K)
           acc[ky] = _mm512_fmadd_ps(wv[ky * K + 2 * p + 1], _mm512_permutex2var_ps(lo, odd, hi), acc[ky]);
       }
     }
   }
-  #pragma GCC unroll 25
+#pragma GCC unroll 5
   for (int ky = 1; ky < K; ++ky) acc[0] = _mm512_add_ps(acc[0], acc[ky]);
   return acc[0];
 }
 
-template <int K, int S>
+// Relu and Clip (ReLU6) are applied in registers, rounding as activation.h does (max/min
+// with the operands in this order keep a NaN and the sign of a zero as its comparisons do);
+// the others run over the finished plane.
+enum class InRegister { None, Relu, Clip };
+
+template <int K, int S, InRegister A>
 void direct_plane(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
                   const Activation& activation) {
   __m512 wv[K * K];
-  #pragma GCC unroll 25
+#pragma GCC unroll 25
   for (int t = 0; t < K * K; ++t) wv[t] = _mm512_set1_ps(w[t]);
   const __m512 bv = _mm512_set1_ps(bias);
+  const __m512 lo = _mm512_set1_ps(A == InRegister::Clip ? activation.p0 : 0.0f);
+  const __m512 hi = _mm512_set1_ps(activation.p1);
   const int64_t ow = g.out_w;
-  for (int64_t oy = 0; oy < g.out_h; ++oy) {
-    const float* rows[K];  // null: the kernel row falls on the padding
-    #pragma GCC unroll 25
-    for (int ky = 0; ky < K; ++ky) {
-      const int64_t iy = oy * S - g.pad_top + ky;
-      rows[ky] = iy >= 0 && iy < g.in_h ? x + iy * g.in_w : nullptr;
+  // Masks for up to kChunk blocks at a time, computed once for all rows of the plane.
+  constexpr int64_t kChunk = 16;
+  BlockMasks masks[kChunk];
+  for (int64_t first = 0; first < ow; first += 16 * kChunk) {
+    const int64_t blocks = std::min<int64_t>(kChunk, (ow - first + 15) / 16);
+    for (int64_t b = 0; b < blocks; ++b) masks[b] = block_masks<K, S>(g, first + 16 * b);
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const float* rows[K];
+#pragma GCC unroll 5
+      for (int ky = 0; ky < K; ++ky) {
+        const int64_t iy = oy * S - g.pad_top + ky;
+        rows[ky] = iy >= 0 && iy < g.in_h ? x + iy * g.in_w : nullptr;
+      }
+      float* yr = y + oy * ow;
+      const float* zr = z ? z + oy * ow : nullptr;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t ox = first + 16 * b;
+        const BlockMasks& m = masks[b];
+        __m512 sum = block<K, S>(rows, wv, bv, ox * S - g.pad_left, m);
+        if (zr) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m.out, zr + ox));  // z may be y: read first
+        if (A != InRegister::None) sum = _mm512_max_ps(lo, sum);
+        if (A == InRegister::Clip) sum = _mm512_min_ps(hi, sum);
+        _mm512_mask_storeu_ps(yr + ox, m.out, sum);
+      }
     }
-    float* yr = y + oy * ow;
-    const float* zr = z ? z + oy * ow : nullptr;
-    for (int64_t ox = 0; ox < ow; ox += 16) {
-      const __mmask16 out_mask = ow - ox >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (ow - ox)) - 1);
-      __m512 sum = block<K, S>(g, rows, wv, bv, ox);
-      if (zr) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(out_mask, zr + ox));  // z may be y: read first
-      _mm512_mask_storeu_ps(yr + ox, out_mask, sum);
-    }
-    gemm::apply_activation(yr, ow, activation);
+  }
+}
+
+template <int K, int S>
+void plane(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
+           const Activation& activation) {
+  switch (activation.kind) {
+    case ActivationKind::None: return direct_plane<K, S, InRegister::None>(g, x, w, bias, z, y, activation);
+    case ActivationKind::Relu: return direct_plane<K, S, InRegister::Relu>(g, x, w, bias, z, y, activation);
+    case ActivationKind::Clip: return direct_plane<K, S, InRegister::Clip>(g, x, w, bias, z, y, activation);
+    default:
+      direct_plane<K, S, InRegister::None>(g, x, w, bias, z, y, activation);
+      gemm::apply_activation(y, g.out_h * g.out_w, activation);  // the plane is contiguous
   }
 }
 
@@ -116,13 +160,14 @@ void channel_avx512(const Geometry& g, const float* x, const float* w, float bia
                     const Activation& activation, float* scratch) {
   if (!uses_padded_plane(g)) return channel_avx2(g, x, w, bias, z, y, activation, scratch);
   const int64_t k = g.kernel_h, s = g.stride_h;
-  if (k == 3 && s == 1) return direct_plane<3, 1>(g, x, w, bias, z, y, activation);
-  if (k == 3 && s == 2) return direct_plane<3, 2>(g, x, w, bias, z, y, activation);
-  if (k == 5 && s == 1) return direct_plane<5, 1>(g, x, w, bias, z, y, activation);
-  return direct_plane<5, 2>(g, x, w, bias, z, y, activation);
+  if (k == 3 && s == 1) return plane<3, 1>(g, x, w, bias, z, y, activation);
+  if (k == 3 && s == 2) return plane<3, 2>(g, x, w, bias, z, y, activation);
+  if (k == 5 && s == 1) return plane<5, 1>(g, x, w, bias, z, y, activation);
+  return plane<5, 2>(g, x, w, bias, z, y, activation);
 }
 
 }  // namespace edgert::cpu::depthwise
 
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
