@@ -78,8 +78,7 @@ class PoolOp : public Op {
       if (K != PoolKind::Max) fail(EDGERT_ERR_INVALID_ARGUMENT, "has %d outputs, expected 1", node.num_outputs);
       set_output(out[1], EDGERT_DTYPE_INT64, out_shape);
     }
-    fast_ = K != PoolKind::Lp && tactic() == kPoolRowsTactic &&
-            fast_pool_.prepare(K == PoolKind::Max, count_include_pad_, g_, x, node.num_outputs);
+    fast_ = K != PoolKind::Lp && fast_pool_.prepare(tactic(), K == PoolKind::Max, count_include_pad_, g_, x, node.num_outputs);
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {

@@ -348,6 +348,10 @@ TEST(CpuTactics, PoolTacticsMatchTheReference) {
       {1, 3, 13, 11, 3, 3, 2, {1, 1, 1, 1}, false, false}, {2, 5, 7, 7, 2, 2, 2, {0, 0, 0, 0}, true, false},
       {1, 17, 14, 15, 3, 3, 1, {1, 0, 0, 1}, false, true}, {1, 4, 9, 9, 3, 3, 2, {0, 0, 0, 0}, true, true},
       {1, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false},   {1, 6, 31, 29, 5, 3, 3, {2, 1, 2, 1}, false, true},
+      // Wide rows: several 16-lane blocks and a tail (squeezenet's ceil-mode pool, resnet's stem).
+      {1, 2, 9, 111, 3, 3, 2, {0, 0, 0, 0}, true, false},  {1, 3, 8, 112, 3, 3, 2, {1, 1, 1, 1}, false, false},
+      {1, 2, 6, 70, 2, 2, 2, {0, 0, 0, 0}, false, false},  {1, 2, 7, 40, 5, 5, 1, {2, 2, 2, 2}, false, false},
+      {1, 2, 7, 37, 3, 3, 1, {0, 1, 1, 0}, true, false},
   };
   for (const PoolCase& c : cases) {
     for (const char* op : {"MaxPool", "AveragePool"}) {

@@ -1,6 +1,9 @@
 #include "fast/pool_rows.h"
 
+#include <cstring>
 #include <limits>
+
+#include "gemm/sgemm.h"
 
 #include "thread_pool.h"
 
@@ -9,7 +12,18 @@ namespace edgert::cpu {
 std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs) {
   const edgert_tensor& x = inputs[0];
   if (x.dtype != EDGERT_DTYPE_FLOAT32 || (x.rank != 3 && x.rank != 4) || node->num_outputs > 1) return {};
-  return {{kPoolRowsTactic, "f32-pool-2d-rows-portable"}};
+  std::vector<TacticSpec> out;
+#if defined(__x86_64__)
+  if (std::strcmp(node->op_type, "MaxPool") == 0 && x.rank == 4 && gemm::isa_available(gemm::Isa::Avx512)) {
+    Attributes attrs(node);
+    const std::vector<int64_t> k = attrs.get_ints("kernel_shape"), s = attrs.get_ints("strides", {1, 1}),
+                               d = attrs.get_ints("dilations", {1, 1});
+    if (k.size() == 2 && s.size() == 2 && d.size() == 2 && max_pool_avx512_applies(k[0], k[1], s[0], s[1], d[0], d[1]))
+      out.push_back({kMaxPoolAvx512Tactic, "f32-max-pool-direct-avx512"});
+  }
+#endif
+  out.push_back({kPoolRowsTactic, "f32-pool-2d-rows-portable"});
+  return out;
 }
 
 std::vector<TacticSpec> global_average_tactics(const edgert_node*, const edgert_tensor* inputs) {
@@ -55,8 +69,9 @@ std::vector<float> window_counts(int64_t out, int64_t in, int64_t kernel, int64_
 
 }  // namespace
 
-bool FastPool::prepare(bool max, bool count_include_pad, const WindowGeometry& g, const edgert_tensor& x,
-                       int num_outputs) {
+bool FastPool::prepare(int64_t tactic, bool max, bool count_include_pad, const WindowGeometry& g,
+                       const edgert_tensor& x, int num_outputs) {
+  if (tactic != kPoolRowsTactic && tactic != kMaxPoolAvx512Tactic) return false;
   if (x.dtype != EDGERT_DTYPE_FLOAT32 || num_outputs > 1 || (g.rank != 1 && g.rank != 2)) return false;
   max_ = max;
   planes_ = x.dims[0] * x.dims[1];
@@ -74,6 +89,12 @@ bool FastPool::prepare(bool max, bool count_include_pad, const WindowGeometry& g
   dilation_w_ = g.dilation[last];
   pad_top_ = two_d ? g.pad_begin[0] : 0;
   pad_left_ = g.pad_begin[last];
+  avx512_ = false;
+#if defined(__x86_64__)
+  // Elsewhere (another CPU than the one tuned on, other shapes) the rows below run instead.
+  avx512_ = tactic == kMaxPoolAvx512Tactic && max && two_d && gemm::isa_available(gemm::Isa::Avx512) &&
+            max_pool_avx512_applies(kernel_h_, kernel_w_, stride_h_, stride_w_, dilation_h_, dilation_w_);
+#endif
   if (!max) {
     row_count_ = two_d ? window_counts(out_h_, in_h_, kernel_h_, stride_h_, dilation_h_, pad_top_, g.pad_end[0],
                                        count_include_pad)
@@ -86,6 +107,15 @@ bool FastPool::prepare(bool max, bool count_include_pad, const WindowGeometry& g
 
 void FastPool::execute(const float* x, float* y) const {
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+#if defined(__x86_64__)
+  if (avx512_) {
+    ThreadPool::instance().parallel_for(planes_, [&](int64_t plane, int) {
+      max_pool_plane_avx512(x + plane * in_plane, y + plane * out_plane, in_h_, in_w_, out_h_, out_w_, kernel_h_,
+                            stride_h_, pad_top_, pad_left_);
+    });
+    return;
+  }
+#endif
   const int64_t ow_n = out_w_, iw_n = in_w_, s = stride_w_;
   ThreadPool::instance().parallel_for(planes_, [&](int64_t plane, int) {
     const float* xp = x + plane * in_plane;

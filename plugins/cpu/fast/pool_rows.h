@@ -13,8 +13,18 @@ namespace edgert::cpu {
 
 constexpr int64_t kPoolRowsTactic = 50;
 constexpr int64_t kGlobalAverageRowsTactic = 51;
+constexpr int64_t kMaxPoolAvx512Tactic = 52;
 
-// The tactics of a MaxPool/AveragePool node: this one for float32 without an Indices output.
+#if defined(__x86_64__)
+// x86/max_pool_avx512.cpp: the window shapes it runs, and one plane (CPU with AVX-512F only).
+bool max_pool_avx512_applies(int64_t kernel_h, int64_t kernel_w, int64_t stride_h, int64_t stride_w,
+                             int64_t dilation_h, int64_t dilation_w);
+void max_pool_plane_avx512(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w,
+                           int64_t kernel, int64_t stride, int64_t pad_top, int64_t pad_left);
+#endif
+
+// The tactics of a MaxPool/AveragePool node (float32 without an Indices output): the rows
+// above, and for MaxPool f32-max-pool-direct-avx512 (id 52) where its shapes apply.
 std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs);
 
 // GlobalAveragePool float32, tactic f32-global-avgpool-rows-portable (id 51): eight float
@@ -25,11 +35,13 @@ void global_average_rows(const float* x, float* y, int64_t planes, int64_t size)
 class FastPool {
  public:
   // Returns false when the tactic does not apply (the caller runs the reference).
-  bool prepare(bool max, bool count_include_pad, const WindowGeometry& g, const edgert_tensor& x, int num_outputs);
+  bool prepare(int64_t tactic, bool max, bool count_include_pad, const WindowGeometry& g, const edgert_tensor& x,
+               int num_outputs);
   void execute(const float* x, float* y) const;
 
  private:
   bool max_ = true;
+  bool avx512_ = false;
   int64_t planes_ = 0, in_h_ = 1, in_w_ = 1, out_h_ = 1, out_w_ = 1;
   int64_t kernel_h_ = 1, kernel_w_ = 1, stride_h_ = 1, stride_w_ = 1, dilation_h_ = 1, dilation_w_ = 1;
   int64_t pad_top_ = 0, pad_left_ = 0;

@@ -1,0 +1,81 @@
+// Shared by the AVX-512 window kernels (x86/depthwise_avx512.cpp, x86/max_pool_avx512.cpp):
+// 16 outputs of one output row of a K x K window, stride 1 or 2, dilation 1, read straight from
+// an NCHW plane. Lanes outside the input are the lanes a masked load leaves out (they read as
+// the padding value), and stride-2 taps are the even or odd lanes of two loads, picked by a
+// permute. Include only inside `#pragma GCC target("avx512f,...")`, in an unnamed namespace.
+#pragma once
+
+// The lanes of a 16-float load starting at input column c that lie inside the row [0, w).
+inline __mmask16 column_mask(int64_t c, int64_t w) {
+  const int64_t lo = c < 0 ? -c : 0, hi = w - c < 16 ? w - c : 16;
+  if (hi <= lo) return 0;
+  const uint32_t below_hi = hi >= 16 ? 0xFFFFu : (1u << hi) - 1u;
+  return static_cast<__mmask16>(below_hi & (0xFFFFu << lo));
+}
+
+// A masked load at row + c: lanes outside the row read as `pad` and, being masked, are never
+// touched, even where row + c lies before the row.
+inline __m512 load_columns(const float* row, int64_t c, __mmask16 mask, __m512 pad) {
+  return _mm512_mask_loadu_ps(pad, mask, reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) + c * 4));
+}
+
+// The load masks of one block of 16 outputs; the same for every output row of a plane.
+// Stride 1: tap kx loads from c0 + kx. Stride 2: lane l of tap kx reads column c0 + kx + 2l,
+// the even (kx even) or odd lanes of the 32 columns from c0 + kx - kx % 2: two loads (masks
+// 2p and 2p + 1 for the pair p = kx / 2) and one permute, shared by taps 2p and 2p + 1.
+struct BlockMasks {
+  __mmask16 load[6];
+  __mmask16 out;
+};
+
+template <int K, int S>
+BlockMasks block_masks(int64_t in_w, int64_t out_w, int64_t pad_left, int64_t ox) {
+  static_assert(K <= 5 && (S == 1 || S == 2), "kernels up to 5 wide, stride 1 or 2");
+  BlockMasks m{};
+  const int64_t c0 = ox * S - pad_left;  // input column of tap 0, lane 0
+  if (S == 1) {
+    for (int kx = 0; kx < K; ++kx) m.load[kx] = column_mask(c0 + kx, in_w);
+  } else {
+    for (int p = 0; p < (K + 1) / 2; ++p) {
+      m.load[2 * p] = column_mask(c0 + 2 * p, in_w);
+      m.load[2 * p + 1] = column_mask(c0 + 2 * p + 16, in_w);
+    }
+  }
+  m.out = out_w - ox >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (out_w - ox)) - 1);
+  return m;
+}
+
+// Calls tap(ky, kx, values) for every tap of the 16 outputs whose tap 0 is input column c0 (rows:
+// the window's K input rows, null where a kernel row falls on the padding, which is skipped).
+template <int K, int S, typename Tap>
+__attribute__((always_inline)) inline void for_each_tap(const float* const* rows, int64_t c0, const BlockMasks& m,
+                                                        __m512 pad, Tap&& tap) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+#pragma GCC unroll 5
+  for (int ky = 0; ky < K; ++ky) {
+    if (!rows[ky]) continue;
+    if (S == 1) {
+#pragma GCC unroll 5
+      for (int kx = 0; kx < K; ++kx) tap(ky, kx, load_columns(rows[ky], c0 + kx, m.load[kx], pad));
+    } else {
+#pragma GCC unroll 3
+      for (int p = 0; p < (K + 1) / 2; ++p) {
+        const __m512 lo = load_columns(rows[ky], c0 + 2 * p, m.load[2 * p], pad);
+        const __m512 hi = load_columns(rows[ky], c0 + 2 * p + 16, m.load[2 * p + 1], pad);
+        tap(ky, 2 * p, _mm512_permutex2var_ps(lo, even, hi));
+        if (2 * p + 1 < K) tap(ky, 2 * p + 1, _mm512_permutex2var_ps(lo, odd, hi));
+      }
+    }
+  }
+}
+
+// The K input rows of output row oy (null where they fall outside the input).
+template <int K, int S>
+inline void window_rows(const float* x, int64_t in_h, int64_t in_w, int64_t pad_top, int64_t oy, const float** rows) {
+#pragma GCC unroll 5
+  for (int ky = 0; ky < K; ++ky) {
+    const int64_t iy = oy * S - pad_top + ky;
+    rows[ky] = iy >= 0 && iy < in_h ? x + iy * in_w : nullptr;
+  }
+}
