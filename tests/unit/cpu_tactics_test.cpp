@@ -261,6 +261,9 @@ const std::vector<ConvCase>& conv_cases() {
       {1, 300, 70, 5, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true},       // K = 2700: several k blocks
       {1, 64, 130, 20, 20, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},     // N = 400: several column blocks
       {1, 3, 4, 1200, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},       // wide rows
+      {1, 3, 8, 9, 75, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true},         // im2col rows of 38 across panels, s2
+      {1, 2, 8, 5, 70, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, false},        // im2col rows of 70, s1
+      {1, 3, 16, 20, 41, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, true},       // resnet's stem, 21 wide
   };
   return cases;
 }
