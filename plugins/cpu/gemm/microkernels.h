@@ -14,10 +14,6 @@ void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c,
 #if defined(__x86_64__)
 void ukernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
-struct BSource;
-// sgemm.cpp's pack_b for 32-column panels, with intrinsics (x86/pack_b_avx512.cpp); false for
-// the sources it does not handle.
-bool pack_b_avx512(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, int64_t j_end, float* dst);
 #endif
 #if defined(__aarch64__)
 void ukernel_6x16_neon(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);

@@ -46,10 +46,7 @@ MicroKernel micro_kernel(Isa isa) {
   }
 }
 
-void pack_b(Isa isa, const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, int64_t j_end, float* dst) {
-#if defined(__x86_64__)
-  if (isa == Isa::Avx512 && pack_b_avx512(b, nr, p0, kc, j0, j_end, dst)) return;
-#endif
+void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, int64_t j_end, float* dst) {
   for (int64_t jp = j0; jp < j_end; jp += nr) {
     const int64_t w = std::min<int64_t>(nr, j_end - jp);
     if (b.kind == BSource::Kind::Strided) {
@@ -171,7 +168,7 @@ struct Job {
       for (int64_t p0 = 0; p0 < k; p0 += kc) {
         const int64_t kcl = std::min(kc, k - p0);
         const bool first = p0 == 0, last = p0 + kcl == k;
-        pack_b(a->isa, *b, nr, p0, kcl, jb, jb_end, bpack);
+        pack_b(*b, nr, p0, kcl, jb, jb_end, bpack);
         for (int64_t ip = ip0; ip < ip1; ++ip) {
           const float* ap = a->data.data() + p0 * m_padded + ip * mr * kcl;
           const int64_t i0 = ip * mr, mv = std::min(mr, m - i0);

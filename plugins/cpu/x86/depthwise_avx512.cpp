@@ -74,7 +74,7 @@ void direct_plane(const Geometry& g, const float* x, const float* w, float bias,
         if (zr) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m.out, zr + ox));  // z may be y: read first
         if (A != InRegister::None) sum = _mm512_max_ps(lo, sum);
         if (A == InRegister::Clip) sum = _mm512_min_ps(hi, sum);
-        _mm512_mask_storeu_ps(yr + ox, m.out, sum);
+        store_lanes(yr + ox, m.out, sum);
       }
     }
   }

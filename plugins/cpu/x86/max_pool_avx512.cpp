@@ -45,7 +45,7 @@ void max_plane(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out
                            [&](int ky, int, __m512 v) { acc[ky] = _mm512_max_ps(v, acc[ky]); });
 #pragma GCC unroll 5
         for (int ky = 1; ky < K; ++ky) acc[0] = _mm512_max_ps(acc[ky], acc[0]);
-        _mm512_mask_storeu_ps(y + oy * out_w + ox, masks[b].out, acc[0]);
+        store_lanes(y + oy * out_w + ox, masks[b].out, acc[0]);
       }
     }
   }

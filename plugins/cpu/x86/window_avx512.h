@@ -19,6 +19,16 @@ inline __m512 load_columns(const float* row, int64_t c, __mmask16 mask, __m512 p
   return _mm512_mask_loadu_ps(pad, mask, reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) + c * 4));
 }
 
+// Stores the lanes of `mask`. A masked store is much slower than a plain one on some cores
+// (AMD Zen 4 among them), so a full mask takes a plain store.
+inline void store_lanes(float* dst, __mmask16 mask, __m512 v) {
+  if (mask == 0xFFFF) {
+    _mm512_storeu_ps(dst, v);
+  } else {
+    _mm512_mask_storeu_ps(dst, mask, v);
+  }
+}
+
 // The load masks of one block of 16 outputs; the same for every output row of a plane.
 // Stride 1: tap kx loads from c0 + kx. Stride 2: lane l of tap kx reads column c0 + kx + 2l,
 // the even (kx even) or odd lanes of the 32 columns from c0 + kx - kx % 2: two loads (masks
