@@ -82,6 +82,36 @@ TEST(ActivationFusion, ConvResidualAddReluAndConvSiluAreBitIdentical) {
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
+// Shapes of whole 8x32 tiles (16 channels, 8x8 pixels): on AVX-512 machines the fused epilogue
+// then runs in the GEMM micro-kernel's registers, and must still round as the unfused graph.
+TEST(ActivationFusion, WholeTileEpiloguesInTheGemmKernelAreBitIdentical) {
+  GraphMaker g;
+  g.input("x", {1, 16, 8, 8});
+  g.floats("w1", {16, 16, 1, 1}, ramp(256, 0.05f));
+  g.floats("b1", {16}, ramp(16, 0.1f, 1));
+  g.floats("w2", {16, 16, 1, 1}, ramp(256, 0.07f, 2));
+  g.floats("w3", {16, 16, 1, 1}, ramp(256, 0.09f, 3));
+  g.floats("b3", {16}, ramp(16, 0.2f, 2));
+  g.floats("w4", {16, 16, 1, 1}, ramp(256, 0.11f, 1));
+  g.floats("lo", {}, {0});
+  g.floats("hi", {}, {6});
+  g.node("Conv", {"x", "w1", "b1"}, {"c1"});
+  g.node("Add", {"c1", "x"}, {"a"});
+  g.node("Relu", {"a"}, {"r"});
+  g.node("Conv", {"r", "w2"}, {"c2"});
+  g.node("Sigmoid", {"c2"}, {"s"});
+  g.node("Mul", {"c2", "s"}, {"silu"});
+  g.node("Conv", {"silu", "w3", "b3"}, {"c3"});
+  g.node("HardSwish", {"c3"}, {"h"});
+  g.node("Conv", {"h", "w4"}, {"c4"});
+  g.node("Clip", {"c4", "lo", "hi"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{1, 16, 8, 8}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"edgert.FusedConv", "edgert.FusedConv", "edgert.FusedConv",
+                                               "edgert.FusedConv"}));
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
 TEST(ActivationFusion, GemmLeakyReluAndMatMulBiasClipAreBitIdentical) {
   GraphMaker g;
   g.input("x", {2, 5});

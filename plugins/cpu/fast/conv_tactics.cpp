@@ -26,6 +26,10 @@ enum ConvTactic : int64_t {
   kConvWinogradAvx2 = 81,
   kConvWinogradNeon = 82,
   kConvWinogradAvx512 = 83,
+  kConvWinograd43Portable = 84,
+  kConvWinograd43Avx2 = 85,
+  kConvWinograd43Neon = 86,
+  kConvWinograd43Avx512 = 87,
 };
 
 struct ConvShape {
@@ -60,11 +64,13 @@ bool is_pointwise(const WindowGeometry& g) {
   return true;
 }
 
-// The last digit of a GEMM-based tactic id names its micro-kernel. Every variant this CPU runs
-// is listed, the widest first: the builder drops those the target board lacks (by the ISA at
-// the end of the name) and times the rest.
+// The offset of a GEMM-based tactic id in its family (the last digit, mostly) names its
+// micro-kernel. Every variant this CPU runs is listed, the widest first: the builder drops those
+// the target board lacks (by the ISA at the end of the name) and times the rest.
 gemm::Isa isa_of(int64_t tactic) {
-  switch (tactic % 10) {
+  // F(4x4, 3x3) came after the decades were taken: its family starts at 84.
+  const bool wino43 = tactic >= kConvWinograd43Portable && tactic <= kConvWinograd43Avx512;
+  switch (wino43 ? tactic - kConvWinograd43Portable : tactic % 10) {
     case 1: return gemm::Isa::Avx2Fma;
     case 2: return gemm::Isa::Neon;
     case 3: return gemm::Isa::Avx512;
@@ -106,9 +112,13 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   if (is_pointwise(s.g))
     add_gemm_tactics(out, kConv1x1Portable, "f32-conv-1x1-gemm-8x32-avx512", "f32-conv-1x1-gemm-6x16-avx2",
                      "f32-conv-1x1-gemm-6x16-neon", "f32-conv-1x1-gemm-6x16-portable");
-  if (is_winograd_3x3(s))
+  if (is_winograd_3x3(s)) {
+    add_gemm_tactics(out, kConvWinograd43Portable, "f32-conv-wino43-gemm-8x32-avx512",
+                     "f32-conv-wino43-gemm-6x16-avx2", "f32-conv-wino43-gemm-6x16-neon",
+                     "f32-conv-wino43-gemm-6x16-portable");
     add_gemm_tactics(out, kConvWinogradPortable, "f32-conv-wino23-gemm-8x32-avx512", "f32-conv-wino23-gemm-6x16-avx2",
                      "f32-conv-wino23-gemm-6x16-neon", "f32-conv-wino23-gemm-6x16-portable");
+  }
   add_gemm_tactics(out, kConvIm2colPortable, "f32-conv-im2col-gemm-8x32-avx512", "f32-conv-im2col-gemm-6x16-avx2",
                    "f32-conv-im2col-gemm-6x16-neon", "f32-conv-im2col-gemm-6x16-portable");
   return out;
@@ -129,6 +139,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
       algorithm_ = Algorithm::Depthwise;
       break;
     case kConvWinogradPortable: case kConvWinogradAvx2: case kConvWinogradNeon: case kConvWinogradAvx512:
+    case kConvWinograd43Portable: case kConvWinograd43Avx2: case kConvWinograd43Neon: case kConvWinograd43Avx512:
       algorithm_ = Algorithm::Winograd;
       break;
     default: return false;
@@ -185,8 +196,9 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     const std::vector<int64_t> key = {tactic, threads_, batch_, channels_, in_h_, in_w_, pad_top_, pad_left_, out_h_,
                                       out_w_};
     if (packed_from_ != w.data || winograd_key_ != key) {
-      winograd_.prepare(isa_, static_cast<const float*>(w.data), batch_, channels_, out_channels_, in_h_, in_w_, out_h_,
-                        out_w_, pad_top_, pad_left_, threads_);
+      const int tile = tactic >= kConvWinograd43Portable && tactic <= kConvWinograd43Avx512 ? 4 : 2;
+      winograd_.prepare(isa_, tile, static_cast<const float*>(w.data), batch_, channels_, out_channels_, in_h_, in_w_,
+                        out_h_, out_w_, pad_top_, pad_left_, threads_);
       winograd_key_ = key;
     }
     info.workspace_bytes = winograd_.workspace_bytes();

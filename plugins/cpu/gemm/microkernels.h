@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "activation.h"
+
 namespace edgert::cpu::gemm {
 
 using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
@@ -14,6 +16,19 @@ void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c,
 #if defined(__x86_64__)
 void ukernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+
+// The epilogue one full tile can finish in registers (see sgemm.cpp, fused_epilogue_applies):
+// bias of the tile's rows, an addend with the tile's layout (may be C itself), then one of the
+// activations the kernel has (None, Relu, Clip, HardSwish, Sigmoid, SiLU).
+struct TileEpilogue {
+  const float* bias_row = nullptr;  // the tile's first row's bias, or null
+  const float* addend = nullptr;    // the tile's first element, or null
+  int64_t addend_ld = 0;
+  ActivationKind kind = ActivationKind::None;
+  float p0 = 0, p1 = 0;
+};
+void ukernel_8x32_avx512_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
+                                  const TileEpilogue& epilogue);
 #endif
 #if defined(__aarch64__)
 void ukernel_6x16_neon(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);

@@ -141,6 +141,25 @@ void finish_tile(const Output& y, const Epilogue& ep, int64_t i0, int64_t mr, in
   }
 }
 
+// Whether full 8x32 AVX-512 tiles can finish the epilogue in the micro-kernel's registers
+// (one store per element instead of finish_tile's passes): the same operations in the same
+// order, so the results are the same bits.
+bool fused_epilogue_applies(Isa isa, const Output& y, const Epilogue& ep) {
+#if defined(__x86_64__)
+  if (isa != Isa::Avx512 || y.col_stride != 1 || ep.alpha != 1.0f || ep.bias_col) return false;
+  if (ep.addend && !addend_inline(y, ep)) return false;
+  switch (ep.activation.kind) {
+    case ActivationKind::None: case ActivationKind::Relu: case ActivationKind::Clip: case ActivationKind::HardSwish:
+    case ActivationKind::Sigmoid: case ActivationKind::SiLU:
+      return true;
+    default: return false;
+  }
+#else
+  (void)isa, (void)y, (void)ep;
+  return false;
+#endif
+}
+
 struct Job {
   MicroKernel kernel;
   int64_t mr, nr;
@@ -162,6 +181,7 @@ struct Job {
     // Columns per B block: kNC, fewer when the k block is longer than kKC.
     const int64_t nc = std::max(nr, std::min(kNC, scratch_floats / kc / nr * nr));
     const bool inline_add = addend_inline(*y, *ep);
+    const bool fusable = fused_epilogue_applies(a->isa, *y, *ep);
     alignas(64) float tile[kMaxTile];
     for (int64_t jb = j0; jb < j1; jb += nc) {
       const int64_t jb_end = std::min(j1, jb + nc);
@@ -172,10 +192,25 @@ struct Job {
         for (int64_t ip = ip0; ip < ip1; ++ip) {
           const float* ap = a->data.data() + p0 * m_padded + ip * mr * kcl;
           const int64_t i0 = ip * mr, mv = std::min(mr, m - i0);
+          // Strips of whole tiles finish in the kernel; the others in finish_tile below.
+          const bool fused = fusable && last && mv == mr && (jb_end - jb) % nr == 0;
           for (int64_t jp = jb; jp < jb_end; jp += nr) {
             const float* bp = bpack + (jp - jb) * kcl;
             const int64_t nv = std::min(nr, jb_end - jp);
             float* c = y->data + i0 * y->row_stride + jp * y->col_stride;
+#if defined(__x86_64__)
+            if (fused) {
+              TileEpilogue te;
+              te.bias_row = ep->bias_row ? ep->bias_row + i0 : nullptr;
+              te.addend = ep->addend ? ep->addend + i0 * ep->addend_row_stride + jp : nullptr;
+              te.addend_ld = ep->addend_row_stride;
+              te.kind = ep->activation.kind;
+              te.p0 = ep->activation.p0;
+              te.p1 = ep->activation.p1;
+              ukernel_8x32_avx512_epilogue(kcl, ap, bp, c, y->row_stride, !first, te);
+              continue;
+            }
+#endif
             if (mv == mr && nv == nr && y->col_stride == 1 && !(last && inline_add)) {
               kernel(kcl, ap, bp, c, y->row_stride, !first);
               continue;
@@ -218,7 +253,7 @@ struct Job {
           }
           // The epilogue once per row strip of the column block (still in L1): longer vector
           // loops and fewer calls than once per tile, which matters when K is small.
-          if (last) finish_tile(*y, *ep, i0, mv, jb, jb_end - jb, inline_add);
+          if (last && !fused) finish_tile(*y, *ep, i0, mv, jb, jb_end - jb, inline_add);
         }
       }
     }

@@ -1,10 +1,10 @@
 // gemm::apply_activation for AVX-512: the loops of gemm/activation_rows.inc compiled for it
 // (the target pragma starts after every include), except Sigmoid and SiLU. Those spent most of
-// their time waiting for vdivps; here 1 / (1 + e^-x) is a reciprocal estimate refined by one
-// Newton step (relative error about 2^-27, within the tolerance every fast tactic is tested
-// to) and the exponential evaluates the same polynomial with FMAs. Fused epilogues and the
-// standalone Sigmoid tactic both come here, so a fused SiLU still equals Sigmoid then Mul on
-// this ISA. Called only when the CPU reports AVX-512F.
+// their time waiting for vdivps; x86/sigmoid_avx512.h replaces the division by a refined
+// reciprocal estimate (within the tolerance every fast tactic is tested to). Fused epilogues
+// and the standalone Sigmoid tactic both come here (or to the same lanes in the GEMM
+// micro-kernel), so a fused SiLU still equals Sigmoid then Mul on this ISA. Called only when the
+// CPU reports AVX-512F.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -28,31 +28,7 @@ namespace {
 #include "gemm/activation_rows.inc"
 #undef EDGERT_ACTIVATION_ROWS
 
-// exp_portable of activation_rows.inc (Cephes' polynomial, clamped to [-80, 80]), with FMAs.
-inline __m512 exp_lanes(__m512 x) {
-  // Operands in this order keep a NaN (vmaxps returns its second operand when either is NaN).
-  x = _mm512_min_ps(_mm512_set1_ps(80.0f), _mm512_max_ps(_mm512_set1_ps(-80.0f), x));
-  const __m512 shifter = _mm512_set1_ps(12582912.0f);
-  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), shifter), shifter);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(e, _mm512_castsi512_ps(bits));
-}
-
-// 1 / (1 + e^-x).
-inline __m512 sigmoid_lanes(__m512 x) {
-  const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp_lanes(_mm512_sub_ps(_mm512_setzero_ps(), x)));
-  const __m512 r = _mm512_rcp14_ps(d);
-  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
-}
+#include "x86/sigmoid_avx512.h"
 
 template <bool kSiLU>
 void sigmoid_rows(float* y, int64_t n) {

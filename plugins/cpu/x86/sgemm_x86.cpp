@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "gemm/microkernels.h"
+#include "gemm/sgemm.h"
 
 namespace edgert::cpu::gemm {
 
@@ -75,10 +76,43 @@ __attribute__((target("avx2,fma"))) void ukernel_6x16_avx2(int64_t kc, const flo
   _mm256_storeu_ps(r5 + 8, c51);
 }
 
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,fma")
+// GCC 12's false positive on its own masked max/min intrinsics (see x86/depthwise_avx512.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace {
+
+#include "x86/sigmoid_avx512.h"
+
+// The activations of a TileEpilogue, in registers, rounding as activation_rows.inc and
+// x86/activation_rows_avx512.cpp do: max/min operand orders keep NaN and signed zeros as the
+// comparisons of activation.h do; HardSwish multiplies and adds separately (no contraction).
+inline __m512 activate(__m512 v, const TileEpilogue& e) {
+  switch (e.kind) {
+    case ActivationKind::Relu: return _mm512_max_ps(v, _mm512_setzero_ps());
+    case ActivationKind::Clip:
+      return _mm512_min_ps(_mm512_set1_ps(e.p1), _mm512_max_ps(_mm512_set1_ps(e.p0), v));
+    case ActivationKind::HardSwish: {
+      __m512 h = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.0f / 6.0f), v), _mm512_set1_ps(0.5f));
+      h = _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), h));
+      return _mm512_mul_ps(v, h);
+    }
+    case ActivationKind::Sigmoid: return sigmoid_lanes(v);
+    case ActivationKind::SiLU: return _mm512_mul_ps(v, sigmoid_lanes(v));
+    default: return v;
+  }
+}
+
 // AVX-512F: 8 rows x 32 columns in 16 zmm accumulators; the A values come as embedded
 // broadcasts. On cores with full-width 512-bit FMA units this doubles the AVX2 kernel's peak.
-__attribute__((target("avx512f"))) void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c,
-                                                             int64_t ldc, bool accumulate) {
+// With an epilogue, each sum is finished in registers before its one store: + bias of its row,
+// + addend (read before the store: it may be C itself), activation — the order of
+// sgemm.cpp's finish_tile and of the unfused graph.
+template <bool kEpilogue>
+__attribute__((always_inline)) inline void kernel_8x32(int64_t kc, const float* a, const float* b, float* c,
+                                                       int64_t ldc, bool accumulate, const TileEpilogue* e) {
   __m512 acc[8][2];
 #pragma GCC unroll 8
   for (int r = 0; r < 8; ++r) {
@@ -104,10 +138,38 @@ __attribute__((target("avx512f"))) void ukernel_8x32_avx512(int64_t kc, const fl
       acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_loadu_ps(row));
       acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_loadu_ps(row + 16));
     }
+    if (kEpilogue) {
+      if (e->bias_row) {
+        const __m512 bias = _mm512_set1_ps(e->bias_row[r]);
+        acc[r][0] = _mm512_add_ps(acc[r][0], bias);
+        acc[r][1] = _mm512_add_ps(acc[r][1], bias);
+      }
+      if (e->addend) {
+        const float* z = e->addend + r * e->addend_ld;
+        acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_loadu_ps(z));
+        acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_loadu_ps(z + 16));
+      }
+      acc[r][0] = activate(acc[r][0], *e);
+      acc[r][1] = activate(acc[r][1], *e);
+    }
     _mm512_storeu_ps(row, acc[r][0]);
     _mm512_storeu_ps(row + 16, acc[r][1]);
   }
 }
+
+}  // namespace
+
+void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  kernel_8x32<false>(kc, a, b, c, ldc, accumulate, nullptr);
+}
+
+void ukernel_8x32_avx512_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
+                                  const TileEpilogue& epilogue) {
+  kernel_8x32<true>(kc, a, b, c, ldc, accumulate, &epilogue);
+}
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
 
 }  // namespace edgert::cpu::gemm
 #endif
