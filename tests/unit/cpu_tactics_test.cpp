@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -325,6 +326,24 @@ TEST(CpuTactics, FusedConvTacticsMatchTheReferenceWithEveryEpilogue) {
     plain.string("activation", act);
     if (!params.empty()) plain.floats("activation_params", params);
     check_all_tactics("ref-fused-conv", plain, in, "FusedConv (no Z) " + act + " " + describe(c));
+  }
+}
+
+// Relu of NaN is 0 in activation.h (`x > 0 ? x : 0`); vectorized max instructions return one
+// operand or the other for NaN, so each tactic's fused Relu is checked on a NaN input.
+TEST(CpuTactics, FusedReluOfNaNIsZeroInEveryTactic) {
+  std::mt19937 rng(31);
+  const std::vector<ConvCase> cases = {
+      {1, 16, 16, 8, 8, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},    // whole GEMM tiles: in-kernel epilogue
+      {1, 4, 4, 9, 40, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 4, true},     // depthwise s1
+      {1, 4, 4, 9, 40, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 4, false},    // depthwise s2
+  };
+  for (const ConvCase& c : cases) {
+    std::vector<Input> in = conv_inputs(c, rng);
+    in[0].values[5] = std::numeric_limits<float>::quiet_NaN();
+    NodeSpec spec = conv_node(c, "edgert", "FusedConv", 3);
+    spec.string("activation", "Relu");
+    EXPECT_FALSE(check_all_tactics("ref-fused-conv", spec, in, "FusedConv Relu, NaN input, " + describe(c)).empty());
   }
 }
 

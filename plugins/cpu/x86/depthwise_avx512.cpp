@@ -41,8 +41,8 @@ __attribute__((always_inline)) inline __m512 block(const float* const* rows, con
   return acc[0];
 }
 
-// Relu and Clip (ReLU6) are applied in registers, rounding as activation.h does (max/min
-// with the operands in this order keep a NaN and the sign of a zero as its comparisons do);
+// Relu and Clip (ReLU6) are applied in registers, as activation.h's comparisons do: vmaxps
+// returns its second operand when either is NaN or both are zeros, hence the operand orders;
 // the others run over the finished plane.
 enum class InRegister { None, Relu, Clip };
 
@@ -72,8 +72,8 @@ void direct_plane(const Geometry& g, const float* x, const float* w, float bias,
         const BlockMasks& m = masks[b];
         __m512 sum = block<K, S>(rows, wv, bv, ox * S - g.pad_left, m);
         if (zr) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m.out, zr + ox));  // z may be y: read first
-        if (A != InRegister::None) sum = _mm512_max_ps(lo, sum);
-        if (A == InRegister::Clip) sum = _mm512_min_ps(hi, sum);
+        if (A == InRegister::Relu) sum = _mm512_max_ps(sum, lo);  // NaN and -0 give +0, as relu_of
+        if (A == InRegister::Clip) sum = _mm512_min_ps(hi, _mm512_max_ps(lo, sum));  // NaN stays, as clip_of
         store_lanes(yr + ox, m.out, sum);
       }
     }
