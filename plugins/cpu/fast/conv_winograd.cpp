@@ -246,45 +246,69 @@ void WinogradConv::execute(const float* x, const float* bias, const float* z, fl
   const int64_t vs = v_stride(), ms = m_stride(), blocks = (tiles + tb - 1) / tb;
   const TileGeometry geometry{in_h_, in_w_, out_h_, out_w_, pad_top_, pad_left_, tiles_w_};
   ThreadPool& pool = ThreadPool::instance();
-  // One parallel region per image: each task runs a whole tile block (transform in, one
-  // one-thread GEMM per position, transform out) in its thread's scratch, so threads meet once
-  // per layer instead of once per step (which costs dearly when a core is shared).
+  const auto transform_in = [&](const float* xn, int64_t t0, int64_t count, float* v_buf, int64_t c) {
+    if (tile_ == 4) {
+      input_tiles<4>(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
+    } else {
+      input_tiles<2>(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
+    }
+  };
+  const auto multiply = [&](const float* v_buf, float* m_buf, int64_t count, void* gemm_ws, int64_t pos) {
+    gemm::BSource b;
+    b.data = v_buf + pos * vs;
+    b.row_stride = tb;
+    gemm::Output out{m_buf + pos * ms, tb, 1};
+    gemm::sgemm(u_[static_cast<size_t>(pos)], b, count, out, gemm::Epilogue{}, gemm_ws, 1);
+  };
+  const auto transform_out = [&](const float* m_buf, int64_t t0, int64_t count, const float* zn, float* yn,
+                                 int64_t m) {
+    const float b = bias ? bias[m] : 0.0f;
+    const float* zm = zn ? zn + m * out_plane : nullptr;
+    if (tile_ == 4) {
+      output_tiles<4>(geometry, m_buf + m * tb, ms, t0, count, b, zm, yn + m * out_plane);
+    } else {
+      output_tiles<2>(geometry, m_buf + m * tb, ms, t0, count, b, zm, yn + m * out_plane);
+    }
+  };
   for (int64_t n = 0; n < batch_; ++n) {
     const float* xn = x + n * C * in_plane;
     float* yn = y + n * M * out_plane;
     const float* zn = z ? z + n * M * out_plane : nullptr;
-    pool.parallel_for(
-        blocks,
-        [&](int64_t block, int thread) {
-          float* v_buf = static_cast<float*>(workspace) + thread * thread_floats();
-          float* m_buf = v_buf + positions * vs;
-          void* gemm_ws = m_buf + positions * ms;
-          const int64_t t0 = block * tb, count = std::min(tb, tiles - t0);
-          for (int64_t c = 0; c < C; ++c) {
-            if (tile_ == 4) {
-              input_tiles<4>(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
-            } else {
-              input_tiles<2>(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
-            }
-          }
-          for (int64_t pos = 0; pos < positions; ++pos) {
-            gemm::BSource b;
-            b.data = v_buf + pos * vs;
-            b.row_stride = tb;
-            gemm::Output out{m_buf + pos * ms, tb, 1};
-            gemm::sgemm(u_[static_cast<size_t>(pos)], b, count, out, gemm::Epilogue{}, gemm_ws, 1);
-          }
-          for (int64_t m = 0; m < M; ++m) {
-            const float b = bias ? bias[m] : 0.0f;
-            const float* zm = zn ? zn + m * out_plane : nullptr;
-            if (tile_ == 4) {
-              output_tiles<4>(geometry, m_buf + m * tb, ms, t0, count, b, zm, yn + m * out_plane);
-            } else {
-              output_tiles<2>(geometry, m_buf + m * tb, ms, t0, count, b, zm, yn + m * out_plane);
-            }
-          }
-        },
-        threads_);
+    if (blocks >= threads_ || threads_ == 1) {
+      // One parallel region per image: each task runs a whole tile block (transform in, one
+      // one-thread GEMM per position, transform out) in its thread's scratch, so threads meet
+      // once per layer instead of once per step (which costs dearly when a core is shared).
+      pool.parallel_for(
+          blocks,
+          [&](int64_t block, int thread) {
+            float* v_buf = static_cast<float*>(workspace) + thread * thread_floats();
+            float* m_buf = v_buf + positions * vs;
+            void* gemm_ws = m_buf + positions * ms;
+            const int64_t t0 = block * tb, count = std::min(tb, tiles - t0);
+            for (int64_t c = 0; c < C; ++c) transform_in(xn, t0, count, v_buf, c);
+            for (int64_t pos = 0; pos < positions; ++pos) multiply(v_buf, m_buf, count, gemm_ws, pos);
+            for (int64_t m = 0; m < M; ++m) transform_out(m_buf, t0, count, zn, yn, m);
+          },
+          threads_);
+    } else {
+      // Fewer tile blocks than threads (small images, deep layers: resnet's 7x7 stage has 16
+      // tiles): each step is spread instead, over channels, positions and output channels. V
+      // and M live in thread 0's scratch; each thread multiplies in its own GEMM scratch.
+      float* v_buf = static_cast<float*>(workspace);
+      float* m_buf = v_buf + positions * vs;
+      for (int64_t block = 0; block < blocks; ++block) {
+        const int64_t t0 = block * tb, count = std::min(tb, tiles - t0);
+        pool.parallel_for(C, [&](int64_t c, int) { transform_in(xn, t0, count, v_buf, c); }, threads_);
+        pool.parallel_for(
+            positions,
+            [&](int64_t pos, int thread) {
+              void* gemm_ws = static_cast<float*>(workspace) + thread * thread_floats() + positions * (vs + ms);
+              multiply(v_buf, m_buf, count, gemm_ws, pos);
+            },
+            threads_);
+        pool.parallel_for(M, [&](int64_t m, int) { transform_out(m_buf, t0, count, zn, yn, m); }, threads_);
+      }
+    }
     if (activation.kind != ActivationKind::None)
       pool.parallel_for(M, [&](int64_t m, int) { gemm::apply_activation(yn + m * out_plane, out_plane, activation); });
   }
