@@ -243,6 +243,7 @@ const std::vector<ConvCase>& conv_cases() {
       {1, 17, 33, 13, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},      // 1x1, tails everywhere
       {2, 33, 40, 9, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, false},       // 1x1, batch 2
       {1, 5, 17, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},         // 1x1 spatial
+      {2, 40, 70, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, false},       // 1x1 spatial, batch 2, 5 GEMV panels
       {1, 17, 24, 13, 11, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, true},      // 1x1 stride 2
       {1, 3, 16, 23, 19, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true},       // stem-like 3x3 s2
       {1, 3, 8, 29, 29, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, true},        // 7x7 s2
@@ -475,7 +476,8 @@ TEST(CpuTactics, ConfigureRefusesANegativeThreadCount) {
 // the one process-wide pool: concurrent callers must each get the reference's results.
 TEST(CpuTactics, ConcurrentCallersShareThePoolSafely) {
   std::mt19937 rng(99);
-  const ConvCase& c = conv_cases()[7];  // 3x3 s1: im2col and Winograd, both threaded
+  const ConvCase& c = conv_cases()[8];  // 3x3 s1: im2col and Winograd, both threaded
+  ASSERT_TRUE(c.kh == 3 && c.kw == 3 && c.stride_h == 1 && c.group == 1) << describe(c);
   const std::vector<Input> in = conv_inputs(c, rng);
   const edgert_kernel& k = kernel_named("ref-conv");
   const NodeSpec spec = conv_node(c, "", "Conv", 3);

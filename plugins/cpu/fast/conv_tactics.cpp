@@ -30,6 +30,9 @@ enum ConvTactic : int64_t {
   kConvWinograd43Avx2 = 85,
   kConvWinograd43Neon = 86,
   kConvWinograd43Avx512 = 87,
+  kConvGemvPortable = 100,
+  kConvGemvAvx2 = 101,
+  kConvGemvAvx512 = 103,
 };
 
 struct ConvShape {
@@ -61,6 +64,15 @@ bool is_winograd_3x3(const ConvShape& s) {
 bool is_pointwise(const WindowGeometry& g) {
   for (int i = 0; i < g.rank; ++i)
     if (g.kernel[i] != 1 || g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return false;
+  return true;
+}
+
+// A 1x1 convolution of a 1x1 image (squeeze-and-excitation layers): a matrix-vector product,
+// which a GEMM tile 32 columns wide would compute with 1 useful column.
+bool is_pointwise_vector(const ConvShape& s) {
+  if (s.group != 1 || !is_pointwise(s.g)) return false;
+  for (int i = 0; i < s.g.rank; ++i)
+    if (s.g.out[i] != 1) return false;
   return true;
 }
 
@@ -109,6 +121,13 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
     out.push_back({kConvDepthwisePortable, "f32-conv-dw-direct-portable"});
     return out;
   }
+  if (is_pointwise_vector(s)) {
+#if defined(__x86_64__)
+    if (gemm::isa_available(gemm::Isa::Avx512)) out.push_back({kConvGemvAvx512, "f32-conv-1x1-gemv-16-avx512"});
+    if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({kConvGemvAvx2, "f32-conv-1x1-gemv-16-avx2"});
+#endif
+    out.push_back({kConvGemvPortable, "f32-conv-1x1-gemv-16-portable"});
+  }
   if (is_pointwise(s.g))
     add_gemm_tactics(out, kConv1x1Portable, "f32-conv-1x1-gemm-8x32-avx512", "f32-conv-1x1-gemm-6x16-avx2",
                      "f32-conv-1x1-gemm-6x16-neon", "f32-conv-1x1-gemm-6x16-portable");
@@ -132,6 +151,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     case kConv1x1Portable: case kConv1x1Avx2: case kConv1x1Neon: case kConv1x1Avx512:
       algorithm_ = Algorithm::Gemm1x1;
       break;
+    case kConvGemvPortable: case kConvGemvAvx2: case kConvGemvAvx512: algorithm_ = Algorithm::Gemv; break;
     case kConvIm2colPortable: case kConvIm2colAvx2: case kConvIm2colNeon: case kConvIm2colAvx512:
       algorithm_ = Algorithm::Im2colGemm;
       break;
@@ -185,6 +205,22 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     const depthwise::Geometry dg = depthwise_geometry();
     scratch_floats_ = (depthwise::scratch_floats(dg) + 15) / 16 * 16;
     info.workspace_bytes = static_cast<size_t>(threads_ * scratch_floats_) * sizeof(float);
+  } else if (algorithm_ == Algorithm::Gemv) {
+    ConvShape shape;
+    shape.g = g;
+    shape.group = group_;
+    if (!is_pointwise_vector(shape)) return false;
+    if (packed_from_ != w.data || packed_tactic_ != tactic)  // W [M, C] read as W' [C, M]
+      gemm::pack_panels(static_cast<const float*>(w.data), channels_, out_channels_, 1, channels_, gemv_panels_);
+    gemv_ = gemm::gemv_panels_portable;
+#if defined(__x86_64__)
+    // An engine tuned on another CPU may name an ISA this one lacks: the best one here then.
+    if (tactic != kConvGemvPortable && gemm::isa_available(gemm::Isa::Avx2Fma)) gemv_ = gemm::gemv_panels_avx2;
+    if (tactic == kConvGemvAvx512 && gemm::isa_available(gemm::Isa::Avx512)) gemv_ = gemm::gemv_panels_avx512;
+#endif
+    threads_ = ThreadPool::instance().num_threads();
+    const int64_t panels = (out_channels_ + gemm::kGemvPanel - 1) / gemm::kGemvPanel;
+    info.workspace_bytes = static_cast<size_t>(panels * gemm::kGemvPanel) * sizeof(float);
   } else if (algorithm_ == Algorithm::Winograd) {
     ConvShape shape;
     shape.g = g;
@@ -246,6 +282,7 @@ void FastConv::execute(const float* x, const float* bias, const float* z, float*
     return;
   }
   if (algorithm_ == Algorithm::Winograd) return winograd_.execute(x, bias, z, y, activation, workspace);
+  if (algorithm_ == Algorithm::Gemv) return execute_gemv(x, bias, z, y, activation, static_cast<float*>(workspace));
   const int64_t cg = channels_ / group_, mg = out_channels_ / group_;
   for (int64_t n = 0; n < batch_; ++n) {
     for (int64_t gi = 0; gi < group_; ++gi) {
@@ -281,6 +318,32 @@ void FastConv::execute(const float* x, const float* bias, const float* z, float*
       ep.activation = activation;
       gemm::sgemm(packed_[static_cast<size_t>(gi)], b, out_plane, out, ep, workspace, threads_);
     }
+  }
+}
+
+void FastConv::execute_gemv(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
+                            float* sums) const {
+  const int64_t panels = (out_channels_ + gemm::kGemvPanel - 1) / gemm::kGemvPanel;
+  const int64_t chunks = std::min<int64_t>(panels, 4 * threads_);
+  ThreadPool& pool = ThreadPool::instance();
+  for (int64_t n = 0; n < batch_; ++n) {
+    const float* xn = x + n * channels_;
+    pool.parallel_for(
+        chunks,
+        [&](int64_t t, int) {
+          gemv_(xn, 1, gemv_panels_.data.data(), channels_, t * panels / chunks, (t + 1) * panels / chunks, sums);
+        },
+        threads_);
+    // Sum, + bias, + residual, then the activation: the order of the other tactics.
+    float* yn = y + n * out_channels_;
+    const float* zn = z ? z + n * out_channels_ : nullptr;
+    for (int64_t m = 0; m < out_channels_; ++m) {
+      float v = sums[m];
+      if (bias) v = v + bias[m];
+      if (zn) v = v + zn[m];
+      yn[m] = v;
+    }
+    gemm::apply_activation(yn, out_channels_, activation);
   }
 }
 

@@ -1,5 +1,6 @@
 // Optimized float32 tactics of Conv and edgert.FusedConv (1-D and 2-D, any group):
 //   f32-conv-1x1-gemm-6x16-*     1x1, stride 1, no pad: packed GEMM straight on NCHW
+//   f32-conv-1x1-gemv-16-*       the same on a 1x1 image (squeeze-and-excitation): packed GEMV
 //   f32-conv-im2col-gemm-6x16-*  any other dense or grouped conv: GEMM, im2col done while packing
 //   f32-conv-dw-direct-*         depthwise (group == C == M): direct rows, vectorized
 //   f32-conv-wino23-gemm-*       dense 3x3 stride 1: Winograd F(2x2, 3x3) over the packed GEMM
@@ -12,6 +13,7 @@
 #include "activation.h"
 #include "fast/conv_winograd.h"
 #include "fast/depthwise.h"
+#include "gemm/gemv.h"
 #include "gemm/sgemm.h"
 #include "kernel.h"
 #include "nn_common.h"
@@ -34,16 +36,21 @@ class FastConv {
                void* workspace) const;
 
  private:
-  enum class Algorithm { Gemm1x1, Im2colGemm, Depthwise, Winograd };
+  enum class Algorithm { Gemm1x1, Gemv, Im2colGemm, Depthwise, Winograd };
   depthwise::Geometry depthwise_geometry() const {
     return {in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
             pad_top_, pad_left_};
   }
+  void execute_gemv(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
+                    float* sums) const;
+
   Algorithm algorithm_ = Algorithm::Im2colGemm;
   gemm::Isa isa_ = gemm::Isa::Portable;
   depthwise::ChannelFn depthwise_channel_ = nullptr;
   std::vector<gemm::PackedA> packed_;  // one per group
   std::vector<float> depthwise_weights_;
+  gemm::PackedPanels gemv_panels_;
+  gemm::GemvPanelsFn gemv_ = nullptr;
   const void* packed_from_ = nullptr;
   int64_t packed_tactic_ = -1;
   bool packed_one_block_ = false;
