@@ -33,6 +33,7 @@ enum ConvTactic : int64_t {
   kConvGemvPortable = 100,
   kConvGemvAvx2 = 101,
   kConvGemvAvx512 = 103,
+  kConvDirectAvx512 = 113,
 };
 
 struct ConvShape {
@@ -121,6 +122,13 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
     out.push_back({kConvDepthwisePortable, "f32-conv-dw-direct-portable"});
     return out;
   }
+#if defined(__x86_64__)
+  const WindowGeometry& wg = s.g;
+  if (wg.rank == 2 && gemm::isa_available(gemm::Isa::Avx512) &&
+      direct_conv_applies(s.channels, s.group, wg.kernel[0], wg.kernel[1], wg.stride[0], wg.stride[1], wg.dilation[0],
+                          wg.dilation[1]))
+    out.push_back({kConvDirectAvx512, "f32-conv-direct-8x16-avx512"});
+#endif
   if (is_pointwise_vector(s)) {
 #if defined(__x86_64__)
     if (gemm::isa_available(gemm::Isa::Avx512)) out.push_back({kConvGemvAvx512, "f32-conv-1x1-gemv-16-avx512"});
@@ -152,6 +160,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
       algorithm_ = Algorithm::Gemm1x1;
       break;
     case kConvGemvPortable: case kConvGemvAvx2: case kConvGemvAvx512: algorithm_ = Algorithm::Gemv; break;
+    case kConvDirectAvx512: algorithm_ = Algorithm::Direct; break;
     case kConvIm2colPortable: case kConvIm2colAvx2: case kConvIm2colNeon: case kConvIm2colAvx512:
       algorithm_ = Algorithm::Im2colGemm;
       break;
@@ -205,6 +214,21 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     const depthwise::Geometry dg = depthwise_geometry();
     scratch_floats_ = (depthwise::scratch_floats(dg) + 15) / 16 * 16;
     info.workspace_bytes = static_cast<size_t>(threads_ * scratch_floats_) * sizeof(float);
+  } else if (algorithm_ == Algorithm::Direct) {
+#if defined(__x86_64__)
+    // Elsewhere (another CPU than the one tuned on) the reference runs.
+    if (!gemm::isa_available(gemm::Isa::Avx512) || g.rank != 2 ||
+        !direct_conv_applies(channels_, group_, kernel_h_, kernel_w_, stride_h_, stride_w_, dilation_h_, dilation_w_))
+      return false;
+    if (packed_from_ != w.data || packed_tactic_ != tactic)
+      direct_weights_ = pack_direct_conv_weights(static_cast<const float*>(w.data), out_channels_, channels_ * taps);
+    direct_shape_ = {batch_, channels_, out_channels_, in_h_, in_w_, out_h_, out_w_, kernel_h_, stride_h_, pad_top_,
+                     pad_left_};
+    threads_ = ThreadPool::instance().num_threads();
+    info.workspace_bytes = direct_conv_workspace_bytes(direct_shape_, threads_);
+#else
+    return false;
+#endif
   } else if (algorithm_ == Algorithm::Gemv) {
     ConvShape shape;
     shape.g = g;
@@ -282,6 +306,11 @@ void FastConv::execute(const float* x, const float* bias, const float* z, float*
     return;
   }
   if (algorithm_ == Algorithm::Winograd) return winograd_.execute(x, bias, z, y, activation, workspace);
+#if defined(__x86_64__)
+  if (algorithm_ == Algorithm::Direct)
+    return direct_conv_avx512(direct_shape_, x, direct_weights_.data(), bias, z, y, activation,
+                              static_cast<float*>(workspace), threads_);
+#endif
   if (algorithm_ == Algorithm::Gemv) return execute_gemv(x, bias, z, y, activation, static_cast<float*>(workspace));
   const int64_t cg = channels_ / group_, mg = out_channels_ / group_;
   for (int64_t n = 0; n < batch_; ++n) {

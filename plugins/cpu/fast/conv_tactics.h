@@ -3,6 +3,7 @@
 //   f32-conv-1x1-gemv-16-*       the same on a 1x1 image (squeeze-and-excitation): packed GEMV
 //   f32-conv-im2col-gemm-6x16-*  any other dense or grouped conv: GEMM, im2col done while packing
 //   f32-conv-dw-direct-*         depthwise (group == C == M): direct rows, vectorized
+//   f32-conv-direct-8x16-avx512  few input channels (stems), 3x3/5x5/7x7: direct, taps built once
 //   f32-conv-wino23-gemm-*       dense 3x3 stride 1: Winograd F(2x2, 3x3) over the packed GEMM
 // The kernel's epilogue (bias, residual Z, activation) is fused in every tactic. Weights are
 // packed in prepare and owned by the FastConv; nothing is allocated in execute.
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "activation.h"
+#include "fast/conv_direct.h"
 #include "fast/conv_winograd.h"
 #include "fast/depthwise.h"
 #include "gemm/gemv.h"
@@ -36,7 +38,7 @@ class FastConv {
                void* workspace) const;
 
  private:
-  enum class Algorithm { Gemm1x1, Gemv, Im2colGemm, Depthwise, Winograd };
+  enum class Algorithm { Gemm1x1, Gemv, Im2colGemm, Depthwise, Winograd, Direct };
   depthwise::Geometry depthwise_geometry() const {
     return {in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
             pad_top_, pad_left_};
@@ -50,6 +52,8 @@ class FastConv {
   std::vector<gemm::PackedA> packed_;  // one per group
   std::vector<float> depthwise_weights_;
   gemm::PackedPanels gemv_panels_;
+  std::vector<float> direct_weights_;
+  DirectConvShape direct_shape_;
   gemm::GemvPanelsFn gemv_ = nullptr;
   const void* packed_from_ = nullptr;
   int64_t packed_tactic_ = -1;

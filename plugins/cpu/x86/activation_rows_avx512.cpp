@@ -1,6 +1,6 @@
 // gemm::apply_activation for AVX-512: the loops of gemm/activation_rows.inc compiled for it
 // (the target pragma starts after every include), except Sigmoid and SiLU. Those spent most of
-// their time waiting for vdivps; x86/sigmoid_avx512.h replaces the division by a refined
+// their time waiting for vdivps; x86/activation_lanes_avx512.h replaces the division by a refined
 // reciprocal estimate (within the tolerance every fast tactic is tested to). Fused epilogues
 // and the standalone Sigmoid tactic both come here (or to the same lanes in the GEMM
 // micro-kernel), so a fused SiLU still equals Sigmoid then Mul on this ISA. Called only when the
@@ -28,7 +28,7 @@ namespace {
 #include "gemm/activation_rows.inc"
 #undef EDGERT_ACTIVATION_ROWS
 
-#include "x86/sigmoid_avx512.h"
+#include "x86/activation_lanes_avx512.h"
 
 template <bool kSiLU>
 void sigmoid_rows(float* y, int64_t n) {

@@ -84,26 +84,7 @@ __attribute__((target("avx2,fma"))) void ukernel_6x16_avx2(int64_t kc, const flo
 
 namespace {
 
-#include "x86/sigmoid_avx512.h"
-
-// The activations of a TileEpilogue, in registers, rounding as activation_rows.inc and
-// x86/activation_rows_avx512.cpp do: max/min operand orders keep NaN and signed zeros as the
-// comparisons of activation.h do; HardSwish multiplies and adds separately (no contraction).
-inline __m512 activate(__m512 v, const TileEpilogue& e) {
-  switch (e.kind) {
-    case ActivationKind::Relu: return _mm512_max_ps(v, _mm512_setzero_ps());
-    case ActivationKind::Clip:
-      return _mm512_min_ps(_mm512_set1_ps(e.p1), _mm512_max_ps(_mm512_set1_ps(e.p0), v));
-    case ActivationKind::HardSwish: {
-      __m512 h = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.0f / 6.0f), v), _mm512_set1_ps(0.5f));
-      h = _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), h));
-      return _mm512_mul_ps(v, h);
-    }
-    case ActivationKind::Sigmoid: return sigmoid_lanes(v);
-    case ActivationKind::SiLU: return _mm512_mul_ps(v, sigmoid_lanes(v));
-    default: return v;
-  }
-}
+#include "x86/activation_lanes_avx512.h"
 
 // AVX-512F: 8 rows x 32 columns in 16 zmm accumulators; the A values come as embedded
 // broadcasts. On cores with full-width 512-bit FMA units this doubles the AVX2 kernel's peak.
@@ -149,8 +130,8 @@ __attribute__((always_inline)) inline void kernel_8x32(int64_t kc, const float* 
         acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_loadu_ps(z));
         acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_loadu_ps(z + 16));
       }
-      acc[r][0] = activate(acc[r][0], *e);
-      acc[r][1] = activate(acc[r][1], *e);
+      acc[r][0] = activate_lanes(acc[r][0], e->kind, e->p0, e->p1);
+      acc[r][1] = activate_lanes(acc[r][1], e->kind, e->p0, e->p1);
     }
     _mm512_storeu_ps(row, acc[r][0]);
     _mm512_storeu_ps(row + 16, acc[r][1]);

@@ -34,13 +34,13 @@ inline void store_lanes(float* dst, __mmask16 mask, __m512 v) {
 // the even (kx even) or odd lanes of the 32 columns from c0 + kx - kx % 2: two loads (masks
 // 2p and 2p + 1 for the pair p = kx / 2) and one permute, shared by taps 2p and 2p + 1.
 struct BlockMasks {
-  __mmask16 load[6];
+  __mmask16 load[8];
   __mmask16 out;
 };
 
 template <int K, int S>
 BlockMasks block_masks(int64_t in_w, int64_t out_w, int64_t pad_left, int64_t ox) {
-  static_assert(K <= 5 && (S == 1 || S == 2), "kernels up to 5 wide, stride 1 or 2");
+  static_assert(K <= 7 && (S == 1 || S == 2), "kernels up to 7 wide, stride 1 or 2");
   BlockMasks m{};
   const int64_t c0 = ox * S - pad_left;  // input column of tap 0, lane 0
   if (S == 1) {
@@ -62,14 +62,14 @@ __attribute__((always_inline)) inline void for_each_tap(const float* const* rows
                                                         __m512 pad, Tap&& tap) {
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-#pragma GCC unroll 5
+#pragma GCC unroll 7
   for (int ky = 0; ky < K; ++ky) {
     if (!rows[ky]) continue;
     if (S == 1) {
-#pragma GCC unroll 5
+#pragma GCC unroll 7
       for (int kx = 0; kx < K; ++kx) tap(ky, kx, load_columns(rows[ky], c0 + kx, m.load[kx], pad));
     } else {
-#pragma GCC unroll 3
+#pragma GCC unroll 4
       for (int p = 0; p < (K + 1) / 2; ++p) {
         const __m512 lo = load_columns(rows[ky], c0 + 2 * p, m.load[2 * p], pad);
         const __m512 hi = load_columns(rows[ky], c0 + 2 * p + 16, m.load[2 * p + 1], pad);
@@ -83,7 +83,7 @@ __attribute__((always_inline)) inline void for_each_tap(const float* const* rows
 // The K input rows of output row oy (null where they fall outside the input).
 template <int K, int S>
 inline void window_rows(const float* x, int64_t in_h, int64_t in_w, int64_t pad_top, int64_t oy, const float** rows) {
-#pragma GCC unroll 5
+#pragma GCC unroll 7
   for (int ky = 0; ky < K; ++ky) {
     const int64_t iy = oy * S - pad_top + ky;
     rows[ky] = iy >= 0 && iy < in_h ? x + iy * in_w : nullptr;

@@ -1,6 +1,7 @@
-// Vector Sigmoid for AVX-512, shared by the activation rows (x86/activation_rows_avx512.cpp) and
-// the GEMM micro-kernel's fused epilogue (x86/sgemm_x86.cpp), so a fused SiLU and the unfused
-// Sigmoid then Mul give the same bits. 1 / (1 + e^-x) is a reciprocal estimate refined by one
+// Activations of 16 lanes for AVX-512, shared by the activation rows
+// (x86/activation_rows_avx512.cpp) and the fused epilogues of the GEMM micro-kernel
+// (x86/sgemm_x86.cpp) and the direct convolution (x86/conv_direct_avx512.cpp), so a fused
+// epilogue and the unfused graph (the activation node after the convolution) give the same bits. 1 / (1 + e^-x) is a reciprocal estimate refined by one
 // Newton step (relative error about 2^-27); the exponential is activation_rows.inc's Cephes
 // polynomial evaluated with FMAs. Include only inside `#pragma GCC target("avx512f,...,fma")`,
 // in an unnamed namespace.
@@ -32,3 +33,29 @@ inline __m512 sigmoid_lanes(__m512 x) {
   return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
 }
 
+// The activations held in registers: the rounding of activation_rows.inc and
+// x86/activation_rows_avx512.cpp. max/min operand orders keep NaN and signed zeros as the
+// comparisons of activation.h do; HardSwish multiplies and adds separately (no contraction).
+inline bool activation_in_lanes(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::None: case ActivationKind::Relu: case ActivationKind::Clip: case ActivationKind::HardSwish:
+    case ActivationKind::Sigmoid: case ActivationKind::SiLU:
+      return true;
+    default: return false;
+  }
+}
+
+inline __m512 activate_lanes(__m512 v, ActivationKind kind, float p0, float p1) {
+  switch (kind) {
+    case ActivationKind::Relu: return _mm512_max_ps(v, _mm512_setzero_ps());
+    case ActivationKind::Clip: return _mm512_min_ps(_mm512_set1_ps(p1), _mm512_max_ps(_mm512_set1_ps(p0), v));
+    case ActivationKind::HardSwish: {
+      __m512 h = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.0f / 6.0f), v), _mm512_set1_ps(0.5f));
+      h = _mm512_min_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(_mm512_setzero_ps(), h));
+      return _mm512_mul_ps(v, h);
+    }
+    case ActivationKind::Sigmoid: return sigmoid_lanes(v);
+    case ActivationKind::SiLU: return _mm512_mul_ps(v, sigmoid_lanes(v));
+    default: return v;
+  }
+}

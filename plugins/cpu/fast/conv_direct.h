@@ -1,0 +1,52 @@
+// Direct convolution of few input channels (CNN stems), tactic f32-conv-direct-8x16-avx512:
+// see x86/conv_direct_avx512.cpp. The shapes it takes, the weight packing and the workspace.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "activation.h"
+
+namespace edgert::cpu {
+
+constexpr int64_t kDirectConvMaxChannels = 8;
+
+struct DirectConvShape {
+  int64_t batch = 1, channels = 0, out_channels = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t kernel = 3, stride = 1, pad_top = 0, pad_left = 0;
+};
+
+// Square 3x3, 5x5 or 7x7 windows, stride 1 or 2 both ways, no dilation, group 1, at most
+// kDirectConvMaxChannels input channels.
+inline bool direct_conv_applies(int64_t channels, int64_t group, int64_t kernel_h, int64_t kernel_w,
+                                int64_t stride_h, int64_t stride_w, int64_t dilation_h, int64_t dilation_w) {
+  return group == 1 && channels >= 1 && channels <= kDirectConvMaxChannels && kernel_h == kernel_w &&
+         (kernel_h == 3 || kernel_h == 5 || kernel_h == 7) && stride_h == stride_w &&
+         (stride_h == 1 || stride_h == 2) && dilation_h == 1 && dilation_w == 1;
+}
+
+// Tap vectors per thread: two blocks of C x K x K, 16 floats each.
+inline int64_t direct_conv_taps(const DirectConvShape& s) { return 2 * s.channels * s.kernel * s.kernel; }
+inline size_t direct_conv_workspace_bytes(const DirectConvShape& s, int threads) {
+  return static_cast<size_t>(threads * direct_conv_taps(s)) * 16 * sizeof(float);
+}
+
+// W [M, C, K, K] as blocks of 8 output channels: [M / 8][C K K][8], zeros past M.
+inline std::vector<float> pack_direct_conv_weights(const float* w, int64_t out_channels, int64_t taps) {
+  const int64_t blocks = (out_channels + 7) / 8;
+  std::vector<float> packed(static_cast<size_t>(blocks * taps * 8), 0.0f);
+  for (int64_t m = 0; m < out_channels; ++m)
+    for (int64_t t = 0; t < taps; ++t)
+      packed[static_cast<size_t>(((m / 8) * taps + t) * 8 + m % 8)] = w[m * taps + t];
+  return packed;
+}
+
+#if defined(__x86_64__)
+// y = act(conv(x, W) + bias + z) with W packed by pack_direct_conv_weights; bias and z may be
+// null, z may be y. workspace: direct_conv_workspace_bytes(s, threads), 64-byte aligned.
+void direct_conv_avx512(const DirectConvShape& s, const float* x, const float* packed, const float* bias,
+                        const float* z, float* y, const Activation& activation, float* workspace, int threads);
+#endif
+
+}  // namespace edgert::cpu

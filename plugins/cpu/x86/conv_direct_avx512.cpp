@@ -1,0 +1,146 @@
+// Direct convolution for the stems of CNNs (f32-conv-direct-8x16-avx512): few input channels
+// (the 3 of an RGB image), a 3x3, 5x5 or 7x7 window, stride 1 or 2. Through im2col the packed
+// GEMM spends as long gathering the image into panels as multiplying (K is only C x 9 or
+// C x 49). Here the C x K x K tap vectors of 16 output columns are built once, straight from the
+// image (x86/window_avx512.h: masked loads, even/odd permutes for stride 2), then every block of
+// 8 output channels takes 8 FMAs per tap vector, and the epilogue (bias, residual, activation)
+// is finished in registers before the one store of each output row segment.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "fast/conv_direct.h"
+#include "gemm/sgemm.h"
+#include "thread_pool.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,fma")
+// GCC 12's false positive on its own masked max/min intrinsics (see x86/depthwise_avx512.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace edgert::cpu {
+
+namespace {
+
+#include "x86/activation_lanes_avx512.h"
+#include "x86/window_avx512.h"
+
+constexpr int kOutBlock = 8;  // output channels per register block
+
+// Builds the C x K x K tap vectors of the 16 output columns from ox into taps.
+template <int K, int S>
+inline void build_taps(const DirectConvShape& s, const float* const (*rows)[K], bool all_rows, const BlockMasks& m,
+                       int64_t ox, __m512* taps) {
+  if (!all_rows) std::memset(static_cast<void*>(taps), 0, static_cast<size_t>(s.channels * K * K) * sizeof(__m512));
+  for (int64_t c = 0; c < s.channels; ++c) {
+    __m512* tc = taps + c * K * K;
+    for_each_tap<K, S>(rows[c], ox * S - s.pad_left, m, _mm512_setzero_ps(),
+                       [&](int ky, int kx, __m512 v) { tc[ky * K + kx] = v; });
+  }
+}
+
+// NB blocks of 16 output columns (taps: NB tap arrays) times every output channel, 8 at a time:
+// each weight broadcast feeds NB FMAs, 8 x NB independent accumulators.
+template <int NB>
+inline void multiply_blocks(const DirectConvShape& s, const float* packed, const float* bias, const float* z,
+                            float* y, const Activation& activation, int64_t oy, const int64_t* ox,
+                            const __mmask16* out_mask, const __m512* const* taps, int64_t taps_per_block) {
+  const int64_t out_plane = s.out_h * s.out_w;
+  const bool in_lanes = activation_in_lanes(activation.kind);
+  for (int64_t m0 = 0; m0 < s.out_channels; m0 += kOutBlock) {
+    const float* w = packed + m0 * taps_per_block;  // [tap][kOutBlock]
+    __m512 acc[NB][kOutBlock];
+#pragma GCC unroll 8
+    for (int r = 0; r < kOutBlock; ++r)
+      for (int b = 0; b < NB; ++b) acc[b][r] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < taps_per_block; ++t, w += kOutBlock) {
+#pragma GCC unroll 8
+      for (int r = 0; r < kOutBlock; ++r) {
+        const __m512 wr = _mm512_set1_ps(w[r]);
+        for (int b = 0; b < NB; ++b) acc[b][r] = _mm512_fmadd_ps(wr, taps[b][t], acc[b][r]);
+      }
+    }
+    const int rows_here = static_cast<int>(std::min<int64_t>(kOutBlock, s.out_channels - m0));
+    for (int r = 0; r < rows_here; ++r) {
+      for (int b = 0; b < NB; ++b) {
+        const int64_t at = (m0 + r) * out_plane + oy * s.out_w + ox[b];
+        __m512 v = acc[b][r];
+        if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[m0 + r]));
+        if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(out_mask[b], z + at));  // z may be y: read first
+        if (in_lanes) v = activate_lanes(v, activation.kind, activation.p0, activation.p1);
+        store_lanes(y + at, out_mask[b], v);
+      }
+    }
+  }
+}
+
+template <int K, int S>
+void output_row(const DirectConvShape& s, const float* x, const float* packed, const float* bias, const float* z,
+                float* y, const Activation& activation, int64_t oy, __m512* taps) {
+  const int64_t taps_per_block = s.channels * K * K;
+  // Input rows of this output row, per channel (null on the padding).
+  const float* rows[kDirectConvMaxChannels][K];
+  bool all_rows = true;
+  for (int64_t c = 0; c < s.channels; ++c) {
+    window_rows<K, S>(x + c * s.in_h * s.in_w, s.in_h, s.in_w, s.pad_top, oy, rows[c]);
+    for (int ky = 0; ky < K; ++ky) all_rows = all_rows && rows[c][ky];
+  }
+  __m512* const tap_blocks[2] = {taps, taps + taps_per_block};
+  for (int64_t ox = 0; ox < s.out_w; ox += 32) {
+    const int64_t oxs[2] = {ox, ox + 16};
+    const BlockMasks m0 = block_masks<K, S>(s.in_w, s.out_w, s.pad_left, ox);
+    build_taps<K, S>(s, rows, all_rows, m0, ox, tap_blocks[0]);
+    if (ox + 16 < s.out_w) {
+      const BlockMasks m1 = block_masks<K, S>(s.in_w, s.out_w, s.pad_left, ox + 16);
+      build_taps<K, S>(s, rows, all_rows, m1, ox + 16, tap_blocks[1]);
+      const __mmask16 masks[2] = {m0.out, m1.out};
+      multiply_blocks<2>(s, packed, bias, z, y, activation, oy, oxs, masks, tap_blocks, taps_per_block);
+    } else {
+      multiply_blocks<1>(s, packed, bias, z, y, activation, oy, oxs, &m0.out, tap_blocks, taps_per_block);
+    }
+  }
+}
+
+template <int K, int S>
+void run(const DirectConvShape& s, const float* x, const float* packed, const float* bias, const float* z, float* y,
+         const Activation& activation, float* workspace, int threads) {
+  const int64_t rows = s.batch * s.out_h;
+  const int64_t tasks = std::min<int64_t>(rows, 4 * threads);
+  const int64_t in_image = s.channels * s.in_h * s.in_w, out_image = s.out_channels * s.out_h * s.out_w;
+  ThreadPool::instance().parallel_for(
+      tasks,
+      [&](int64_t task, int thread) {
+        __m512* taps = reinterpret_cast<__m512*>(workspace) + thread * direct_conv_taps(s);
+        for (int64_t row = task * rows / tasks; row < (task + 1) * rows / tasks; ++row) {
+          const int64_t n = row / s.out_h, oy = row % s.out_h;
+          output_row<K, S>(s, x + n * in_image, packed, bias, z ? z + n * out_image : nullptr, y + n * out_image,
+                           activation, oy, taps);
+        }
+      },
+      threads);
+}
+
+}  // namespace
+
+void direct_conv_avx512(const DirectConvShape& s, const float* x, const float* packed, const float* bias,
+                        const float* z, float* y, const Activation& activation, float* workspace, int threads) {
+  const auto go = [&](auto kernel) { kernel(s, x, packed, bias, z, y, activation, workspace, threads); };
+  if (s.kernel == 3) s.stride == 1 ? go(run<3, 1>) : go(run<3, 2>);
+  else if (s.kernel == 5) s.stride == 1 ? go(run<5, 1>) : go(run<5, 2>);
+  else s.stride == 1 ? go(run<7, 1>) : go(run<7, 2>);
+  if (!activation_in_lanes(activation.kind)) {
+    const int64_t planes = s.batch * s.out_channels, plane = s.out_h * s.out_w;
+    ThreadPool::instance().parallel_for(
+        planes, [&](int64_t p, int) { gemm::apply_activation(y + p * plane, plane, activation); }, threads);
+  }
+}
+
+}  // namespace edgert::cpu
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
