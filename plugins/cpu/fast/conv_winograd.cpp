@@ -199,10 +199,13 @@ void WinogradConv::prepare(gemm::Isa isa, int tile, const float* w, int64_t batc
   const int64_t nr = gemm::tile_cols(isa);
   const int64_t fit = kBlockBytes / static_cast<int64_t>(sizeof(float)) / (positions * (channels + out_channels));
   tile_block_ = std::min(round_up(tiles, 16), std::max<int64_t>(nr, fit / nr * nr));
-  // Blocks are the unit of parallel work: enough of them for every thread when the image allows.
+  // Blocks are the unit of parallel work: a multiple of the thread count when the image allows,
+  // so no thread waits for another's last block (784 tiles in blocks of 128 made 4 + 3).
   if (threads > 1) {
-    const int64_t per_thread = round_up((tiles + threads - 1) / threads, 16);
-    tile_block_ = std::max<int64_t>(16, std::min(tile_block_, per_thread));
+    int64_t blocks = round_up((tiles + tile_block_ - 1) / tile_block_, threads);
+    tile_block_ = std::max<int64_t>(8, round_up((tiles + blocks - 1) / blocks, 8));
+    blocks = (tiles + tile_block_ - 1) / tile_block_;
+    (void)blocks;
   }
 
   // U = G g G^T, laid out [positions][M][C].
