@@ -42,7 +42,7 @@ struct TacticTiming {
   int64_t id = 0;
   std::string name;
   double median_ms = -1;  // < 0: the tactic failed prepare or execute and was not timed
-  int32_t runs = 0;       // timed runs behind the median; 1 for a tactic cut short as clearly slower
+  int32_t runs = 0;       // timed runs behind the median (all rounds); 1 for a tactic cut short as clearly slower
 };
 
 struct TimingRecord {
