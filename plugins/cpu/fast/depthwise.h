@@ -29,11 +29,8 @@ inline int64_t scratch_rows(const Geometry& g) {
 inline int64_t scratch_cols(const Geometry& g) {
   return uses_padded_plane(g) ? (g.out_w - 1) * g.stride_w + g.kernel_w : 0;
 }
-// The scratch a channel function needs: the padded plane, and one more padded row (plus a
-// vector) where channel_avx512 builds a row before deinterleaving it.
-inline int64_t scratch_floats(const Geometry& g) {
-  return uses_padded_plane(g) ? (scratch_rows(g) + 1) * scratch_cols(g) + 32 : 0;
-}
+// The scratch a channel function needs: the padded plane (channel_avx512 needs none).
+inline int64_t scratch_floats(const Geometry& g) { return scratch_rows(g) * scratch_cols(g); }
 
 using ChannelFn = void (*)(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
                           const Activation& activation, float* scratch);
