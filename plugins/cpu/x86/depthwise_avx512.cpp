@@ -24,6 +24,7 @@ namespace edgert::cpu::depthwise {
 
 namespace {
 
+#include "x86/activation_lanes_avx512.h"
 #include "x86/window_avx512.h"
 
 // Sixteen outputs from column ox of one output row, one FMA chain per kernel row.
@@ -41,20 +42,16 @@ __attribute__((always_inline)) inline __m512 block(const float* const* rows, con
   return acc[0];
 }
 
-// Relu and Clip (ReLU6) are applied in registers, as activation.h's comparisons do: vmaxps
-// returns its second operand when either is NaN or both are zeros, hence the operand orders;
-// the others run over the finished plane.
-enum class InRegister { None, Relu, Clip };
-
-template <int K, int S, InRegister A>
+// Activations with a register form (x86/activation_lanes_avx512.h: Relu, Clip, HardSwish,
+// Sigmoid, SiLU) are applied before the one store, rounding as the activation rows do; the
+// others run over the finished plane.
+template <int K, int S, ActivationKind A>
 void direct_plane(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
                   const Activation& activation) {
   __m512 wv[K * K];
 #pragma GCC unroll 25
   for (int t = 0; t < K * K; ++t) wv[t] = _mm512_set1_ps(w[t]);
   const __m512 bv = _mm512_set1_ps(bias);
-  const __m512 lo = _mm512_set1_ps(A == InRegister::Clip ? activation.p0 : 0.0f);
-  const __m512 hi = _mm512_set1_ps(activation.p1);
   const int64_t ow = g.out_w;
   // Masks for up to kChunk blocks at a time, computed once for all rows of the plane.
   constexpr int64_t kChunk = 16;
@@ -72,8 +69,7 @@ void direct_plane(const Geometry& g, const float* x, const float* w, float bias,
         const BlockMasks& m = masks[b];
         __m512 sum = block<K, S>(rows, wv, bv, ox * S - g.pad_left, m);
         if (zr) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m.out, zr + ox));  // z may be y: read first
-        if (A == InRegister::Relu) sum = _mm512_max_ps(sum, lo);  // NaN and -0 give +0, as relu_of
-        if (A == InRegister::Clip) sum = _mm512_min_ps(hi, _mm512_max_ps(lo, sum));  // NaN stays, as clip_of
+        sum = activate_lanes(sum, A, activation.p0, activation.p1);  // A is a constant: no switch
         store_lanes(yr + ox, m.out, sum);
       }
     }
@@ -84,11 +80,15 @@ template <int K, int S>
 void plane(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
            const Activation& activation) {
   switch (activation.kind) {
-    case ActivationKind::None: return direct_plane<K, S, InRegister::None>(g, x, w, bias, z, y, activation);
-    case ActivationKind::Relu: return direct_plane<K, S, InRegister::Relu>(g, x, w, bias, z, y, activation);
-    case ActivationKind::Clip: return direct_plane<K, S, InRegister::Clip>(g, x, w, bias, z, y, activation);
+    case ActivationKind::None: return direct_plane<K, S, ActivationKind::None>(g, x, w, bias, z, y, activation);
+    case ActivationKind::Relu: return direct_plane<K, S, ActivationKind::Relu>(g, x, w, bias, z, y, activation);
+    case ActivationKind::Clip: return direct_plane<K, S, ActivationKind::Clip>(g, x, w, bias, z, y, activation);
+    case ActivationKind::HardSwish:
+      return direct_plane<K, S, ActivationKind::HardSwish>(g, x, w, bias, z, y, activation);
+    case ActivationKind::Sigmoid: return direct_plane<K, S, ActivationKind::Sigmoid>(g, x, w, bias, z, y, activation);
+    case ActivationKind::SiLU: return direct_plane<K, S, ActivationKind::SiLU>(g, x, w, bias, z, y, activation);
     default:
-      direct_plane<K, S, InRegister::None>(g, x, w, bias, z, y, activation);
+      direct_plane<K, S, ActivationKind::None>(g, x, w, bias, z, y, activation);
       gemm::apply_activation(y, g.out_h * g.out_w, activation);  // the plane is contiguous
   }
 }
