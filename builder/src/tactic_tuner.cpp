@@ -85,8 +85,10 @@ struct TimingOutcome {
 
 class TacticTimer {
  public:
-  TacticTimer(const TunerOptions& options, const Graph& graph, const Node& node, const edgert_kernel& kernel)
-      : options_(options), view_(graph, node), node_(node), kernel_(kernel) {}
+  // spin_ms: untimed work before the first timing (spin_up), for a build's first timed node.
+  TacticTimer(const TunerOptions& options, const Graph& graph, const Node& node, const edgert_kernel& kernel,
+              double spin_ms)
+      : options_(options), view_(graph, node), node_(node), kernel_(kernel), spin_ms_(spin_ms) {}
 
   TimingOutcome run(const std::vector<edgert_tactic>& candidates) {
     TimingOutcome outcome;
@@ -103,6 +105,7 @@ class TacticTimer {
       fill_random(t, t.data, rng);
     }
     double best = -1;
+    if (spin_ms_ > 0) spin_up(candidates.front().id, spin_ms_);
     for (const edgert_tactic& c : candidates) {
       TacticTiming timing{c.id, c.name ? c.name : "", -1, 0};
       if (!time_one(c.id, best, &timing, &outcome.untimed_reason)) {
@@ -137,6 +140,18 @@ class TacticTimer {
   }
 
  private:
+  // An idle machine's cores run slowly for the first milliseconds of work (clock ramp-up,
+  // power-gated vector units): without this, the first tactic a build timed measured up to 4x
+  // its steady time, enough to lose to a slower kernel. Untimed runs of the same tactic first.
+  void spin_up(int64_t tactic, double ms) {
+    const Clock::time_point start = Clock::now();
+    std::string why;
+    while (elapsed_ms(start) < ms) {
+      TacticTiming ignored{tactic, "", -1, 0};
+      if (!time_one(tactic, -1, &ignored, &why) || ignored.median_ms < 0) return;
+    }
+  }
+
   // False when the node cannot be timed at all (then `why` says why); a tactic that merely
   // fails keeps median_ms < 0.
   bool time_one(int64_t tactic, double best, TacticTiming* timing, std::string* why) {
@@ -208,6 +223,7 @@ class TacticTimer {
   NodeView view_;
   const Node& node_;
   const edgert_kernel& kernel_;
+  const double spin_ms_;
   std::vector<edgert_tensor> inputs_;
   std::vector<AlignedBuffer> storage_;
 };
@@ -378,7 +394,8 @@ void TacticTuner::choose(const Graph& graph, Node& node, const LoadedPlugin& plu
   }
 
   Clock::time_point start = Clock::now();
-  TimingOutcome outcome = TacticTimer(options_, graph, node, kernel).run(candidates);
+  TimingOutcome outcome =
+      TacticTimer(options_, graph, node, kernel, stats_.timed == 0 ? options_.spin_up_ms : 0).run(candidates);
   stats_.timing_seconds += elapsed_ms(start) / 1000;
   if (!outcome.untimed_reason.empty()) {
     ++stats_.first_listed;

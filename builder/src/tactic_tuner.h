@@ -47,6 +47,7 @@ struct TunerOptions {
   double budget_ms = 250;        // stop measuring a tactic after this much time (>= 1 run)
   double prune_factor = 3;       // a warm-up this many times the best median so far ends a tactic
   double tie_margin = 0.03;      // a later-listed tactic must be this much faster to win
+  double spin_up_ms = 50;        // untimed work before a build's first timing (cores leave idle)
   std::function<void(const std::string&)> log;  // verbose build log; may be empty
 };
 

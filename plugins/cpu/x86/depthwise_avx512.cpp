@@ -1,7 +1,7 @@
 // depthwise.h's channel function for AVX-512, written with intrinsics. The loops of
 // depthwise_rows.inc copy each plane into a zero-padded scratch first (for stride 2 that copy
 // costs more than the arithmetic) and gather stride-2 taps. Here the taps are read straight
-// from the input (x86/window_avx512.h), one FMA chain per kernel row.
+// from the input (x86/window_avx512.h), each input row once for a group of output rows.
 // 3x3 and 5x5, stride 1 or 2; other shapes (dilation, other kernels) run the AVX2 loops.
 // Called only when the CPU reports AVX-512F.
 #if defined(__x86_64__)
@@ -27,19 +27,37 @@ namespace {
 #include "x86/activation_lanes_avx512.h"
 #include "x86/window_avx512.h"
 
-// Sixteen outputs from column ox of one output row, one FMA chain per kernel row.
+// Output rows are computed kRows at a time: each input row's K tap vectors are loaded once and
+// feed every row of the group whose window covers it, so a 3x3 stride-1 group loads 27 vectors
+// for its 63 FMAs where a row at a time loaded 63 (the loads, not the FMAs, bounded that loop).
+// Seven divides every plane height of the MobileNet and EfficientNet families (7, 14, 28, 56,
+// 112), and 7 accumulators + 9 weights + 3 taps of a 3x3 kernel fit the 32 registers.
+constexpr int kRows = 7;
+
+// acc[r] = bias + the window sums of output row oy0 + r, for the 16 outputs whose tap 0 is
+// input column c0. Rows past the plane's end are computed from what input rows exist and
+// never stored; input rows outside the plane are the zero padding and are skipped.
 template <int K, int S>
-__attribute__((always_inline)) inline __m512 block(const float* const* rows, const __m512* wv, __m512 bias,
-                                                   int64_t c0, const BlockMasks& m) {
-  __m512 acc[K];
-  acc[0] = bias;
+__attribute__((always_inline)) inline void row_group(const Geometry& g, const float* x, const __m512* wv,
+                                                     __m512 bias, int64_t oy0, int64_t c0, const BlockMasks& m,
+                                                     __m512* acc) {
+#pragma GCC unroll 7
+  for (int r = 0; r < kRows; ++r) acc[r] = bias;
+  const int64_t iy0 = oy0 * S - g.pad_top;
+#pragma GCC unroll 17
+  for (int j = 0; j < (kRows - 1) * S + K; ++j) {
+    const int64_t iy = iy0 + j;
+    if (iy < 0 || iy >= g.in_h) continue;
+    __m512 v[K];
+    row_taps<K, S>(x + iy * g.in_w, c0, m, _mm512_setzero_ps(), v);
+#pragma GCC unroll 7
+    for (int r = 0; r < kRows; ++r) {
+      const int ky = j - r * S;  // a constant once the loops are unrolled
+      if (ky < 0 || ky >= K) continue;
 #pragma GCC unroll 5
-  for (int ky = 1; ky < K; ++ky) acc[ky] = _mm512_setzero_ps();
-  for_each_tap<K, S>(rows, c0, m, _mm512_setzero_ps(),
-                     [&](int ky, int kx, __m512 v) { acc[ky] = _mm512_fmadd_ps(wv[ky * K + kx], v, acc[ky]); });
-#pragma GCC unroll 5
-  for (int ky = 1; ky < K; ++ky) acc[0] = _mm512_add_ps(acc[0], acc[ky]);
-  return acc[0];
+      for (int kx = 0; kx < K; ++kx) acc[r] = _mm512_fmadd_ps(wv[ky * K + kx], v[kx], acc[r]);
+    }
+  }
 }
 
 // Activations with a register form (x86/activation_lanes_avx512.h: Relu, Clip, HardSwish,
@@ -59,18 +77,22 @@ void direct_plane(const Geometry& g, const float* x, const float* w, float bias,
   for (int64_t first = 0; first < ow; first += 16 * kChunk) {
     const int64_t blocks = std::min<int64_t>(kChunk, (ow - first + 15) / 16);
     for (int64_t b = 0; b < blocks; ++b) masks[b] = block_masks<K, S>(g.in_w, ow, g.pad_left, first + 16 * b);
-    for (int64_t oy = 0; oy < g.out_h; ++oy) {
-      const float* rows[K];
-      window_rows<K, S>(x, g.in_h, g.in_w, g.pad_top, oy, rows);
-      float* yr = y + oy * ow;
-      const float* zr = z ? z + oy * ow : nullptr;
+    for (int64_t oy0 = 0; oy0 < g.out_h; oy0 += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, g.out_h - oy0);
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t ox = first + 16 * b;
         const BlockMasks& m = masks[b];
-        __m512 sum = block<K, S>(rows, wv, bv, ox * S - g.pad_left, m);
-        if (zr) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m.out, zr + ox));  // z may be y: read first
-        sum = activate_lanes(sum, A, activation.p0, activation.p1);  // A is a constant: no switch
-        store_lanes(yr + ox, m.out, sum);
+        __m512 acc[kRows];
+        row_group<K, S>(g, x, wv, bv, oy0, ox * S - g.pad_left, m, acc);
+#pragma GCC unroll 7
+        for (int r = 0; r < kRows; ++r) {  // unrolled, so acc stays in registers
+          if (r >= rows) break;
+          const int64_t at = (oy0 + r) * ow + ox;
+          __m512 sum = acc[r];
+          if (z) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m.out, z + at));  // z may be y: read first
+          sum = activate_lanes(sum, A, activation.p0, activation.p1);          // A is a constant: no switch
+          store_lanes(y + at, m.out, sum);
+        }
       }
     }
   }

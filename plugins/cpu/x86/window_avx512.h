@@ -55,28 +55,39 @@ BlockMasks block_masks(int64_t in_w, int64_t out_w, int64_t pad_left, int64_t ox
   return m;
 }
 
+// The K tap vectors of one input row for the 16 outputs whose tap 0 is input column c0:
+// v[kx] holds, in lane l, input column c0 + kx + S * l (the padding value outside the row).
+template <int K, int S>
+__attribute__((always_inline)) inline void row_taps(const float* row, int64_t c0, const BlockMasks& m, __m512 pad,
+                                                    __m512* v) {
+  if (S == 1) {
+#pragma GCC unroll 7
+    for (int kx = 0; kx < K; ++kx) v[kx] = load_columns(row, c0 + kx, m.load[kx], pad);
+  } else {
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+#pragma GCC unroll 4
+    for (int p = 0; p < (K + 1) / 2; ++p) {
+      const __m512 lo = load_columns(row, c0 + 2 * p, m.load[2 * p], pad);
+      const __m512 hi = load_columns(row, c0 + 2 * p + 16, m.load[2 * p + 1], pad);
+      v[2 * p] = _mm512_permutex2var_ps(lo, even, hi);
+      if (2 * p + 1 < K) v[2 * p + 1] = _mm512_permutex2var_ps(lo, odd, hi);
+    }
+  }
+}
+
 // Calls tap(ky, kx, values) for every tap of the 16 outputs whose tap 0 is input column c0 (rows:
 // the window's K input rows, null where a kernel row falls on the padding, which is skipped).
 template <int K, int S, typename Tap>
 __attribute__((always_inline)) inline void for_each_tap(const float* const* rows, int64_t c0, const BlockMasks& m,
                                                         __m512 pad, Tap&& tap) {
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
 #pragma GCC unroll 7
   for (int ky = 0; ky < K; ++ky) {
     if (!rows[ky]) continue;
-    if (S == 1) {
+    __m512 v[K];
+    row_taps<K, S>(rows[ky], c0, m, pad, v);
 #pragma GCC unroll 7
-      for (int kx = 0; kx < K; ++kx) tap(ky, kx, load_columns(rows[ky], c0 + kx, m.load[kx], pad));
-    } else {
-#pragma GCC unroll 4
-      for (int p = 0; p < (K + 1) / 2; ++p) {
-        const __m512 lo = load_columns(rows[ky], c0 + 2 * p, m.load[2 * p], pad);
-        const __m512 hi = load_columns(rows[ky], c0 + 2 * p + 16, m.load[2 * p + 1], pad);
-        tap(ky, 2 * p, _mm512_permutex2var_ps(lo, even, hi));
-        if (2 * p + 1 < K) tap(ky, 2 * p + 1, _mm512_permutex2var_ps(lo, odd, hi));
-      }
-    }
+    for (int kx = 0; kx < K; ++kx) tap(ky, kx, v[kx]);
   }
 }
 
