@@ -273,9 +273,9 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
                      residual);
     }
     threads_ = ThreadPool::instance().num_threads();
-    int64_t kc = 0;
-    for (const gemm::PackedA& a : packed_) kc = std::max(kc, a.kc);
-    info.workspace_bytes = gemm::workspace_bytes(threads_, kc);
+    info.workspace_bytes = 0;
+    for (const gemm::PackedA& a : packed_)
+      info.workspace_bytes = std::max(info.workspace_bytes, gemm::workspace_bytes(threads_, a, out_h_ * out_w_));
   }
   packed_from_ = w.data;
   packed_tactic_ = tactic;

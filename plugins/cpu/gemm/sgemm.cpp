@@ -33,6 +33,20 @@ int64_t k_block(int64_t k) {
 
 int64_t padded_rows(int64_t m, int64_t mr) { return (m + mr - 1) / mr * mr; }
 
+// Column panels below this many per thread leave the threads to split A's rows.
+constexpr int64_t kColumnPanelsPerThread = 2;
+// B packed once for all threads is used up to this size (floats); larger B keeps per-task blocks.
+constexpr int64_t kMaxSharedB = 2 << 20;
+
+// Floats of B packed whole (k x n rounded up to panels) when sgemm with `threads` threads
+// would split A's rows and pack B in every task; 0 when it would not.
+int64_t shared_b_floats(int64_t threads, Isa isa, int64_t k, int64_t n) {
+  const int64_t nr = tile_cols(isa), n_panels = (n + nr - 1) / nr;
+  if (threads < 2 || k == 0 || n_panels >= kColumnPanelsPerThread * threads) return 0;
+  const int64_t floats = k * n_panels * nr;
+  return floats <= kMaxSharedB ? floats : 0;
+}
+
 MicroKernel micro_kernel(Isa isa) {
   switch (isa) {
 #if defined(__x86_64__)
@@ -170,6 +184,16 @@ struct Job {
   const Epilogue* ep;
   float* scratch;
   int64_t m_tasks, n_tasks, m_panels, n_panels;
+  // B packed whole (k block p0 at p0 * n_panels * nr, its panels kc x nr each), or null:
+  // each task packs the columns it needs.
+  const float* shared_b = nullptr;
+
+  // Packs k block `unit / n_panels`, panel `unit % n_panels` of B into shared_b.
+  void pack_shared(int64_t unit) const {
+    const int64_t kc = a->kc, p0 = unit / n_panels * kc, jp = unit % n_panels * nr;
+    const int64_t kcl = std::min(kc, a->k - p0);
+    pack_b(*b, nr, p0, kcl, jp, std::min(n, jp + nr), const_cast<float*>(shared_b) + p0 * n_panels * nr + jp * kcl);
+  }
 
   void run(int64_t task, int thread) const {
     const int64_t tm = task / n_tasks, tn = task % n_tasks;
@@ -188,14 +212,19 @@ struct Job {
       for (int64_t p0 = 0; p0 < k; p0 += kc) {
         const int64_t kcl = std::min(kc, k - p0);
         const bool first = p0 == 0, last = p0 + kcl == k;
-        pack_b(*b, nr, p0, kcl, jb, jb_end, bpack);
+        const float* bblock = bpack;
+        if (shared_b) {
+          bblock = shared_b + p0 * n_panels * nr + jb * kcl;
+        } else {
+          pack_b(*b, nr, p0, kcl, jb, jb_end, bpack);
+        }
         for (int64_t ip = ip0; ip < ip1; ++ip) {
           const float* ap = a->data.data() + p0 * m_padded + ip * mr * kcl;
           const int64_t i0 = ip * mr, mv = std::min(mr, m - i0);
           // Strips of whole tiles finish in the kernel; the others in finish_tile below.
           const bool fused = fusable && last && mv == mr && (jb_end - jb) % nr == 0;
           for (int64_t jp = jb; jp < jb_end; jp += nr) {
-            const float* bp = bpack + (jp - jb) * kcl;
+            const float* bp = bblock + (jp - jb) * kcl;
             const int64_t nv = std::min(nr, jb_end - jp);
             float* c = y->data + i0 * y->row_stride + jp * y->col_stride;
 #if defined(__x86_64__)
@@ -349,6 +378,12 @@ size_t workspace_bytes(int threads, int64_t kc) {
   return static_cast<size_t>(std::max(threads, 1)) * static_cast<size_t>(thread_scratch_floats(kc)) * sizeof(float);
 }
 
+size_t workspace_bytes(int threads, const PackedA& a, int64_t n) {
+  const int64_t usable = std::max(1, std::min(ThreadPool::instance().num_threads(), threads));
+  return workspace_bytes(threads, a.kc) +
+         static_cast<size_t>(shared_b_floats(usable, a.isa, a.k, n)) * sizeof(float);
+}
+
 void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const Epilogue& epilogue, void* workspace,
            int max_threads) {
   if (a.m == 0 || n == 0) return;
@@ -357,9 +392,12 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
   const int64_t mr = tile_rows(a.isa), nr = tile_cols(a.isa);
   Job job{micro_kernel(a.isa), mr, nr, &a, &b, n, &y, &epilogue, static_cast<float*>(workspace), 1, 1,
           (a.m + mr - 1) / mr, (n + nr - 1) / nr};
+  const int64_t shared_floats = shared_b_floats(threads, a.isa, a.k, n);
   if (threads > 1) {
-    if (job.n_panels >= 2 * threads) {
+    if (job.n_panels >= kColumnPanelsPerThread * threads) {
       job.n_tasks = std::min(job.n_panels, 4 * threads);
+    } else if (shared_floats > 0) {
+      job.m_tasks = std::min(job.m_panels, 4 * threads);  // every task reads all of the shared B
     } else {
       job.n_tasks = job.n_panels;
       job.m_tasks = std::min(job.m_panels, (4 * threads + job.n_tasks - 1) / job.n_tasks);
@@ -373,6 +411,14 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
       for (int64_t j = 0; j < n; j += nr)
         finish_tile(y, epilogue, i, std::min(mr, a.m - i), j, std::min(nr, n - j), false);
     return;
+  }
+  if (shared_floats > 0 && job.m_tasks > 1) {
+    // Placed after the per-thread blocks (workspace_bytes(threads, a, n) sized both).
+    float* shared = job.scratch + threads * thread_scratch_floats(a.kc);
+    job.shared_b = shared;
+    const int64_t k_blocks = (a.k + a.kc - 1) / a.kc;
+    pool.parallel_for(k_blocks * job.n_panels, [&](int64_t unit, int) { job.pack_shared(unit); },
+                      static_cast<int>(threads));
   }
   pool.parallel_for(job.m_tasks * job.n_tasks, [&](int64_t task, int thread) { job.run(task, thread); },
                     static_cast<int>(threads));

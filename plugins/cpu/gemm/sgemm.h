@@ -74,9 +74,17 @@ struct Epilogue {
 // Scratch one sgemm() needs with up to `threads` threads, for an A packed with k blocks of
 // `kc` rows (PackedA::kc; 0 for the default blocking). 64-byte aligned by the runtime.
 size_t workspace_bytes(int threads, int64_t kc = 0);
+// The same for sgemm(a, ..., n, ...) in particular: with B's width known it includes room for
+// B packed once, for all threads, where otherwise every row task would pack the same columns
+// (see sgemm).
+size_t workspace_bytes(int threads, const PackedA& a, int64_t n);
 
 // Y = epilogue(A B) for B with n columns, with the micro-kernel A was packed for; uses up to
 // `max_threads` of the pool (the count the workspace was sized for). Does not allocate.
+// Threads split B's columns when there are enough, else A's rows; in that case, when the
+// workspace was sized by workspace_bytes(threads, a, n), B is packed once by all threads
+// before the products instead of once per row task (for a 3x3 conv on a 7x7 image, im2col
+// repeated in every task cost more than the second thread gained).
 void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const Epilogue& epilogue,
            void* workspace, int max_threads);
 
