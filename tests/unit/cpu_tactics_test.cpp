@@ -377,6 +377,8 @@ TEST(CpuTactics, PoolTacticsMatchTheReference) {
       {1, 2, 9, 111, 3, 3, 2, {0, 0, 0, 0}, true, false},  {1, 3, 8, 112, 3, 3, 2, {1, 1, 1, 1}, false, false},
       {1, 2, 6, 70, 2, 2, 2, {0, 0, 0, 0}, false, false},  {1, 2, 7, 40, 5, 5, 1, {2, 2, 2, 2}, false, false},
       {1, 2, 7, 37, 3, 3, 1, {0, 1, 1, 0}, true, false},
+      // Tall planes: output rows in groups of 7 with a short last group.
+      {1, 2, 40, 35, 3, 3, 2, {1, 1, 1, 1}, true, false},  {1, 2, 19, 20, 3, 3, 1, {1, 1, 1, 1}, false, false},
   };
   for (const PoolCase& c : cases) {
     for (const char* op : {"MaxPool", "AveragePool"}) {

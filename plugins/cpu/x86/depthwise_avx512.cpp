@@ -27,37 +27,24 @@ namespace {
 #include "x86/activation_lanes_avx512.h"
 #include "x86/window_avx512.h"
 
-// Output rows are computed kRows at a time: each input row's K tap vectors are loaded once and
-// feed every row of the group whose window covers it, so a 3x3 stride-1 group loads 27 vectors
-// for its 63 FMAs where a row at a time loaded 63 (the loads, not the FMAs, bounded that loop).
-// Seven divides every plane height of the MobileNet and EfficientNet families (7, 14, 28, 56,
-// 112), and 7 accumulators + 9 weights + 3 taps of a 3x3 kernel fit the 32 registers.
+// Output rows are computed kRows at a time (for_each_group_tap): a 3x3 stride-1 group loads 27
+// vectors for its 63 FMAs where a row at a time loaded 63 (the loads, not the FMAs, bounded
+// that loop). Seven divides every plane height of the MobileNet and EfficientNet families (7,
+// 14, 28, 56, 112), and 7 accumulators + 9 weights + 3 taps of a 3x3 kernel fit 32 registers.
 constexpr int kRows = 7;
 
 // acc[r] = bias + the window sums of output row oy0 + r, for the 16 outputs whose tap 0 is
-// input column c0. Rows past the plane's end are computed from what input rows exist and
-// never stored; input rows outside the plane are the zero padding and are skipped.
+// input column c0.
 template <int K, int S>
 __attribute__((always_inline)) inline void row_group(const Geometry& g, const float* x, const __m512* wv,
                                                      __m512 bias, int64_t oy0, int64_t c0, const BlockMasks& m,
                                                      __m512* acc) {
 #pragma GCC unroll 7
   for (int r = 0; r < kRows; ++r) acc[r] = bias;
-  const int64_t iy0 = oy0 * S - g.pad_top;
-#pragma GCC unroll 17
-  for (int j = 0; j < (kRows - 1) * S + K; ++j) {
-    const int64_t iy = iy0 + j;
-    if (iy < 0 || iy >= g.in_h) continue;
-    __m512 v[K];
-    row_taps<K, S>(x + iy * g.in_w, c0, m, _mm512_setzero_ps(), v);
-#pragma GCC unroll 7
-    for (int r = 0; r < kRows; ++r) {
-      const int ky = j - r * S;  // a constant once the loops are unrolled
-      if (ky < 0 || ky >= K) continue;
-#pragma GCC unroll 5
-      for (int kx = 0; kx < K; ++kx) acc[r] = _mm512_fmadd_ps(wv[ky * K + kx], v[kx], acc[r]);
-    }
-  }
+  for_each_group_tap<K, S, kRows>(x, g.in_h, g.in_w, oy0 * S - g.pad_top, c0, m, _mm512_setzero_ps(),
+                                  [&](int r, int ky, int kx, __m512 v) {
+                                    acc[r] = _mm512_fmadd_ps(wv[ky * K + kx], v, acc[r]);
+                                  });
 }
 
 // Activations with a register form (x86/activation_lanes_avx512.h: Relu, Clip, HardSwish,

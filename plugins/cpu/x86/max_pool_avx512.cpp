@@ -24,6 +24,9 @@ namespace {
 
 #include "x86/window_avx512.h"
 
+// Output rows kRows at a time, each input row loaded once for all of them (for_each_group_tap).
+constexpr int kRows = 7;
+
 template <int K, int S>
 void max_plane(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, int64_t pad_top,
                int64_t pad_left) {
@@ -33,19 +36,20 @@ void max_plane(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out
   for (int64_t first = 0; first < out_w; first += 16 * kChunk) {
     const int64_t blocks = std::min<int64_t>(kChunk, (out_w - first + 15) / 16);
     for (int64_t b = 0; b < blocks; ++b) masks[b] = block_masks<K, S>(in_w, out_w, pad_left, first + 16 * b);
-    for (int64_t oy = 0; oy < out_h; ++oy) {
-      const float* rows[K];
-      window_rows<K, S>(x, in_h, in_w, pad_top, oy, rows);
+    for (int64_t oy0 = 0; oy0 < out_h; oy0 += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, out_h - oy0);
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t ox = first + 16 * b;
-        __m512 acc[K];
-#pragma GCC unroll 5
-        for (int ky = 0; ky < K; ++ky) acc[ky] = lowest;
-        for_each_tap<K, S>(rows, ox * S - pad_left, masks[b], lowest,
-                           [&](int ky, int, __m512 v) { acc[ky] = _mm512_max_ps(v, acc[ky]); });
-#pragma GCC unroll 5
-        for (int ky = 1; ky < K; ++ky) acc[0] = _mm512_max_ps(acc[ky], acc[0]);
-        store_lanes(y + oy * out_w + ox, masks[b].out, acc[0]);
+        __m512 acc[kRows];
+#pragma GCC unroll 7
+        for (int r = 0; r < kRows; ++r) acc[r] = lowest;
+        for_each_group_tap<K, S, kRows>(x, in_h, in_w, oy0 * S - pad_top, ox * S - pad_left, masks[b], lowest,
+                                        [&](int r, int, int, __m512 v) { acc[r] = _mm512_max_ps(v, acc[r]); });
+#pragma GCC unroll 7
+        for (int r = 0; r < kRows; ++r) {  // unrolled, so acc stays in registers
+          if (r >= rows) break;
+          store_lanes(y + (oy0 + r) * out_w + ox, masks[b].out, acc[r]);
+        }
       }
     }
   }

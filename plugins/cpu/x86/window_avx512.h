@@ -91,6 +91,31 @@ __attribute__((always_inline)) inline void for_each_tap(const float* const* rows
   }
 }
 
+// Calls tap(r, ky, kx, values) for every tap of output rows oy0 + r, r < R, 16 outputs each from
+// input column c0 (iy0 = oy0 * S - pad_top: the input row of the group's first window row).
+// Each input row's taps are loaded once and feed every row of the group whose window covers it
+// (per output row, a 3x3 stride-1 window then costs about 3 loads instead of 9); rows outside
+// the input are the padding, skipped. Rows past the output's end are visited as well: the
+// caller does not store them.
+template <int K, int S, int R, typename Tap>
+__attribute__((always_inline)) inline void for_each_group_tap(const float* x, int64_t in_h, int64_t in_w, int64_t iy0,
+                                                              int64_t c0, const BlockMasks& m, __m512 pad, Tap&& tap) {
+#pragma GCC unroll 17
+  for (int j = 0; j < (R - 1) * S + K; ++j) {
+    const int64_t iy = iy0 + j;
+    if (iy < 0 || iy >= in_h) continue;
+    __m512 v[K];
+    row_taps<K, S>(x + iy * in_w, c0, m, pad, v);
+#pragma GCC unroll 7
+    for (int r = 0; r < R; ++r) {
+      const int ky = j - r * S;  // a constant once the loops are unrolled
+      if (ky < 0 || ky >= K) continue;
+#pragma GCC unroll 7
+      for (int kx = 0; kx < K; ++kx) tap(r, ky, kx, v[kx]);
+    }
+  }
+}
+
 // The K input rows of output row oy (null where they fall outside the input).
 template <int K, int S>
 inline void window_rows(const float* x, int64_t in_h, int64_t in_w, int64_t pad_top, int64_t oy, const float** rows) {
