@@ -15,10 +15,12 @@ enum ConvTactic : int64_t {
   kConv1x1Avx2 = 11,
   kConv1x1Neon = 12,
   kConv1x1Avx512 = 13,
+  kConv1x1Avx512Tall = 14,
   kConvIm2colPortable = 20,
   kConvIm2colAvx2 = 21,
   kConvIm2colNeon = 22,
   kConvIm2colAvx512 = 23,
+  kConvIm2colAvx512Tall = 24,
   kConvDepthwisePortable = 30,
   kConvDepthwiseAvx2 = 31,
   kConvDepthwiseAvx512 = 32,
@@ -87,6 +89,7 @@ gemm::Isa isa_of(int64_t tactic) {
     case 1: return gemm::Isa::Avx2Fma;
     case 2: return gemm::Isa::Neon;
     case 3: return gemm::Isa::Avx512;
+    case 4: return gemm::Isa::Avx512Tall;
     default: return gemm::Isa::Portable;
   }
 }
@@ -136,6 +139,15 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
 #endif
     out.push_back({kConvGemvPortable, "f32-conv-1x1-gemv-16-portable"});
   }
+  // The 32x7 tile keeps all of a few columns that the 8x32 tile rounds up to 32 (49 of 64 on a
+  // 7x7 image); beyond a few hundred columns the rounding costs little.
+  const bool few_columns = s.g.rank == 2 && s.g.out[0] * s.g.out[1] < 1024;
+#if defined(__x86_64__)
+  const bool tall = few_columns && gemm::isa_available(gemm::Isa::Avx512Tall);
+#else
+  const bool tall = false;
+#endif
+  if (is_pointwise(s.g) && tall) out.push_back({kConv1x1Avx512Tall, "f32-conv-1x1-gemm-32x7-avx512"});
   if (is_pointwise(s.g))
     add_gemm_tactics(out, kConv1x1Portable, "f32-conv-1x1-gemm-8x32-avx512", "f32-conv-1x1-gemm-6x16-avx2",
                      "f32-conv-1x1-gemm-6x16-neon", "f32-conv-1x1-gemm-6x16-portable");
@@ -146,6 +158,7 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
     add_gemm_tactics(out, kConvWinogradPortable, "f32-conv-wino23-gemm-8x32-avx512", "f32-conv-wino23-gemm-6x16-avx2",
                      "f32-conv-wino23-gemm-6x16-neon", "f32-conv-wino23-gemm-6x16-portable");
   }
+  if (tall) out.push_back({kConvIm2colAvx512Tall, "f32-conv-im2col-gemm-32x7-avx512"});
   add_gemm_tactics(out, kConvIm2colPortable, "f32-conv-im2col-gemm-8x32-avx512", "f32-conv-im2col-gemm-6x16-avx2",
                    "f32-conv-im2col-gemm-6x16-neon", "f32-conv-im2col-gemm-6x16-portable");
   return out;
@@ -156,12 +169,13 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   if (x.dtype != EDGERT_DTYPE_FLOAT32 || w.dtype != EDGERT_DTYPE_FLOAT32 || !w.data) return false;
   if (x.rank != 3 && x.rank != 4) return false;
   switch (tactic) {
-    case kConv1x1Portable: case kConv1x1Avx2: case kConv1x1Neon: case kConv1x1Avx512:
+    case kConv1x1Portable: case kConv1x1Avx2: case kConv1x1Neon: case kConv1x1Avx512: case kConv1x1Avx512Tall:
       algorithm_ = Algorithm::Gemm1x1;
       break;
     case kConvGemvPortable: case kConvGemvAvx2: case kConvGemvAvx512: algorithm_ = Algorithm::Gemv; break;
     case kConvDirectAvx512: algorithm_ = Algorithm::Direct; break;
     case kConvIm2colPortable: case kConvIm2colAvx2: case kConvIm2colNeon: case kConvIm2colAvx512:
+    case kConvIm2colAvx512Tall:
       algorithm_ = Algorithm::Im2colGemm;
       break;
     case kConvDepthwisePortable: case kConvDepthwiseAvx2: case kConvDepthwiseAvx512:

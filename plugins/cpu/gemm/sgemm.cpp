@@ -19,7 +19,7 @@ namespace edgert::cpu::gemm {
 namespace {
 
 constexpr int64_t kKC = 256;
-constexpr int64_t kNC = 128;  // a multiple of every tile's columns
+constexpr int64_t kNC = 128;  // columns per B block (rounded down to whole panels)
 constexpr int kMaxTile = 8 * 32;
 constexpr int64_t kMaxNR = 32;
 
@@ -52,6 +52,7 @@ MicroKernel micro_kernel(Isa isa) {
 #if defined(__x86_64__)
     case Isa::Avx2Fma: return ukernel_6x16_avx2;
     case Isa::Avx512: return ukernel_8x32_avx512;
+    case Isa::Avx512Tall: return ukernel_32x7_avx512_tall;
 #endif
 #if defined(__aarch64__)
     case Isa::Neon: return ukernel_6x16_neon;
@@ -203,7 +204,7 @@ struct Job {
     const int64_t scratch_floats = thread_scratch_floats(kc);
     float* bpack = scratch + static_cast<size_t>(thread) * static_cast<size_t>(scratch_floats);
     // Columns per B block: kNC, fewer when the k block is longer than kKC.
-    const int64_t nc = std::max(nr, std::min(kNC, scratch_floats / kc / nr * nr));
+    const int64_t nc = std::max(nr, std::min(kNC, scratch_floats / kc) / nr * nr);
     const bool inline_add = addend_inline(*y, *ep);
     const bool fusable = fused_epilogue_applies(a->isa, *y, *ep);
     alignas(64) float tile[kMaxTile];
@@ -319,8 +320,8 @@ void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c,
   }
 }
 
-int tile_rows(Isa isa) { return isa == Isa::Avx512 ? 8 : 6; }
-int tile_cols(Isa isa) { return isa == Isa::Avx512 ? 32 : 16; }
+int tile_rows(Isa isa) { return isa == Isa::Avx512Tall ? 32 : isa == Isa::Avx512 ? 8 : 6; }
+int tile_cols(Isa isa) { return isa == Isa::Avx512Tall ? 7 : isa == Isa::Avx512 ? 32 : 16; }
 
 bool isa_available(Isa isa) {
   switch (isa) {
@@ -338,6 +339,7 @@ bool isa_available(Isa isa) {
       return false;
 #endif
     case Isa::Avx512:
+    case Isa::Avx512Tall:
 #if defined(__x86_64__)
       return __builtin_cpu_supports("avx512f");
 #else
@@ -360,7 +362,8 @@ void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride,
   out.m = m;
   out.k = k;
   out.isa = isa;
-  out.kc = one_k_block ? std::max<int64_t>(k, 1) : k_block(k);
+  // The tall tile's C leaves the registers transposed, too dear to repeat for every k block.
+  out.kc = one_k_block || isa == Isa::Avx512Tall ? std::max<int64_t>(k, 1) : k_block(k);
   const int64_t mr = tile_rows(isa);
   const int64_t kc = out.kc, m_padded = padded_rows(m, mr);
   out.data.assign(static_cast<size_t>(m_padded * k), 0.0f);

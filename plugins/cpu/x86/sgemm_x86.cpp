@@ -81,6 +81,8 @@ __attribute__((target("avx2,fma"))) void ukernel_6x16_avx2(int64_t kc, const flo
 // GCC 12's false positive on its own masked max/min intrinsics (see x86/depthwise_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// ... and the _mm512_undefined_ps/pd inside its lane-shuffle intrinsics as uninitialized.
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace {
 
@@ -138,7 +140,76 @@ __attribute__((always_inline)) inline void kernel_8x32(int64_t kc, const float* 
   }
 }
 
+// Rows become columns: v[r][j] = v[j][r] for an 8 x 8 block of floats.
+inline void transpose_8x8(__m256* v) {
+  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  v[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  v[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  v[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  v[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// AVX-512F, tall tile: 32 rows x 7 columns, the 32 rows of A in the lanes of two vectors and
+// each B value broadcast: 14 accumulators. Made for B with few columns (a 7x7 image has 49):
+// the 8x32 tile computes 64 columns there to keep 49, this one exactly 49.
+inline void kernel_32x7(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  __m512 acc[7][2];
+#pragma GCC unroll 7
+  for (int j = 0; j < 7; ++j) {
+    acc[j][0] = _mm512_setzero_ps();
+    acc[j][1] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 a0 = _mm512_loadu_ps(a);
+    const __m512 a1 = _mm512_loadu_ps(a + 16);
+#pragma GCC unroll 7
+    for (int j = 0; j < 7; ++j) {
+      const __m512 bv = _mm512_set1_ps(b[j]);
+      acc[j][0] = _mm512_fmadd_ps(a0, bv, acc[j][0]);
+      acc[j][1] = _mm512_fmadd_ps(a1, bv, acc[j][1]);
+    }
+    a += 32;
+    b += 7;
+  }
+  // C's rows are A's rows, so the tile leaves the registers transposed, eight rows at a time:
+  // an 8 x 8 transpose (the 7 columns and a zero one) of the 256-bit halves, then seven lanes
+  // of each row stored.
+  const __mmask8 seven = 0x7F;
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    __m256 v[8];
+#pragma GCC unroll 7
+    for (int j = 0; j < 7; ++j) {
+      const __m512 whole = acc[j][q / 2];
+      v[j] = _mm512_castps512_ps256(q % 2 ? _mm512_shuffle_f32x4(whole, whole, 0xEE) : whole);
+    }
+    v[7] = _mm256_setzero_ps();
+    transpose_8x8(v);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+      float* row = c + (8 * q + r) * ldc;
+      if (accumulate) v[r] = _mm256_add_ps(v[r], _mm256_maskz_loadu_ps(seven, row));
+      _mm256_mask_storeu_ps(row, seven, v[r]);
+    }
+  }
+}
+
 }  // namespace
+
+void ukernel_32x7_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  kernel_32x7(kc, a, b, c, ldc, accumulate);
+}
 
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   kernel_8x32<false>(kc, a, b, c, ldc, accumulate, nullptr);
