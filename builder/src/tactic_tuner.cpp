@@ -83,6 +83,28 @@ struct TimingOutcome {
   std::string untimed_reason;
 };
 
+// One candidate, prepared: its kernel state, outputs and workspace live until the timer ends,
+// so candidates can take turns.
+struct Trial {
+  int64_t id = 0;
+  std::string name;
+  const edgert_kernel* kernel = nullptr;
+  void* state = nullptr;
+  std::vector<edgert_tensor> outputs;
+  std::vector<AlignedBuffer> output_storage;
+  std::unique_ptr<AlignedBuffer> workspace;
+  std::vector<double> runs;
+  double first_ms = -1;  // the warm-up (the faster of two when it got a second look)
+  bool failed = false, cut_short = false;
+
+  Trial() = default;
+  Trial(const Trial&) = delete;
+  Trial& operator=(const Trial&) = delete;
+  ~Trial() {
+    if (state) kernel->release(kernel, state);
+  }
+};
+
 class TacticTimer {
  public:
   // spin_ms: untimed work before the first timing (spin_up), for a build's first timed node.
@@ -90,6 +112,11 @@ class TacticTimer {
               double spin_ms)
       : options_(options), view_(graph, node), node_(node), kernel_(kernel), spin_ms_(spin_ms) {}
 
+  // Every candidate is prepared first; after its warm-up, the candidates take turns, one run
+  // each per round, and each keeps the median of its runs. A burst of other load on a shared
+  // machine, or a slow spell of the cores, then falls on all of them alike: timed one after
+  // the other, whichever candidate met it lost (a kernel measured at 3.6x its steady time lost
+  // to one 1.6x slower).
   TimingOutcome run(const std::vector<edgert_tactic>& candidates) {
     TimingOutcome outcome;
     std::mt19937 rng(2026);
@@ -104,119 +131,129 @@ class TacticTimer {
       t.data = storage_.back().data.get();
       fill_random(t, t.data, rng);
     }
-    double best = -1;
-    if (spin_ms_ > 0) spin_up(candidates.front().id, spin_ms_);
+    std::vector<std::unique_ptr<Trial>> trials;
     for (const edgert_tactic& c : candidates) {
-      TacticTiming timing{c.id, c.name ? c.name : "", -1, 0};
-      if (!time_one(c.id, best, &timing, &outcome.untimed_reason)) {
-        outcome.timings.clear();
-        return outcome;
+      trials.push_back(std::make_unique<Trial>());
+      Trial& trial = *trials.back();
+      trial.id = c.id;
+      trial.name = c.name ? c.name : "";
+      if (!prepare(trial, &outcome.untimed_reason)) return outcome;
+    }
+    if (spin_ms_ > 0) spin_up(trials, spin_ms_);
+    // Warm-ups in the listed order (best guess first). A tactic far behind the best so far is
+    // not measured further; one moderately behind gets a second look, since a preempted warm-up
+    // must not hide the winner.
+    double best = -1;
+    for (std::unique_ptr<Trial>& t : trials) {
+      if (t->failed) continue;
+      t->first_ms = execute_timed(*t);
+      if (t->failed) continue;
+      const double factor = options_.prune_factor;
+      if (best >= 0 && t->first_ms > factor * best && t->first_ms <= 10 * factor * best) {
+        const double again = execute_timed(*t);
+        if (!t->failed) t->first_ms = std::min(t->first_ms, again);
       }
-      if (timing.median_ms >= 0 && (best < 0 || timing.median_ms < best)) best = timing.median_ms;
+      if (t->failed) continue;
+      if (best >= 0 && t->first_ms > factor * best) {
+        t->cut_short = true;
+        continue;
+      }
+      if (best < 0 || t->first_ms < best) best = t->first_ms;
+    }
+    // Rounds until every contender has min_runs and target_ms of runs, or max_runs, or the
+    // time budget (budget_ms per contender) is spent.
+    std::vector<Trial*> contenders;
+    for (std::unique_ptr<Trial>& t : trials)
+      if (!t->failed && !t->cut_short) contenders.push_back(t.get());
+    const Clock::time_point start = Clock::now();
+    const double budget = options_.budget_ms * static_cast<double>(contenders.size());
+    for (int32_t round = 0; round < options_.max_runs && !contenders.empty(); ++round) {
+      bool enough = true;
+      for (Trial* t : contenders) {
+        if (t->failed) continue;
+        t->runs.push_back(execute_timed(*t));
+        double total = 0;
+        for (double ms : t->runs) total += ms;
+        enough = enough && static_cast<int32_t>(t->runs.size()) >= options_.min_runs && total >= options_.target_ms;
+      }
+      if (enough || elapsed_ms(start) >= budget) break;
+    }
+    for (std::unique_ptr<Trial>& t : trials) {
+      TacticTiming timing{t->id, t->name, -1, 0};
+      if (t->failed) {
+        // stays failed: median < 0
+      } else if (t->cut_short || t->runs.empty()) {
+        timing.median_ms = t->first_ms;
+        timing.runs = 1;
+      } else {
+        std::vector<double>& runs = t->runs;
+        std::sort(runs.begin(), runs.end());
+        const size_t n = runs.size();
+        timing.median_ms = n % 2 ? runs[n / 2] : (runs[n / 2 - 1] + runs[n / 2]) / 2;
+        timing.runs = static_cast<int32_t>(n);
+      }
       outcome.timings.push_back(std::move(timing));
     }
-    if (best < 0) {
+    bool any = false;
+    for (const TacticTiming& t : outcome.timings) any = any || t.median_ms >= 0;
+    if (!any) {
+      outcome.timings.clear();
       outcome.untimed_reason = "no tactic ran";
-      return outcome;
-    }
-    // Finals: the tactics within 15% of the best are timed again, in turn, twice more, and each
-    // keeps its lowest median. On a shared machine a burst of load during one tactic's only turn
-    // would otherwise decide between kernels a few percent apart.
-    std::vector<TacticTiming*> finalists;
-    for (TacticTiming& t : outcome.timings)
-      if (t.median_ms >= 0 && t.runs > 1 && t.median_ms <= best * 1.15) finalists.push_back(&t);
-    for (int round = 0; round < 2 && finalists.size() > 1; ++round) {
-      for (TacticTiming* t : finalists) {
-        TacticTiming again{t->id, t->name, -1, 0};
-        if (!time_one(t->id, -1, &again, &outcome.untimed_reason)) {
-          outcome.timings.clear();
-          return outcome;
-        }
-        if (again.median_ms >= 0 && again.median_ms < t->median_ms) t->median_ms = again.median_ms;
-        t->runs += again.runs;
-      }
     }
     return outcome;
   }
 
  private:
-  // An idle machine's cores run slowly for the first milliseconds of work (clock ramp-up,
-  // power-gated vector units): without this, the first tactic a build timed measured up to 4x
-  // its steady time, enough to lose to a slower kernel. Untimed runs of the same tactic first.
-  void spin_up(int64_t tactic, double ms) {
-    const Clock::time_point start = Clock::now();
-    std::string why;
-    while (elapsed_ms(start) < ms) {
-      TacticTiming ignored{tactic, "", -1, 0};
-      if (!time_one(tactic, -1, &ignored, &why) || ignored.median_ms < 0) return;
-    }
-  }
-
-  // False when the node cannot be timed at all (then `why` says why); a tactic that merely
-  // fails keeps median_ms < 0.
-  bool time_one(int64_t tactic, double best, TacticTiming* timing, std::string* why) {
-    std::vector<edgert_tensor> outputs(node_.outputs.size());
-    void* state = nullptr;
+  // False when the node cannot be timed at all (then `why` says why); a tactic that cannot run
+  // the node is marked failed.
+  bool prepare(Trial& trial, std::string* why) {
+    trial.kernel = &kernel_;
+    trial.outputs.assign(node_.outputs.size(), edgert_tensor{});
     edgert_prepare_info info{};
     edgert_error error{};
-    edgert_status status = kernel_.prepare(&kernel_, view_.node(), tactic, inputs_.data(), outputs.data(), &state,
-                                           &info, &error);
-    struct ReleaseState {
-      const edgert_kernel& kernel;
-      void*& state;
-      ~ReleaseState() {
-        if (state) kernel.release(&kernel, state);
-      }
-    } release{kernel_, state};
+    const edgert_status status = kernel_.prepare(&kernel_, view_.node(), trial.id, inputs_.data(),
+                                                 trial.outputs.data(), &trial.state, &info, &error);
     if (status == EDGERT_ERR_NEEDS_DATA) {
       *why = "output shapes depend on input values";
       return false;
     }
-    if (status != EDGERT_OK) return true;  // this tactic cannot run the node: median stays < 0
+    if (status != EDGERT_OK) {
+      trial.failed = true;
+      return true;
+    }
     if (info.data_dependent) {
       *why = "the kernel reports data-dependent outputs";
       return false;
     }
-    std::vector<AlignedBuffer> output_storage;
-    for (edgert_tensor& t : outputs) {
-      output_storage.emplace_back(tensor_bytes(t));
-      t.data = output_storage.back().data.get();
+    for (edgert_tensor& t : trial.outputs) {
+      trial.output_storage.emplace_back(tensor_bytes(t));
+      t.data = trial.output_storage.back().data.get();
     }
-    AlignedBuffer workspace(info.workspace_bytes);
-    auto execute = [&] {
-      edgert_error e{};
-      return kernel_.execute(&kernel_, state, view_.node(), inputs_.data(), outputs.data(), workspace.data.get(), &e);
-    };
-    Clock::time_point start = Clock::now();
-    if (execute() != EDGERT_OK) return true;
-    double warmup_ms = elapsed_ms(start);
-    // A tactic far behind the best is not worth measuring further; one moderately behind gets a
-    // second look, since a preempted warm-up on a busy machine must not hide the winner.
-    if (best >= 0 && warmup_ms > options_.prune_factor * best && warmup_ms <= 10 * options_.prune_factor * best) {
-      start = Clock::now();
-      if (execute() != EDGERT_OK) return true;
-      warmup_ms = std::min(warmup_ms, elapsed_ms(start));
-    }
-    if (best >= 0 && warmup_ms > options_.prune_factor * best) {
-      timing->median_ms = warmup_ms;
-      timing->runs = 1;
-      return true;
-    }
-    std::vector<double> runs;
-    double total = 0;
-    while (static_cast<int32_t>(runs.size()) < options_.max_runs) {
-      start = Clock::now();
-      if (execute() != EDGERT_OK) return true;
-      runs.push_back(elapsed_ms(start));
-      total += runs.back();
-      if (total >= options_.budget_ms) break;
-      if (total >= options_.target_ms && static_cast<int32_t>(runs.size()) >= options_.min_runs) break;
-    }
-    std::sort(runs.begin(), runs.end());
-    size_t n = runs.size();
-    timing->median_ms = n % 2 ? runs[n / 2] : (runs[n / 2 - 1] + runs[n / 2]) / 2;
-    timing->runs = static_cast<int32_t>(n);
+    trial.workspace = std::make_unique<AlignedBuffer>(info.workspace_bytes);
     return true;
+  }
+
+  // One run's wall time; marks the trial failed when the kernel reports an error.
+  double execute_timed(Trial& trial) {
+    edgert_error e{};
+    const Clock::time_point start = Clock::now();
+    const edgert_status status = kernel_.execute(&kernel_, trial.state, view_.node(), inputs_.data(),
+                                                 trial.outputs.data(), trial.workspace->data.get(), &e);
+    const double ms = elapsed_ms(start);
+    if (status != EDGERT_OK) trial.failed = true;
+    return ms;
+  }
+
+  // An idle machine's cores run slowly for the first milliseconds of work (clock ramp-up,
+  // power-gated vector units): without this, the first tactic a build timed measured up to 4x
+  // its steady time. Untimed runs of the first candidate that runs, for `ms`.
+  void spin_up(std::vector<std::unique_ptr<Trial>>& trials, double ms) {
+    for (std::unique_ptr<Trial>& t : trials) {
+      if (t->failed) continue;
+      const Clock::time_point start = Clock::now();
+      while (!t->failed && elapsed_ms(start) < ms) execute_timed(*t);
+      return;
+    }
   }
 
   const TunerOptions& options_;

@@ -2,10 +2,12 @@
 // on this machine, and remembers the answer in a TimingCache.
 //
 // Timing runs the kernel on the node's real constants (weights) and seeded random data for the
-// other inputs, at the node's static shape: prepare(tactic), warm-up, then the median of
-// enough runs to fill a few milliseconds (bounded in count and time). A tactic whose warm-up
-// run (the faster of two when it is not far behind) is already several times slower than the
-// best median so far is not measured further.
+// other inputs, at the node's static shape: every candidate is prepared, warmed up, and then
+// the candidates take turns, one run each per round, until each has enough runs to fill a few
+// milliseconds (bounded in count and time); each keeps the median of its runs. Taking turns
+// puts a burst of other load on all candidates alike. A tactic whose warm-up run (the faster
+// of two when it is not far behind) is already several times slower than the best warm-up so
+// far is not measured further.
 //
 // Nodes whose input shapes are not static (dynamic dimensions, values that decide shapes) or
 // whose outputs are data-dependent are not timed: they take the kernel's first-listed tactic
