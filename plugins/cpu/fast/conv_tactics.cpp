@@ -139,7 +139,7 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
 #endif
     out.push_back({kConvGemvPortable, "f32-conv-1x1-gemv-16-portable"});
   }
-  // The 32x7 tile keeps all of a few columns that the 8x32 tile rounds up to 32 (49 of 64 on a
+  // The 48x7 tile keeps all of a few columns that the 8x32 tile rounds up to 32 (49 of 64 on a
   // 7x7 image); beyond a few hundred columns the rounding costs little.
   const bool few_columns = s.g.rank == 2 && s.g.out[0] * s.g.out[1] < 1024;
 #if defined(__x86_64__)
@@ -147,7 +147,7 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
 #else
   const bool tall = false;
 #endif
-  if (is_pointwise(s.g) && tall) out.push_back({kConv1x1Avx512Tall, "f32-conv-1x1-gemm-32x7-avx512"});
+  if (is_pointwise(s.g) && tall) out.push_back({kConv1x1Avx512Tall, "f32-conv-1x1-gemm-48x7-avx512"});
   if (is_pointwise(s.g))
     add_gemm_tactics(out, kConv1x1Portable, "f32-conv-1x1-gemm-8x32-avx512", "f32-conv-1x1-gemm-6x16-avx2",
                      "f32-conv-1x1-gemm-6x16-neon", "f32-conv-1x1-gemm-6x16-portable");
@@ -158,7 +158,7 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
     add_gemm_tactics(out, kConvWinogradPortable, "f32-conv-wino23-gemm-8x32-avx512", "f32-conv-wino23-gemm-6x16-avx2",
                      "f32-conv-wino23-gemm-6x16-neon", "f32-conv-wino23-gemm-6x16-portable");
   }
-  if (tall) out.push_back({kConvIm2colAvx512Tall, "f32-conv-im2col-gemm-32x7-avx512"});
+  if (tall) out.push_back({kConvIm2colAvx512Tall, "f32-conv-im2col-gemm-48x7-avx512"});
   add_gemm_tactics(out, kConvIm2colPortable, "f32-conv-im2col-gemm-8x32-avx512", "f32-conv-im2col-gemm-6x16-avx2",
                    "f32-conv-im2col-gemm-6x16-neon", "f32-conv-im2col-gemm-6x16-portable");
   return out;

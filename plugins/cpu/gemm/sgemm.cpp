@@ -20,7 +20,7 @@ namespace {
 
 constexpr int64_t kKC = 256;
 constexpr int64_t kNC = 128;  // columns per B block (rounded down to whole panels)
-constexpr int kMaxTile = 8 * 32;
+constexpr int kMaxTile = 48 * 7;  // the largest tile (48x7 > 8x32)
 constexpr int64_t kMaxNR = 32;
 
 // Per-thread B block: kKC x kNC, or (A packed as one long k block) kc rows of at least one panel.
@@ -52,7 +52,7 @@ MicroKernel micro_kernel(Isa isa) {
 #if defined(__x86_64__)
     case Isa::Avx2Fma: return ukernel_6x16_avx2;
     case Isa::Avx512: return ukernel_8x32_avx512;
-    case Isa::Avx512Tall: return ukernel_32x7_avx512_tall;
+    case Isa::Avx512Tall: return ukernel_48x7_avx512_tall;
 #endif
 #if defined(__aarch64__)
     case Isa::Neon: return ukernel_6x16_neon;
@@ -320,7 +320,7 @@ void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c,
   }
 }
 
-int tile_rows(Isa isa) { return isa == Isa::Avx512Tall ? 32 : isa == Isa::Avx512 ? 8 : 6; }
+int tile_rows(Isa isa) { return isa == Isa::Avx512Tall ? 48 : isa == Isa::Avx512 ? 8 : 6; }
 int tile_cols(Isa isa) { return isa == Isa::Avx512Tall ? 7 : isa == Isa::Avx512 ? 32 : 16; }
 
 bool isa_available(Isa isa) {

@@ -17,7 +17,7 @@
 namespace edgert::cpu::gemm {
 
 // The micro-kernel families: tile 6x16 for Portable, Avx2Fma and Neon, 8x32 for Avx512, and
-// 32x7 for Avx512Tall (AVX-512 with A's rows in the vector lanes, for B with few columns:
+// 48x7 for Avx512Tall (AVX-512 with A's rows in the vector lanes, for B with few columns:
 // 1x1 and 3x3 convolutions on 7x7 and 14x14 images).
 enum class Isa { Portable, Avx2Fma, Neon, Avx512, Avx512Tall };
 // The fastest family this CPU runs, fixed at first use from its features.
