@@ -32,6 +32,8 @@ enum ConvTactic : int64_t {
   kConvWinograd43Avx2 = 85,
   kConvWinograd43Neon = 86,
   kConvWinograd43Avx512 = 87,
+  kConvWinogradAvx512Tall = 88,    // F(2x2, 3x3) with the 48x7 tile
+  kConvWinograd43Avx512Tall = 89,  // F(4x4, 3x3) with the 48x7 tile
   kConvGemvPortable = 100,
   kConvGemvAvx2 = 101,
   kConvGemvAvx512 = 103,
@@ -83,7 +85,9 @@ bool is_pointwise_vector(const ConvShape& s) {
 // micro-kernel. Every variant this CPU runs is listed, the widest first: the builder drops those
 // the target board lacks (by the ISA at the end of the name) and times the rest.
 gemm::Isa isa_of(int64_t tactic) {
-  // F(4x4, 3x3) came after the decades were taken: its family starts at 84.
+  // F(4x4, 3x3) came after the decades were taken: its family starts at 84, and the tall-tile
+  // Winograd tactics at 88.
+  if (tactic == kConvWinogradAvx512Tall || tactic == kConvWinograd43Avx512Tall) return gemm::Isa::Avx512Tall;
   const bool wino43 = tactic >= kConvWinograd43Portable && tactic <= kConvWinograd43Avx512;
   switch (wino43 ? tactic - kConvWinograd43Portable : tactic % 10) {
     case 1: return gemm::Isa::Avx2Fma;
@@ -152,6 +156,10 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
     add_gemm_tactics(out, kConv1x1Portable, "f32-conv-1x1-gemm-8x32-avx512", "f32-conv-1x1-gemm-6x16-avx2",
                      "f32-conv-1x1-gemm-6x16-neon", "f32-conv-1x1-gemm-6x16-portable");
   if (is_winograd_3x3(s)) {
+    if (tall) {
+      out.push_back({kConvWinograd43Avx512Tall, "f32-conv-wino43-gemm-48x7-avx512"});
+      out.push_back({kConvWinogradAvx512Tall, "f32-conv-wino23-gemm-48x7-avx512"});
+    }
     add_gemm_tactics(out, kConvWinograd43Portable, "f32-conv-wino43-gemm-8x32-avx512",
                      "f32-conv-wino43-gemm-6x16-avx2", "f32-conv-wino43-gemm-6x16-neon",
                      "f32-conv-wino43-gemm-6x16-portable");
@@ -183,6 +191,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
       break;
     case kConvWinogradPortable: case kConvWinogradAvx2: case kConvWinogradNeon: case kConvWinogradAvx512:
     case kConvWinograd43Portable: case kConvWinograd43Avx2: case kConvWinograd43Neon: case kConvWinograd43Avx512:
+    case kConvWinogradAvx512Tall: case kConvWinograd43Avx512Tall:
       algorithm_ = Algorithm::Winograd;
       break;
     default: return false;
@@ -270,7 +279,9 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     const std::vector<int64_t> key = {tactic, threads_, batch_, channels_, in_h_, in_w_, pad_top_, pad_left_, out_h_,
                                       out_w_};
     if (packed_from_ != w.data || winograd_key_ != key) {
-      const int tile = tactic >= kConvWinograd43Portable && tactic <= kConvWinograd43Avx512 ? 4 : 2;
+      const bool f43 = (tactic >= kConvWinograd43Portable && tactic <= kConvWinograd43Avx512) ||
+                       tactic == kConvWinograd43Avx512Tall;
+      const int tile = f43 ? 4 : 2;
       winograd_.prepare(isa_, tile, static_cast<const float*>(w.data), batch_, channels_, out_channels_, in_h_, in_w_,
                         out_h_, out_w_, pad_top_, pad_left_, threads_);
       winograd_key_ = key;

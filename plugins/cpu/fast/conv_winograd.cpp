@@ -241,7 +241,9 @@ int64_t WinogradConv::m_stride() const { return out_channels_ * tile_block_ + 16
 
 // Per thread: V, M and the scratch of a one-thread GEMM, 64-byte multiples.
 int64_t WinogradConv::thread_floats() const {
-  return positions() * (v_stride() + m_stride()) + static_cast<int64_t>(gemm::workspace_bytes(1) / sizeof(float));
+  // The GEMM's B block grows with A's k block (the tall tile packs K in one block).
+  const int64_t kc = u_.empty() ? 0 : u_.front().kc;
+  return positions() * (v_stride() + m_stride()) + static_cast<int64_t>(gemm::workspace_bytes(1, kc) / sizeof(float));
 }
 
 size_t WinogradConv::workspace_bytes() const {
