@@ -61,6 +61,58 @@ MicroKernel micro_kernel(Isa isa) {
   }
 }
 
+// Columns [j, j + len) of a B panel: output pixels (oy, ox) .. (oy, ox + len - 1) of one row.
+struct PanelSegment {
+  int64_t j, len, oy, ox;
+};
+
+// Rows [p0, p0 + kc) of the im2col panel of columns [jp, jp + w) (w <= nr; columns past w are
+// zero). The panel's output-row segments are found once, and (channel, ky, kx) advance with p:
+// computed per row with three divisions, they cost as much as the copying.
+void pack_im2col_panel(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t jp, int64_t w, float* dst) {
+  PanelSegment segments[kMaxNR];
+  int count = 0;
+  for (int64_t j = 0, oy = jp / b.out_w, ox = jp % b.out_w; j < w; ox = 0, ++oy) {
+    const int64_t len = std::min(w - j, b.out_w - ox);
+    segments[count++] = {j, len, oy, ox};
+    j += len;
+  }
+  const int64_t taps = b.kernel_h * b.kernel_w, plane = b.in_h * b.in_w, sw = b.stride_w;
+  int64_t c = p0 / taps, ky = p0 % taps / b.kernel_w, kx = p0 % b.kernel_w;
+  for (int64_t p = 0; p < kc; ++p, dst += nr) {
+    const float* src = b.data + c * plane;
+    for (int s = 0; s < count; ++s) {
+      const PanelSegment& g = segments[s];
+      float* d = dst + g.j;
+      const int64_t iy = g.oy * b.stride_h - b.pad_top + ky * b.dilation_h;
+      if (iy < 0 || iy >= b.in_h) {
+        std::fill_n(d, g.len, 0.0f);
+        continue;
+      }
+      const float* row = src + iy * b.in_w;
+      // Column t reads ix0 + t * sw: inside the row for t in [lo, hi), padding elsewhere.
+      const int64_t ix0 = g.ox * sw - b.pad_left + kx * b.dilation_w;
+      const int64_t lo = ix0 >= 0 ? 0 : std::min(g.len, (-ix0 + sw - 1) / sw);
+      const int64_t hi = ix0 >= b.in_w ? lo : std::max(lo, std::min(g.len, (b.in_w - 1 - ix0) / sw + 1));
+      std::fill_n(d, lo, 0.0f);
+      if (sw == 1) {
+        if (hi > lo) std::memcpy(d + lo, row + ix0 + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+      } else {
+        for (int64_t t = lo; t < hi; ++t) d[t] = row[ix0 + t * sw];
+      }
+      std::fill_n(d + hi, g.len - hi, 0.0f);
+    }
+    std::fill_n(dst + w, nr - w, 0.0f);
+    if (++kx == b.kernel_w) {
+      kx = 0;
+      if (++ky == b.kernel_h) {
+        ky = 0;
+        ++c;
+      }
+    }
+  }
+}
+
 void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, int64_t j_end, float* dst) {
   for (int64_t jp = j0; jp < j_end; jp += nr) {
     const int64_t w = std::min<int64_t>(nr, j_end - jp);
@@ -76,37 +128,8 @@ void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, in
       }
       continue;
     }
-    const int64_t taps = b.kernel_h * b.kernel_w, plane = b.in_h * b.in_w;
-    const int64_t oy0 = jp / b.out_w, ox0 = jp % b.out_w;
-    for (int64_t p = p0; p < p0 + kc; ++p, dst += nr) {
-      const int64_t c = p / taps, tap = p % taps, ky = tap / b.kernel_w, kx = tap % b.kernel_w;
-      const float* src = b.data + c * plane;
-      int64_t oy = oy0, ox = ox0, j = 0;
-      while (j < w) {
-        const int64_t seg = std::min(w - j, b.out_w - ox);
-        const int64_t iy = oy * b.stride_h - b.pad_top + ky * b.dilation_h;
-        if (iy < 0 || iy >= b.in_h) {
-          for (int64_t s = 0; s < seg; ++s) dst[j + s] = 0.0f;
-        } else {
-          const float* row = src + iy * b.in_w;
-          const int64_t ix0 = ox * b.stride_w - b.pad_left + kx * b.dilation_w;
-          if (b.stride_w == 1 && ix0 >= 0 && ix0 + seg <= b.in_w) {
-            for (int64_t s = 0; s < seg; ++s) dst[j + s] = row[ix0 + s];
-          } else if (b.stride_w == 2 && ix0 >= 0 && ix0 + 2 * (seg - 1) < b.in_w) {
-            for (int64_t s = 0; s < seg; ++s) dst[j + s] = row[ix0 + 2 * s];
-          } else {
-            for (int64_t s = 0; s < seg; ++s) {
-              const int64_t ix = ix0 + s * b.stride_w;
-              dst[j + s] = ix >= 0 && ix < b.in_w ? row[ix] : 0.0f;
-            }
-          }
-        }
-        j += seg;
-        ox = 0;
-        ++oy;
-      }
-      for (int64_t s = w; s < nr; ++s) dst[s] = 0.0f;
-    }
+    pack_im2col_panel(b, nr, p0, kc, jp, w, dst);
+    dst += nr * kc;
   }
 }
 
