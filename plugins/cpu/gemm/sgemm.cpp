@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gemm/im2col_panel.h"
 #include "gemm/microkernels.h"
 #include "thread_pool.h"
 
@@ -21,7 +22,7 @@ namespace {
 constexpr int64_t kKC = 256;
 constexpr int64_t kNC = 128;  // columns per B block (rounded down to whole panels)
 constexpr int kMaxTile = 48 * 7;  // the largest tile (48x7 > 8x32)
-constexpr int64_t kMaxNR = 32;
+constexpr int64_t kMaxNR = kMaxPanelColumns;
 
 // Per-thread B block: kKC x kNC, or (A packed as one long k block) kc rows of at least one panel.
 int64_t thread_scratch_floats(int64_t kc) { return std::max(kKC * kNC, kc * kMaxNR); }
@@ -61,39 +62,28 @@ MicroKernel micro_kernel(Isa isa) {
   }
 }
 
-// Columns [j, j + len) of a B panel: output pixels (oy, ox) .. (oy, ox + len - 1) of one row.
-struct PanelSegment {
-  int64_t j, len, oy, ox;
-};
-
 // Rows [p0, p0 + kc) of the im2col panel of columns [jp, jp + w) (w <= nr; columns past w are
 // zero). The panel's output-row segments are found once, and (channel, ky, kx) advance with p:
 // computed per row with three divisions, they cost as much as the copying.
 void pack_im2col_panel(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t jp, int64_t w, float* dst) {
-  PanelSegment segments[kMaxNR];
-  int count = 0;
-  for (int64_t j = 0, oy = jp / b.out_w, ox = jp % b.out_w; j < w; ox = 0, ++oy) {
-    const int64_t len = std::min(w - j, b.out_w - ox);
-    segments[count++] = {j, len, oy, ox};
-    j += len;
-  }
-  const int64_t taps = b.kernel_h * b.kernel_w, plane = b.in_h * b.in_w, sw = b.stride_w;
-  int64_t c = p0 / taps, ky = p0 % taps / b.kernel_w, kx = p0 % b.kernel_w;
-  for (int64_t p = 0; p < kc; ++p, dst += nr) {
-    const float* src = b.data + c * plane;
+  PanelSegment segments[kMaxPanelColumns];
+  const int count = panel_segments(b, jp, w, segments);
+  const int64_t plane = b.in_h * b.in_w, sw = b.stride_w;
+  Im2colRow at(b, p0);
+  for (int64_t p = 0; p < kc; ++p, dst += nr, at.next(b)) {
+    const float* src = b.data + at.c * plane;
     for (int s = 0; s < count; ++s) {
       const PanelSegment& g = segments[s];
       float* d = dst + g.j;
-      const int64_t iy = g.oy * b.stride_h - b.pad_top + ky * b.dilation_h;
+      const int64_t iy = g.oy * b.stride_h - b.pad_top + at.ky * b.dilation_h;
       if (iy < 0 || iy >= b.in_h) {
         std::fill_n(d, g.len, 0.0f);
         continue;
       }
       const float* row = src + iy * b.in_w;
-      // Column t reads ix0 + t * sw: inside the row for t in [lo, hi), padding elsewhere.
-      const int64_t ix0 = g.ox * sw - b.pad_left + kx * b.dilation_w;
-      const int64_t lo = ix0 >= 0 ? 0 : std::min(g.len, (-ix0 + sw - 1) / sw);
-      const int64_t hi = ix0 >= b.in_w ? lo : std::max(lo, std::min(g.len, (b.in_w - 1 - ix0) / sw + 1));
+      const int64_t ix0 = g.ox * sw - b.pad_left + at.kx * b.dilation_w;
+      int64_t lo, hi;
+      inside_columns(ix0, sw, b.in_w, g.len, &lo, &hi);
       std::fill_n(d, lo, 0.0f);
       if (sw == 1) {
         if (hi > lo) std::memcpy(d + lo, row + ix0 + lo, static_cast<size_t>(hi - lo) * sizeof(float));
@@ -103,13 +93,6 @@ void pack_im2col_panel(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int
       std::fill_n(d + hi, g.len - hi, 0.0f);
     }
     std::fill_n(dst + w, nr - w, 0.0f);
-    if (++kx == b.kernel_w) {
-      kx = 0;
-      if (++ky == b.kernel_h) {
-        ky = 0;
-        ++c;
-      }
-    }
   }
 }
 
@@ -128,6 +111,14 @@ void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, in
       }
       continue;
     }
+#if defined(__x86_64__)
+    static const bool avx512 = isa_available(Isa::Avx512);
+    if (avx512 && nr == kMaxPanelColumns && (b.stride_w == 1 || b.stride_w == 2)) {
+      pack_im2col_panel_avx512(b, p0, kc, jp, w, dst);
+      dst += nr * kc;
+      continue;
+    }
+#endif
     pack_im2col_panel(b, nr, p0, kc, jp, w, dst);
     dst += nr * kc;
   }
