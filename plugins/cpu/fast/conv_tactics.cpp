@@ -145,9 +145,8 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   }
   // The 48x7 tile keeps all of a few columns that the 8x32 tile rounds up to 32 (49 of 64 on a
   // 7x7 image); beyond a few hundred columns the rounding costs little.
-  const bool few_columns = s.g.rank == 2 && s.g.out[0] * s.g.out[1] < 1024;
 #if defined(__x86_64__)
-  const bool tall = few_columns && gemm::isa_available(gemm::Isa::Avx512Tall);
+  const bool tall = s.g.rank == 2 && s.g.out[0] * s.g.out[1] < 1024 && gemm::isa_available(gemm::Isa::Avx512Tall);
 #else
   const bool tall = false;
 #endif
