@@ -44,13 +44,15 @@ inline void build_taps(const DirectConvShape& s, const float* const (*rows)[K], 
 }
 
 // NB blocks of 16 output columns (taps: NB tap arrays) times every output channel, 8 at a time:
-// each weight broadcast feeds NB FMAs, 8 x NB independent accumulators.
-template <int NB>
+// each weight broadcast feeds NB FMAs, 8 x NB independent accumulators. The activation A is a
+// compile-time constant and the epilogue is unrolled, so the accumulators stay in registers
+// (with the kind read at run time, GCC spilled them and jumped through a table per vector: a
+// quarter of a stem's time).
+template <int NB, ActivationKind A>
 inline void multiply_blocks(const DirectConvShape& s, const float* packed, const float* bias, const float* z,
                             float* y, const Activation& activation, int64_t oy, const int64_t* ox,
                             const __mmask16* out_mask, const __m512* const* taps, int64_t taps_per_block) {
   const int64_t out_plane = s.out_h * s.out_w;
-  const bool in_lanes = activation_in_lanes(activation.kind);
   for (int64_t m0 = 0; m0 < s.out_channels; m0 += kOutBlock) {
     const float* w = packed + m0 * taps_per_block;  // [tap][kOutBlock]
     __m512 acc[NB][kOutBlock];
@@ -64,21 +66,24 @@ inline void multiply_blocks(const DirectConvShape& s, const float* packed, const
         for (int b = 0; b < NB; ++b) acc[b][r] = _mm512_fmadd_ps(wr, taps[b][t], acc[b][r]);
       }
     }
-    const int rows_here = static_cast<int>(std::min<int64_t>(kOutBlock, s.out_channels - m0));
-    for (int r = 0; r < rows_here; ++r) {
+    const int64_t rows_here = std::min<int64_t>(kOutBlock, s.out_channels - m0);
+#pragma GCC unroll 8
+    for (int r = 0; r < kOutBlock; ++r) {
+      if (r >= rows_here) break;
+#pragma GCC unroll 2
       for (int b = 0; b < NB; ++b) {
         const int64_t at = (m0 + r) * out_plane + oy * s.out_w + ox[b];
         __m512 v = acc[b][r];
         if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[m0 + r]));
         if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(out_mask[b], z + at));  // z may be y: read first
-        if (in_lanes) v = activate_lanes(v, activation.kind, activation.p0, activation.p1);
+        v = activate_lanes(v, A, activation.p0, activation.p1);
         store_lanes(y + at, out_mask[b], v);
       }
     }
   }
 }
 
-template <int K, int S>
+template <int K, int S, ActivationKind A>
 void output_row(const DirectConvShape& s, const float* x, const float* packed, const float* bias, const float* z,
                 float* y, const Activation& activation, int64_t oy, __m512* taps) {
   const int64_t taps_per_block = s.channels * K * K;
@@ -98,14 +103,14 @@ void output_row(const DirectConvShape& s, const float* x, const float* packed, c
       const BlockMasks m1 = block_masks<K, S>(s.in_w, s.out_w, s.pad_left, ox + 16);
       build_taps<K, S>(s, rows, all_rows, m1, ox + 16, tap_blocks[1]);
       const __mmask16 masks[2] = {m0.out, m1.out};
-      multiply_blocks<2>(s, packed, bias, z, y, activation, oy, oxs, masks, tap_blocks, taps_per_block);
+      multiply_blocks<2, A>(s, packed, bias, z, y, activation, oy, oxs, masks, tap_blocks, taps_per_block);
     } else {
-      multiply_blocks<1>(s, packed, bias, z, y, activation, oy, oxs, &m0.out, tap_blocks, taps_per_block);
+      multiply_blocks<1, A>(s, packed, bias, z, y, activation, oy, oxs, &m0.out, tap_blocks, taps_per_block);
     }
   }
 }
 
-template <int K, int S>
+template <int K, int S, ActivationKind A>
 void run(const DirectConvShape& s, const float* x, const float* packed, const float* bias, const float* z, float* y,
          const Activation& activation, float* workspace, int threads) {
   const int64_t rows = s.batch * s.out_h;
@@ -117,21 +122,38 @@ void run(const DirectConvShape& s, const float* x, const float* packed, const fl
         __m512* taps = reinterpret_cast<__m512*>(workspace) + thread * direct_conv_taps(s);
         for (int64_t row = task * rows / tasks; row < (task + 1) * rows / tasks; ++row) {
           const int64_t n = row / s.out_h, oy = row % s.out_h;
-          output_row<K, S>(s, x + n * in_image, packed, bias, z ? z + n * out_image : nullptr, y + n * out_image,
+          output_row<K, S, A>(s, x + n * in_image, packed, bias, z ? z + n * out_image : nullptr, y + n * out_image,
                            activation, oy, taps);
         }
       },
       threads);
 }
 
+template <ActivationKind A>
+void run_kernel(const DirectConvShape& s, const float* x, const float* packed, const float* bias, const float* z,
+                float* y, const Activation& activation, float* workspace, int threads) {
+  const auto go = [&](auto kernel) { kernel(s, x, packed, bias, z, y, activation, workspace, threads); };
+  if (s.kernel == 3) s.stride == 1 ? go(run<3, 1, A>) : go(run<3, 2, A>);
+  else if (s.kernel == 5) s.stride == 1 ? go(run<5, 1, A>) : go(run<5, 2, A>);
+  else s.stride == 1 ? go(run<7, 1, A>) : go(run<7, 2, A>);
+}
+
 }  // namespace
 
 void direct_conv_avx512(const DirectConvShape& s, const float* x, const float* packed, const float* bias,
                         const float* z, float* y, const Activation& activation, float* workspace, int threads) {
-  const auto go = [&](auto kernel) { kernel(s, x, packed, bias, z, y, activation, workspace, threads); };
-  if (s.kernel == 3) s.stride == 1 ? go(run<3, 1>) : go(run<3, 2>);
-  else if (s.kernel == 5) s.stride == 1 ? go(run<5, 1>) : go(run<5, 2>);
-  else s.stride == 1 ? go(run<7, 1>) : go(run<7, 2>);
+  switch (activation.kind) {
+    case ActivationKind::Relu: run_kernel<ActivationKind::Relu>(s, x, packed, bias, z, y, activation, workspace, threads); break;
+    case ActivationKind::Clip: run_kernel<ActivationKind::Clip>(s, x, packed, bias, z, y, activation, workspace, threads); break;
+    case ActivationKind::HardSwish:
+      run_kernel<ActivationKind::HardSwish>(s, x, packed, bias, z, y, activation, workspace, threads);
+      break;
+    case ActivationKind::Sigmoid:
+      run_kernel<ActivationKind::Sigmoid>(s, x, packed, bias, z, y, activation, workspace, threads);
+      break;
+    case ActivationKind::SiLU: run_kernel<ActivationKind::SiLU>(s, x, packed, bias, z, y, activation, workspace, threads); break;
+    default: run_kernel<ActivationKind::None>(s, x, packed, bias, z, y, activation, workspace, threads);
+  }
   if (!activation_in_lanes(activation.kind)) {
     const int64_t planes = s.batch * s.out_channels, plane = s.out_h * s.out_w;
     ThreadPool::instance().parallel_for(
