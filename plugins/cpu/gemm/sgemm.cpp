@@ -97,8 +97,24 @@ void pack_im2col_panel(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int
 }
 
 void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, int64_t j_end, float* dst) {
+#if defined(__x86_64__)
+  static const bool avx512 = isa_available(Isa::Avx512);
+  const bool wide_panels = avx512 && nr == kMaxPanelColumns;
+#endif
   for (int64_t jp = j0; jp < j_end; jp += nr) {
     const int64_t w = std::min<int64_t>(nr, j_end - jp);
+#if defined(__x86_64__)
+    if (wide_panels && b.kind == BSource::Kind::Strided && b.col_stride == 1) {
+      pack_strided_panel_avx512(b.data + p0 * b.row_stride + jp, b.row_stride, kc, w, dst);
+      dst += nr * kc;
+      continue;
+    }
+    if (wide_panels && b.kind == BSource::Kind::Im2col && (b.stride_w == 1 || b.stride_w == 2)) {
+      pack_im2col_panel_avx512(b, p0, kc, jp, w, dst);
+      dst += nr * kc;
+      continue;
+    }
+#endif
     if (b.kind == BSource::Kind::Strided) {
       const float* src = b.data + p0 * b.row_stride + jp * b.col_stride;
       for (int64_t p = 0; p < kc; ++p, src += b.row_stride, dst += nr) {
@@ -111,14 +127,6 @@ void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, in
       }
       continue;
     }
-#if defined(__x86_64__)
-    static const bool avx512 = isa_available(Isa::Avx512);
-    if (avx512 && nr == kMaxPanelColumns && (b.stride_w == 1 || b.stride_w == 2)) {
-      pack_im2col_panel_avx512(b, p0, kc, jp, w, dst);
-      dst += nr * kc;
-      continue;
-    }
-#endif
     pack_im2col_panel(b, nr, p0, kc, jp, w, dst);
     dst += nr * kc;
   }
