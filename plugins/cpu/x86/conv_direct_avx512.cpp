@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 #include <cstring>
 
 #include "fast/conv_direct.h"

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "fast/depthwise.h"
 #include "gemm/sgemm.h"
@@ -73,7 +75,7 @@ void direct_plane(const Geometry& g, const float* x, const float* w, float bias,
         row_group<K, S>(g, x, wv, bv, oy0, ox * S - g.pad_left, m, acc);
 #pragma GCC unroll 7
         for (int r = 0; r < kRows; ++r) {  // unrolled, so acc stays in registers
-          if (r >= rows) break;
+          if (r >= rows) continue;
           const int64_t at = (oy0 + r) * ow + ox;
           __m512 sum = acc[r];
           if (z) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(m.out, z + at));  // z may be y: read first

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 #include <limits>
 
 #include "fast/pool_rows.h"

@@ -2,7 +2,8 @@
 // 16 outputs of one output row of a K x K window, stride 1 or 2, dilation 1, read straight from
 // an NCHW plane. Lanes outside the input are the lanes a masked load leaves out (they read as
 // the padding value), and stride-2 taps are the even or odd lanes of two loads, picked by a
-// permute. Include only inside `#pragma GCC target("avx512f,...")`, in an unnamed namespace.
+// permute. Include only inside `#pragma GCC target("avx512f,...")`, in an unnamed namespace
+// (after <type_traits> and <utility>).
 #pragma once
 
 // The lanes of a 16-float load starting at input column c that lie inside the row [0, w).
@@ -91,29 +92,51 @@ __attribute__((always_inline)) inline void for_each_tap(const float* const* rows
   }
 }
 
+namespace group_tap_detail {
+
+// Input row J of the group: its taps feed output rows r with ky = J - r S in [0, K). Rows, taps
+// and kernel columns are template constants (index sequences, not unrolled loops), so the
+// callers' accumulator arrays are indexed by constants from the start and stay in registers:
+// with `#pragma GCC unroll` the indices became constant only after GCC had put the arrays in
+// memory, and every FMA of the depthwise kernel read and wrote the stack.
+template <int K, int S, int J, typename Tap, int... R, int... KX>
+__attribute__((always_inline)) inline void input_row(const __m512* v, Tap& tap, std::integer_sequence<int, R...>,
+                                                     std::integer_sequence<int, KX...>) {
+  const auto row = [&](auto r) __attribute__((always_inline)) {
+    constexpr int ky = J - decltype(r)::value * S;
+    if constexpr (ky >= 0 && ky < K) (tap(decltype(r)::value, ky, KX, v[KX]), ...);
+  };
+  (row(std::integral_constant<int, R>{}), ...);
+}
+
+template <int K, int S, int R, typename Tap, int... J>
+__attribute__((always_inline)) inline void group(const float* x, int64_t in_h, int64_t in_w, int64_t iy0, int64_t c0,
+                                                 const BlockMasks& m, __m512 pad, Tap& tap,
+                                                 std::integer_sequence<int, J...>) {
+  const auto one = [&](auto j) __attribute__((always_inline)) {
+    constexpr int kJ = decltype(j)::value;
+    const int64_t iy = iy0 + kJ;
+    if (iy < 0 || iy >= in_h) return;
+    __m512 v[K];
+    row_taps<K, S>(x + iy * in_w, c0, m, pad, v);
+    input_row<K, S, kJ>(v, tap, std::make_integer_sequence<int, R>{}, std::make_integer_sequence<int, K>{});
+  };
+  (one(std::integral_constant<int, J>{}), ...);
+}
+
+}  // namespace group_tap_detail
+
 // Calls tap(r, ky, kx, values) for every tap of output rows oy0 + r, r < R, 16 outputs each from
-// input column c0 (iy0 = oy0 * S - pad_top: the input row of the group's first window row).
-// Each input row's taps are loaded once and feed every row of the group whose window covers it
-// (per output row, a 3x3 stride-1 window then costs about 3 loads instead of 9); rows outside
-// the input are the padding, skipped. Rows past the output's end are visited as well: the
-// caller does not store them.
+// input column c0 (iy0 = oy0 * S - pad_top: the input row of the group's first window row);
+// r, ky and kx are compile-time constants in each call. Each input row's taps are loaded once
+// and feed every row of the group whose window covers it (per output row, a 3x3 stride-1
+// window then costs about 3 loads instead of 9); rows outside the input are the padding,
+// skipped. Rows past the output's end are visited as well: the caller does not store them.
 template <int K, int S, int R, typename Tap>
 __attribute__((always_inline)) inline void for_each_group_tap(const float* x, int64_t in_h, int64_t in_w, int64_t iy0,
                                                               int64_t c0, const BlockMasks& m, __m512 pad, Tap&& tap) {
-#pragma GCC unroll 17
-  for (int j = 0; j < (R - 1) * S + K; ++j) {
-    const int64_t iy = iy0 + j;
-    if (iy < 0 || iy >= in_h) continue;
-    __m512 v[K];
-    row_taps<K, S>(x + iy * in_w, c0, m, pad, v);
-#pragma GCC unroll 7
-    for (int r = 0; r < R; ++r) {
-      const int ky = j - r * S;  // a constant once the loops are unrolled
-      if (ky < 0 || ky >= K) continue;
-#pragma GCC unroll 7
-      for (int kx = 0; kx < K; ++kx) tap(r, ky, kx, v[kx]);
-    }
-  }
+  group_tap_detail::group<K, S, R>(x, in_h, in_w, iy0, c0, m, pad, tap,
+                                   std::make_integer_sequence<int, (R - 1) * S + K>{});
 }
 
 // The K input rows of output row oy (null where they fall outside the input).
