@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "fast/winograd_tiles.h"
 #include "thread_pool.h"
 
 namespace edgert::cpu {
@@ -106,11 +107,6 @@ void transform_filter(const float* g, float* u, int64_t pos_stride) {
     for (int j = 0; j < A; ++j) u[(i * A + j) * pos_stride] = combine(T::kG[j], &gg[i][0], 1);
 }
 
-// Geometry the tile loops need, copied out of the WinogradConv.
-struct TileGeometry {
-  int64_t in_h, in_w, out_h, out_w, pad_top, pad_left, tiles_w;
-};
-
 // V = B^T d B for tiles [t0, t0 + count) of one channel; element pos of tile t goes to
 // v[pos * pos_stride + t - t0]. Tiles wholly inside the image read their rows directly.
 template <int M>
@@ -182,6 +178,7 @@ void WinogradConv::prepare(gemm::Isa isa, int tile, const float* w, int64_t batc
                            int64_t out_channels, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w,
                            int64_t pad_top, int64_t pad_left, int threads) {
   tile_ = tile == 4 ? 4 : 2;
+  avx512_transforms_ = (isa == gemm::Isa::Avx512 || isa == gemm::Isa::Avx512Tall) && gemm::isa_available(isa);
   const int64_t positions = this->positions();
   batch_ = batch;
   channels_ = channels;
@@ -257,7 +254,17 @@ void WinogradConv::execute(const float* x, const float* bias, const float* z, fl
   const int64_t vs = v_stride(), ms = m_stride(), blocks = (tiles + tb - 1) / tb;
   const TileGeometry geometry{in_h_, in_w_, out_h_, out_w_, pad_top_, pad_left_, tiles_w_};
   ThreadPool& pool = ThreadPool::instance();
+  // F(2x2) with an AVX-512 tactic transforms 16 tiles per vector, the activation included.
+  const bool vector_f23 = tile_ == 2 && avx512_transforms_;
+#if defined(__x86_64__)
+  const bool activation_done = vector_f23 && winograd_activation_in_lanes(activation.kind);
+#else
+  const bool activation_done = false;
+#endif
   const auto transform_in = [&](const float* xn, int64_t t0, int64_t count, float* v_buf, int64_t c) {
+#if defined(__x86_64__)
+    if (vector_f23) return winograd_input_tiles_f23_avx512(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
+#endif
     if (tile_ == 4) {
       input_tiles<4>(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
     } else {
@@ -275,6 +282,13 @@ void WinogradConv::execute(const float* x, const float* bias, const float* z, fl
                                  int64_t m) {
     const float b = bias ? bias[m] : 0.0f;
     const float* zm = zn ? zn + m * out_plane : nullptr;
+#if defined(__x86_64__)
+    if (vector_f23) {
+      const Activation none{};
+      return winograd_output_tiles_f23_avx512(geometry, m_buf + m * tb, ms, t0, count, b, zm, yn + m * out_plane,
+                                              activation_done ? activation : none);
+    }
+#endif
     if (tile_ == 4) {
       output_tiles<4>(geometry, m_buf + m * tb, ms, t0, count, b, zm, yn + m * out_plane);
     } else {
@@ -320,7 +334,7 @@ void WinogradConv::execute(const float* x, const float* bias, const float* z, fl
         pool.parallel_for(M, [&](int64_t m, int) { transform_out(m_buf, t0, count, zn, yn, m); }, threads_);
       }
     }
-    if (activation.kind != ActivationKind::None)
+    if (activation.kind != ActivationKind::None && !activation_done)
       pool.parallel_for(M, [&](int64_t m, int) { gemm::apply_activation(yn + m * out_plane, out_plane, activation); });
   }
 }
