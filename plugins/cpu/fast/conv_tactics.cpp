@@ -34,6 +34,7 @@ enum ConvTactic : int64_t {
   kConvWinograd43Avx512 = 87,
   kConvWinogradAvx512Tall = 88,    // F(2x2, 3x3) with the 48x7 tile
   kConvWinograd43Avx512Tall = 89,  // F(4x4, 3x3) with the 48x7 tile
+  kConvWinogradAvx512Tall8 = 90,   // F(2x2, 3x3) with the 48x8 tile
   kConvGemvPortable = 100,
   kConvGemvAvx2 = 101,
   kConvGemvAvx512 = 103,
@@ -88,6 +89,7 @@ gemm::Isa isa_of(int64_t tactic) {
   // F(4x4, 3x3) came after the decades were taken: its family starts at 84, and the tall-tile
   // Winograd tactics at 88.
   if (tactic == kConvWinogradAvx512Tall || tactic == kConvWinograd43Avx512Tall) return gemm::Isa::Avx512Tall;
+  if (tactic == kConvWinogradAvx512Tall8) return gemm::Isa::Avx512Tall8;
   const bool wino43 = tactic >= kConvWinograd43Portable && tactic <= kConvWinograd43Avx512;
   switch (wino43 ? tactic - kConvWinograd43Portable : tactic % 10) {
     case 1: return gemm::Isa::Avx2Fma;
@@ -158,6 +160,7 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
     if (tall) {
       out.push_back({kConvWinograd43Avx512Tall, "f32-conv-wino43-gemm-48x7-avx512"});
       out.push_back({kConvWinogradAvx512Tall, "f32-conv-wino23-gemm-48x7-avx512"});
+      out.push_back({kConvWinogradAvx512Tall8, "f32-conv-wino23-gemm-48x8-avx512"});
     }
     add_gemm_tactics(out, kConvWinograd43Portable, "f32-conv-wino43-gemm-8x32-avx512",
                      "f32-conv-wino43-gemm-6x16-avx2", "f32-conv-wino43-gemm-6x16-neon",
@@ -190,7 +193,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
       break;
     case kConvWinogradPortable: case kConvWinogradAvx2: case kConvWinogradNeon: case kConvWinogradAvx512:
     case kConvWinograd43Portable: case kConvWinograd43Avx2: case kConvWinograd43Neon: case kConvWinograd43Avx512:
-    case kConvWinogradAvx512Tall: case kConvWinograd43Avx512Tall:
+    case kConvWinogradAvx512Tall: case kConvWinograd43Avx512Tall: case kConvWinogradAvx512Tall8:
       algorithm_ = Algorithm::Winograd;
       break;
     default: return false;

@@ -4,7 +4,7 @@
 //   f32-conv-im2col-gemm-6x16-*  any other dense or grouped conv: GEMM, im2col done while packing
 //   f32-conv-*-gemm-48x7-avx512  these and the Winograd tactics on images of fewer than 1024
 //                                pixels, with the tall tile (output channels in the lanes: no
-//                                columns rounded up to 32)
+//                                columns rounded up to 32); wino23 also with 48x8 (16 tiles)
 //   f32-conv-dw-direct-*         depthwise (group == C == M): direct rows, vectorized
 //   f32-conv-direct-8x16-avx512  few input channels (stems), 3x3/5x5/7x7: direct, taps built once
 //   f32-conv-wino23-gemm-*       dense 3x3 stride 1: Winograd F(2x2, 3x3) over the packed GEMM

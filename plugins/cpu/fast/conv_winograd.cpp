@@ -178,7 +178,7 @@ void WinogradConv::prepare(gemm::Isa isa, int tile, const float* w, int64_t batc
                            int64_t out_channels, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w,
                            int64_t pad_top, int64_t pad_left, int threads) {
   tile_ = tile == 4 ? 4 : 2;
-  avx512_transforms_ = (isa == gemm::Isa::Avx512 || isa == gemm::Isa::Avx512Tall) && gemm::isa_available(isa);
+  avx512_transforms_ = (isa == gemm::Isa::Avx512 || gemm::is_tall(isa)) && gemm::isa_available(isa);
   const int64_t positions = this->positions();
   batch_ = batch;
   channels_ = channels;

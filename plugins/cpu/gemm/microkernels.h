@@ -16,8 +16,10 @@ void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c,
 #if defined(__x86_64__)
 void ukernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
-// MR 48, NR 7 (Isa::Avx512Tall): b need not be aligned (its values are broadcast).
+// MR 48, NR 7 (Isa::Avx512Tall) and NR 8 (Isa::Avx512Tall8): b need not be aligned (its values
+// are broadcast).
 void ukernel_48x7_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+void ukernel_48x8_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 
 // The epilogue one full tile can finish in registers (see sgemm.cpp, fused_epilogue_applies):
 // bias of the tile's rows, an addend with the tile's layout (may be C itself), then one of the

@@ -21,7 +21,7 @@ namespace {
 
 constexpr int64_t kKC = 256;
 constexpr int64_t kNC = 128;  // columns per B block (rounded down to whole panels)
-constexpr int kMaxTile = 48 * 7;  // the largest tile (48x7 > 8x32)
+constexpr int kMaxTile = 48 * 8;  // the largest tile (48x8 > 8x32)
 constexpr int64_t kMaxNR = kMaxPanelColumns;
 
 // Per-thread B block: kKC x kNC, or (A packed as one long k block) kc rows of at least one panel.
@@ -54,6 +54,7 @@ MicroKernel micro_kernel(Isa isa) {
     case Isa::Avx2Fma: return ukernel_6x16_avx2;
     case Isa::Avx512: return ukernel_8x32_avx512;
     case Isa::Avx512Tall: return ukernel_48x7_avx512_tall;
+    case Isa::Avx512Tall8: return ukernel_48x8_avx512_tall;
 #endif
 #if defined(__aarch64__)
     case Isa::Neon: return ukernel_6x16_neon;
@@ -342,8 +343,15 @@ void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c,
   }
 }
 
-int tile_rows(Isa isa) { return isa == Isa::Avx512Tall ? 48 : isa == Isa::Avx512 ? 8 : 6; }
-int tile_cols(Isa isa) { return isa == Isa::Avx512Tall ? 7 : isa == Isa::Avx512 ? 32 : 16; }
+int tile_rows(Isa isa) { return is_tall(isa) ? 48 : isa == Isa::Avx512 ? 8 : 6; }
+int tile_cols(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return 32;
+    case Isa::Avx512Tall: return 7;
+    case Isa::Avx512Tall8: return 8;
+    default: return 16;
+  }
+}
 
 bool isa_available(Isa isa) {
   switch (isa) {
@@ -362,6 +370,7 @@ bool isa_available(Isa isa) {
 #endif
     case Isa::Avx512:
     case Isa::Avx512Tall:
+    case Isa::Avx512Tall8:
 #if defined(__x86_64__)
       return __builtin_cpu_supports("avx512f");
 #else
@@ -385,7 +394,7 @@ void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride,
   out.k = k;
   out.isa = isa;
   // The tall tile's C leaves the registers transposed, too dear to repeat for every k block.
-  out.kc = one_k_block || isa == Isa::Avx512Tall ? std::max<int64_t>(k, 1) : k_block(k);
+  out.kc = one_k_block || is_tall(isa) ? std::max<int64_t>(k, 1) : k_block(k);
   const int64_t mr = tile_rows(isa);
   const int64_t kc = out.kc, m_padded = padded_rows(m, mr);
   out.data.assign(static_cast<size_t>(m_padded * k), 0.0f);

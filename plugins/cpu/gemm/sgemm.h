@@ -17,9 +17,12 @@
 namespace edgert::cpu::gemm {
 
 // The micro-kernel families: tile 6x16 for Portable, Avx2Fma and Neon, 8x32 for Avx512, and
-// 48x7 for Avx512Tall (AVX-512 with A's rows in the vector lanes, for B with few columns:
-// 1x1 and 3x3 convolutions on 7x7 and 14x14 images).
-enum class Isa { Portable, Avx2Fma, Neon, Avx512, Avx512Tall };
+// 48x7 for Avx512Tall and 48x8 for Avx512Tall8 (AVX-512 with A's rows in the vector lanes, for
+// B with few columns: 1x1 and 3x3 convolutions on 7x7 and 14x14 images, whose 49 and 196
+// columns are whole 7-column panels, and Winograd on a 7x7 image, 16 tiles).
+enum class Isa { Portable, Avx2Fma, Neon, Avx512, Avx512Tall, Avx512Tall8 };
+// Whether the family keeps A's rows in the lanes (and packs A as one k block).
+inline bool is_tall(Isa isa) { return isa == Isa::Avx512Tall || isa == Isa::Avx512Tall8; }
 // The fastest family this CPU runs, fixed at first use from its features.
 Isa best_isa();
 // Whether `isa` can run on this CPU (tests run each one that can).

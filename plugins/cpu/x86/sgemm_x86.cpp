@@ -160,48 +160,55 @@ inline void transpose_8x8(__m256* v) {
   v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-// AVX-512F, tall tile: 48 rows x 7 columns, the 48 rows of A in the lanes of three vectors
-// and each B value broadcast: 21 accumulators, 10 loads per 21 FMAs (32 rows took 9 per 14 and
-// ran 10-20% slower). Made for B with few columns (a 7x7 image has 49): the 8x32 tile
-// computes 64 columns there to keep 49, this one exactly 49. C's rows are A's rows, so the
-// tile leaves the registers transposed: 8 x 8 blocks (7 columns and a zero one), seven lanes
-// of each row stored.
-inline void kernel_48x7(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+// AVX-512F, tall tiles: 48 rows x N (7 or 8) columns, the 48 rows of A in the lanes of three
+// vectors and each B value broadcast: 21 or 24 accumulators, 3 + N loads per 3 N FMAs (32
+// rows took 9 per 14 and ran 10-20% slower). Made for B with few columns (a 7x7 image has 49):
+// the 8x32 tile computes 64 columns there to keep 49, the 48x7 tile exactly 49; 48x8 takes the
+// 16 tiles of Winograd on a 7x7 image. C's rows are A's rows, so the tile leaves the registers
+// transposed: 8 x 8 blocks (N columns, then zeros), N lanes of each row stored.
+template <int N>
+inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  static_assert(N == 7 || N == 8, "7 or 8 columns");
   constexpr int kV = 3;  // vectors of A rows
-  __m512 acc[7][kV];
-#pragma GCC unroll 7
-  for (int j = 0; j < 7; ++j)
+  __m512 acc[N][kV];
+#pragma GCC unroll 8
+  for (int j = 0; j < N; ++j)
 #pragma GCC unroll 3
     for (int h = 0; h < kV; ++h) acc[j][h] = _mm512_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
     __m512 av[kV];
 #pragma GCC unroll 3
     for (int h = 0; h < kV; ++h) av[h] = _mm512_loadu_ps(a + 16 * h);
-#pragma GCC unroll 7
-    for (int j = 0; j < 7; ++j) {
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) {
       const __m512 bv = _mm512_set1_ps(b[j]);
 #pragma GCC unroll 3
       for (int h = 0; h < kV; ++h) acc[j][h] = _mm512_fmadd_ps(av[h], bv, acc[j][h]);
     }
     a += 16 * kV;
-    b += 7;
+    b += N;
   }
-  const __mmask8 seven = 0x7F;
+  const __mmask8 columns = N == 8 ? 0xFF : 0x7F;
 #pragma GCC unroll 6
   for (int q = 0; q < 2 * kV; ++q) {
     __m256 v[8];
-#pragma GCC unroll 7
-    for (int j = 0; j < 7; ++j) {
+#pragma GCC unroll 8
+    for (int j = 0; j < N; ++j) {
       const __m512 whole = acc[j][q / 2];
       v[j] = _mm512_castps512_ps256(q % 2 ? _mm512_shuffle_f32x4(whole, whole, 0xEE) : whole);
     }
-    v[7] = _mm256_setzero_ps();
+    if (N == 7) v[7] = _mm256_setzero_ps();
     transpose_8x8(v);
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) {
       float* row = c + (8 * q + r) * ldc;
-      if (accumulate) v[r] = _mm256_add_ps(v[r], _mm256_maskz_loadu_ps(seven, row));
-      _mm256_mask_storeu_ps(row, seven, v[r]);
+      if (N == 8) {  // whole rows: plain loads and stores (masked stores are slow on some cores)
+        if (accumulate) v[r] = _mm256_add_ps(v[r], _mm256_loadu_ps(row));
+        _mm256_storeu_ps(row, v[r]);
+      } else {
+        if (accumulate) v[r] = _mm256_add_ps(v[r], _mm256_maskz_loadu_ps(columns, row));
+        _mm256_mask_storeu_ps(row, columns, v[r]);
+      }
     }
   }
 }
@@ -209,7 +216,11 @@ inline void kernel_48x7(int64_t kc, const float* a, const float* b, float* c, in
 }  // namespace
 
 void ukernel_48x7_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  kernel_48x7(kc, a, b, c, ldc, accumulate);
+  kernel_48xn<7>(kc, a, b, c, ldc, accumulate);
+}
+
+void ukernel_48x8_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  kernel_48xn<8>(kc, a, b, c, ldc, accumulate);
 }
 
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
