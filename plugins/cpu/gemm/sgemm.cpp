@@ -39,12 +39,20 @@ constexpr int64_t kColumnPanelsPerThread = 2;
 // B packed once for all threads is used up to this size (floats); larger B keeps per-task blocks.
 constexpr int64_t kMaxSharedB = 2 << 20;
 
+// Whether threads split B's columns (each task then reads all of A) rather than A's rows (each
+// reads all of B): columns when there are enough panels and B is at least as wide as A is tall.
+// On a 7x7 image the tall tile has 7 column panels, and splitting those made every task stream
+// all the weights.
+bool split_columns(int64_t threads, Isa isa, int64_t m, int64_t n) {
+  const int64_t nr = tile_cols(isa), n_panels = (n + nr - 1) / nr;
+  return n_panels >= kColumnPanelsPerThread * threads && n >= m;
+}
+
 // Floats of B packed whole (k x n rounded up to panels) when sgemm with `threads` threads
 // would split A's rows and pack B in every task; 0 when it would not.
-int64_t shared_b_floats(int64_t threads, Isa isa, int64_t k, int64_t n) {
-  const int64_t nr = tile_cols(isa), n_panels = (n + nr - 1) / nr;
-  if (threads < 2 || k == 0 || n_panels >= kColumnPanelsPerThread * threads) return 0;
-  const int64_t floats = k * n_panels * nr;
+int64_t shared_b_floats(int64_t threads, Isa isa, int64_t m, int64_t k, int64_t n) {
+  if (threads < 2 || k == 0 || split_columns(threads, isa, m, n)) return 0;
+  const int64_t nr = tile_cols(isa), floats = k * ((n + nr - 1) / nr) * nr;
   return floats <= kMaxSharedB ? floats : 0;
 }
 
@@ -425,7 +433,7 @@ size_t workspace_bytes(int threads, int64_t kc) {
 size_t workspace_bytes(int threads, const PackedA& a, int64_t n) {
   const int64_t usable = std::max(1, std::min(ThreadPool::instance().num_threads(), threads));
   return workspace_bytes(threads, a.kc) +
-         static_cast<size_t>(shared_b_floats(usable, a.isa, a.k, n)) * sizeof(float);
+         static_cast<size_t>(shared_b_floats(usable, a.isa, a.m, a.k, n)) * sizeof(float);
 }
 
 void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const Epilogue& epilogue, void* workspace,
@@ -436,9 +444,9 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
   const int64_t mr = tile_rows(a.isa), nr = tile_cols(a.isa);
   Job job{micro_kernel(a.isa), mr, nr, &a, &b, n, &y, &epilogue, static_cast<float*>(workspace), 1, 1,
           (a.m + mr - 1) / mr, (n + nr - 1) / nr};
-  const int64_t shared_floats = shared_b_floats(threads, a.isa, a.k, n);
+  const int64_t shared_floats = shared_b_floats(threads, a.isa, a.m, a.k, n);
   if (threads > 1) {
-    if (job.n_panels >= kColumnPanelsPerThread * threads) {
+    if (split_columns(threads, a.isa, a.m, n)) {
       job.n_tasks = std::min(job.n_panels, 4 * threads);
     } else if (shared_floats > 0) {
       job.m_tasks = std::min(job.m_panels, 4 * threads);  // every task reads all of the shared B
