@@ -33,6 +33,9 @@ struct TileEpilogue {
 };
 void ukernel_8x32_avx512_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                                   const TileEpilogue& epilogue);
+// The same for the tall tiles, 48 x nr (nr 7 or 8).
+void ukernel_48xn_avx512_tall_epilogue(int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                       bool accumulate, const TileEpilogue& epilogue);
 #endif
 #if defined(__aarch64__)
 void ukernel_6x16_neon(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);

@@ -192,7 +192,7 @@ void finish_tile(const Output& y, const Epilogue& ep, int64_t i0, int64_t mr, in
 // order, so the results are the same bits.
 bool fused_epilogue_applies(Isa isa, const Output& y, const Epilogue& ep) {
 #if defined(__x86_64__)
-  if (isa != Isa::Avx512 || y.col_stride != 1 || ep.alpha != 1.0f || ep.bias_col) return false;
+  if ((isa != Isa::Avx512 && !is_tall(isa)) || y.col_stride != 1 || ep.alpha != 1.0f || ep.bias_col) return false;
   if (ep.addend && !addend_inline(y, ep)) return false;
   switch (ep.activation.kind) {
     case ActivationKind::None: case ActivationKind::Relu: case ActivationKind::Clip: case ActivationKind::HardSwish:
@@ -268,7 +268,11 @@ struct Job {
               te.kind = ep->activation.kind;
               te.p0 = ep->activation.p0;
               te.p1 = ep->activation.p1;
-              ukernel_8x32_avx512_epilogue(kcl, ap, bp, c, y->row_stride, !first, te);
+              if (a->isa == Isa::Avx512) {
+                ukernel_8x32_avx512_epilogue(kcl, ap, bp, c, y->row_stride, !first, te);
+              } else {
+                ukernel_48xn_avx512_tall_epilogue(static_cast<int>(nr), kcl, ap, bp, c, y->row_stride, !first, te);
+              }
               continue;
             }
 #endif

@@ -166,8 +166,12 @@ inline void transpose_8x8(__m256* v) {
 // the 8x32 tile computes 64 columns there to keep 49, the 48x7 tile exactly 49; 48x8 takes the
 // 16 tiles of Winograd on a 7x7 image. C's rows are A's rows, so the tile leaves the registers
 // transposed: 8 x 8 blocks (N columns, then zeros), N lanes of each row stored.
-template <int N>
-inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+// With an epilogue (kEpilogue; A the activation, a constant), each row is finished as it leaves
+// the transpose, in finish_tile's order: + bias of its row, + addend (read before the store: it
+// may be C itself), activation.
+template <int N, bool kEpilogue = false, ActivationKind A = ActivationKind::None>
+inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
+                        const TileEpilogue* e = nullptr) {
   static_assert(N == 7 || N == 8, "7 or 8 columns");
   constexpr int kV = 3;  // vectors of A rows
   __m512 acc[N][kV];
@@ -202,11 +206,15 @@ inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, in
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) {
       float* row = c + (8 * q + r) * ldc;
-      if (N == 8) {  // whole rows: plain loads and stores (masked stores are slow on some cores)
-        if (accumulate) v[r] = _mm256_add_ps(v[r], _mm256_loadu_ps(row));
+      if (accumulate) v[r] = _mm256_add_ps(v[r], _mm256_maskz_loadu_ps(columns, row));
+      if (kEpilogue) {
+        if (e->bias_row) v[r] = _mm256_add_ps(v[r], _mm256_set1_ps(e->bias_row[8 * q + r]));
+        if (e->addend) v[r] = _mm256_add_ps(v[r], _mm256_maskz_loadu_ps(columns, e->addend + (8 * q + r) * e->addend_ld));
+        v[r] = _mm512_castps512_ps256(activate_lanes(_mm512_zextps256_ps512(v[r]), A, e->p0, e->p1));
+      }
+      if (N == 8) {  // whole rows: a plain store (masked stores are slow on some cores)
         _mm256_storeu_ps(row, v[r]);
       } else {
-        if (accumulate) v[r] = _mm256_add_ps(v[r], _mm256_maskz_loadu_ps(columns, row));
         _mm256_mask_storeu_ps(row, columns, v[r]);
       }
     }
@@ -221,6 +229,31 @@ void ukernel_48x7_avx512_tall(int64_t kc, const float* a, const float* b, float*
 
 void ukernel_48x8_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   kernel_48xn<8>(kc, a, b, c, ldc, accumulate);
+}
+
+namespace {
+
+template <int N>
+void tall_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
+                   const TileEpilogue* e) {
+  switch (e->kind) {
+    case ActivationKind::Relu: return kernel_48xn<N, true, ActivationKind::Relu>(kc, a, b, c, ldc, accumulate, e);
+    case ActivationKind::Clip: return kernel_48xn<N, true, ActivationKind::Clip>(kc, a, b, c, ldc, accumulate, e);
+    case ActivationKind::HardSwish:
+      return kernel_48xn<N, true, ActivationKind::HardSwish>(kc, a, b, c, ldc, accumulate, e);
+    case ActivationKind::Sigmoid:
+      return kernel_48xn<N, true, ActivationKind::Sigmoid>(kc, a, b, c, ldc, accumulate, e);
+    case ActivationKind::SiLU: return kernel_48xn<N, true, ActivationKind::SiLU>(kc, a, b, c, ldc, accumulate, e);
+    default: return kernel_48xn<N, true, ActivationKind::None>(kc, a, b, c, ldc, accumulate, e);
+  }
+}
+
+}  // namespace
+
+void ukernel_48xn_avx512_tall_epilogue(int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                       bool accumulate, const TileEpilogue& epilogue) {
+  if (nr == 8) return tall_epilogue<8>(kc, a, b, c, ldc, accumulate, &epilogue);
+  tall_epilogue<7>(kc, a, b, c, ldc, accumulate, &epilogue);
 }
 
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
