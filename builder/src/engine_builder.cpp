@@ -135,6 +135,7 @@ BuildResult build_engine(const BuildOptions& options) {
   tuning.board_fingerprint = options.board.fingerprint();
   tuning.board_cpu_features = options.board.hardware.cpu_features;
   tuning.threads = options.threads;
+  if (options.tuning_together_bytes) tuning.together_bytes = *options.tuning_together_bytes;
   tuning.cache = &cache;
   tuning.log = options.log;
   TacticTuner tuner(tuning);

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct BuildOptions {
   // build goes on without it; otherwise it is an error.
   bool ignore_timing_cache_errors = false;
   int32_t threads = 0;  // edgert_plugin_config.num_threads while timing; 0: each plugin's default
+  // TunerOptions::together_bytes when set (tests use 0: every node timed one tactic at a time).
+  std::optional<size_t> tuning_together_bytes;
 };
 
 struct BuildResult {

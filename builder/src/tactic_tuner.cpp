@@ -100,8 +100,13 @@ struct Trial {
   Trial() = default;
   Trial(const Trial&) = delete;
   Trial& operator=(const Trial&) = delete;
-  ~Trial() {
+  ~Trial() { release(); }
+  // Frees the kernel state and the buffers; the timings stay.
+  void release() {
     if (state) kernel->release(kernel, state);
+    state = nullptr;
+    output_storage.clear();
+    workspace.reset();
   }
 };
 
@@ -116,12 +121,15 @@ class TacticTimer {
   // each per round, and each keeps the median of its runs. A burst of other load on a shared
   // machine, or a slow spell of the cores, then falls on all of them alike: timed one after
   // the other, whichever candidate met it lost (a kernel measured at 3.6x its steady time lost
-  // to one 1.6x slower).
+  // to one 1.6x slower). A node whose weights are so large that every candidate's packed copy
+  // at once would not fit options.together_bytes is timed one candidate after the other.
   TimingOutcome run(const std::vector<edgert_tactic>& candidates) {
     TimingOutcome outcome;
     std::mt19937 rng(2026);
     inputs_.assign(view_.inputs(), view_.inputs() + node_.inputs.size());
+    size_t constant_bytes = 0;
     for (edgert_tensor& t : inputs_) {
+      if (t.data) constant_bytes += tensor_bytes(t);
       if (t.data || t.dtype == EDGERT_DTYPE_UNDEFINED) continue;  // a constant, or an omitted input
       if (edgert_dtype_size(t.dtype) == 0) {
         outcome.untimed_reason = std::string("an input of dtype ") + edgert_dtype_name(t.dtype) + " cannot be made up";
@@ -131,52 +139,32 @@ class TacticTimer {
       t.data = storage_.back().data.get();
       fill_random(t, t.data, rng);
     }
+    const bool together = constant_bytes * 2 * candidates.size() < options_.together_bytes;
     std::vector<std::unique_ptr<Trial>> trials;
     for (const edgert_tactic& c : candidates) {
       trials.push_back(std::make_unique<Trial>());
-      Trial& trial = *trials.back();
-      trial.id = c.id;
-      trial.name = c.name ? c.name : "";
-      if (!prepare(trial, &outcome.untimed_reason)) return outcome;
+      trials.back()->id = c.id;
+      trials.back()->name = c.name ? c.name : "";
     }
-    if (spin_ms_ > 0) spin_up(trials, spin_ms_);
-    // Warm-ups in the listed order (best guess first). A tactic far behind the best so far is
-    // not measured further; one moderately behind gets a second look, since a preempted warm-up
-    // must not hide the winner.
     double best = -1;
-    for (std::unique_ptr<Trial>& t : trials) {
-      if (t->failed) continue;
-      t->first_ms = execute_timed(*t);
-      if (t->failed) continue;
-      const double factor = options_.prune_factor;
-      if (best >= 0 && t->first_ms > factor * best && t->first_ms <= 10 * factor * best) {
-        const double again = execute_timed(*t);
-        if (!t->failed) t->first_ms = std::min(t->first_ms, again);
+    bool spun = spin_ms_ <= 0;
+    if (together) {
+      for (std::unique_ptr<Trial>& t : trials)
+        if (!prepare(*t, &outcome.untimed_reason)) return outcome;
+      for (std::unique_ptr<Trial>& t : trials) spun = spun || spin_up(*t, spin_ms_);
+      std::vector<Trial*> contenders;
+      for (std::unique_ptr<Trial>& t : trials)
+        if (warm_up(*t, &best)) contenders.push_back(t.get());
+      take_turns(contenders);
+    } else {
+      for (std::unique_ptr<Trial>& t : trials) {
+        if (!prepare(*t, &outcome.untimed_reason)) return outcome;
+        spun = spun || spin_up(*t, spin_ms_);
+        std::vector<Trial*> alone;
+        if (warm_up(*t, &best)) alone.push_back(t.get());
+        take_turns(alone);
+        t->release();
       }
-      if (t->failed) continue;
-      if (best >= 0 && t->first_ms > factor * best) {
-        t->cut_short = true;
-        continue;
-      }
-      if (best < 0 || t->first_ms < best) best = t->first_ms;
-    }
-    // Rounds until every contender has min_runs and target_ms of runs, or max_runs, or the
-    // time budget (budget_ms per contender) is spent.
-    std::vector<Trial*> contenders;
-    for (std::unique_ptr<Trial>& t : trials)
-      if (!t->failed && !t->cut_short) contenders.push_back(t.get());
-    const Clock::time_point start = Clock::now();
-    const double budget = options_.budget_ms * static_cast<double>(contenders.size());
-    for (int32_t round = 0; round < options_.max_runs && !contenders.empty(); ++round) {
-      bool enough = true;
-      for (Trial* t : contenders) {
-        if (t->failed) continue;
-        t->runs.push_back(execute_timed(*t));
-        double total = 0;
-        for (double ms : t->runs) total += ms;
-        enough = enough && static_cast<int32_t>(t->runs.size()) >= options_.min_runs && total >= options_.target_ms;
-      }
-      if (enough || elapsed_ms(start) >= budget) break;
     }
     for (std::unique_ptr<Trial>& t : trials) {
       TacticTiming timing{t->id, t->name, -1, 0};
@@ -246,13 +234,50 @@ class TacticTimer {
 
   // An idle machine's cores run slowly for the first milliseconds of work (clock ramp-up,
   // power-gated vector units): without this, the first tactic a build timed measured up to 4x
-  // its steady time. Untimed runs of the first candidate that runs, for `ms`.
-  void spin_up(std::vector<std::unique_ptr<Trial>>& trials, double ms) {
-    for (std::unique_ptr<Trial>& t : trials) {
-      if (t->failed) continue;
-      const Clock::time_point start = Clock::now();
-      while (!t->failed && elapsed_ms(start) < ms) execute_timed(*t);
-      return;
+  // its steady time. Untimed runs of `trial` for `ms`; false when it cannot run.
+  bool spin_up(Trial& trial, double ms) {
+    if (trial.failed) return false;
+    const Clock::time_point start = Clock::now();
+    while (!trial.failed && elapsed_ms(start) < ms) execute_timed(trial);
+    return !trial.failed;
+  }
+
+  // The warm-up run; false when the trial is out (failed, or cut short). A tactic far behind
+  // the best warm-up so far is not measured further; one moderately behind gets a second look,
+  // since a preempted warm-up must not hide the winner.
+  bool warm_up(Trial& t, double* best) {
+    if (t.failed) return false;
+    t.first_ms = execute_timed(t);
+    if (t.failed) return false;
+    const double factor = options_.prune_factor;
+    if (*best >= 0 && t.first_ms > factor * *best && t.first_ms <= 10 * factor * *best) {
+      const double again = execute_timed(t);
+      if (t.failed) return false;
+      t.first_ms = std::min(t.first_ms, again);
+    }
+    if (*best >= 0 && t.first_ms > factor * *best) {
+      t.cut_short = true;
+      return false;
+    }
+    if (*best < 0 || t.first_ms < *best) *best = t.first_ms;
+    return true;
+  }
+
+  // Rounds, one run of each contender per round, until every contender has min_runs and
+  // target_ms of runs, or max_runs, or the time budget (budget_ms per contender) is spent.
+  void take_turns(const std::vector<Trial*>& contenders) {
+    const Clock::time_point start = Clock::now();
+    const double budget = options_.budget_ms * static_cast<double>(contenders.size());
+    for (int32_t round = 0; round < options_.max_runs && !contenders.empty(); ++round) {
+      bool enough = true;
+      for (Trial* t : contenders) {
+        if (t->failed) continue;
+        t->runs.push_back(execute_timed(*t));
+        double total = 0;
+        for (double ms : t->runs) total += ms;
+        enough = enough && static_cast<int32_t>(t->runs.size()) >= options_.min_runs && total >= options_.target_ms;
+      }
+      if (enough || elapsed_ms(start) >= budget) break;
     }
   }
 

@@ -50,6 +50,10 @@ struct TunerOptions {
   double prune_factor = 3;       // a warm-up this many times the best median so far ends a tactic
   double tie_margin = 0.03;      // a later-listed tactic must be this much faster to win
   double spin_up_ms = 50;        // untimed work before a build's first timing (cores leave idle)
+  // Memory the candidates of one node may hold prepared at once, to take turns: estimated as
+  // twice the node's constant inputs per candidate (kernels pack weights, Winograd several
+  // times over); a node over it is timed one candidate after the other.
+  size_t together_bytes = size_t{512} << 20;
   std::function<void(const std::string&)> log;  // verbose build log; may be empty
 };
 

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "board_profile.h"
+#include "engine_builder.h"
 #include "edgert/edgert.hpp"
 #include "test_support.h"
 #include "tactic_tuner.h"
@@ -88,6 +89,32 @@ TEST_F(TacticTuningTest, TunerPicksTheFastestListedTacticAndTheEngineRecordsIdAn
   }
   auto text = run_command(edgert_cli() + " inspect " + dir_.file("tuned.engine"));
   EXPECT_NE(text.output.find("tactic 3 (f32-relu-fast-test)"), std::string::npos) << text.output;
+}
+
+// Nodes whose weights are too large to hold every candidate prepared at once are timed one
+// candidate after the other; the choice must be the same. (together_bytes 0 forces that mode.)
+TEST_F(TacticTuningTest, TimingOneCandidateAtATimePicksTheSameTactic) {
+  for (const size_t together : {size_t{0}, size_t{512} << 20}) {
+    builder::BuildOptions options;
+    options.model_path = dir_.file("relus.onnx");
+    options.board = config::load_board_profile(source_dir() + "/board_profiles/" + host_board() + ".yaml");
+    const std::string plugins = tactics_plugin_dir() + ":" + cpu_plugin_dir();
+    options.plugin_path = plugins.c_str();
+    options.tuning_together_bytes = together;
+    std::string log;
+    options.log = [&](const std::string& line) { log += line + "\n"; };
+    const builder::BuildResult built = builder::build_engine(options);
+    EXPECT_EQ(built.tuning.timed, 2) << log;
+    int chosen = 0;
+    for (const builder::Node& node : built.model.graphs[0].nodes) {
+      EXPECT_EQ(node.tactic, 3) << "together_bytes " << together << "\n" << log;
+      ++chosen;
+    }
+    EXPECT_EQ(chosen, 2);
+    // Every listed tactic the board runs was timed, the slow ones cut short or measured.
+    EXPECT_NE(log.find("f32-relu-slow-test (7)"), std::string::npos) << log;
+    EXPECT_NE(log.find("reference (0)"), std::string::npos) << log;
+  }
 }
 
 TEST_F(TacticTuningTest, TacticsFirstTakesTheFirstListedWithoutTiming) {
