@@ -254,16 +254,18 @@ void WinogradConv::execute(const float* x, const float* bias, const float* z, fl
   const int64_t vs = v_stride(), ms = m_stride(), blocks = (tiles + tb - 1) / tb;
   const TileGeometry geometry{in_h_, in_w_, out_h_, out_w_, pad_top_, pad_left_, tiles_w_};
   ThreadPool& pool = ThreadPool::instance();
-  // F(2x2) with an AVX-512 tactic transforms 16 tiles per vector, the activation included.
-  const bool vector_f23 = tile_ == 2 && avx512_transforms_;
+  // AVX-512 tactics transform 16 tiles per vector, the activation included.
+  const bool vector = avx512_transforms_;
 #if defined(__x86_64__)
-  const bool activation_done = vector_f23 && winograd_activation_in_lanes(activation.kind);
+  const bool activation_done = vector && winograd_activation_in_lanes(activation.kind);
 #else
   const bool activation_done = false;
 #endif
   const auto transform_in = [&](const float* xn, int64_t t0, int64_t count, float* v_buf, int64_t c) {
 #if defined(__x86_64__)
-    if (vector_f23) return winograd_input_tiles_f23_avx512(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
+    if (vector && tile_ == 2)
+      return winograd_input_tiles_f23_avx512(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
+    if (vector) return winograd_input_tiles_f43_avx512(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
 #endif
     if (tile_ == 4) {
       input_tiles<4>(geometry, xn + c * in_plane, t0, count, v_buf + c * tb, vs);
@@ -283,10 +285,10 @@ void WinogradConv::execute(const float* x, const float* bias, const float* z, fl
     const float b = bias ? bias[m] : 0.0f;
     const float* zm = zn ? zn + m * out_plane : nullptr;
 #if defined(__x86_64__)
-    if (vector_f23) {
-      const Activation none{};
-      return winograd_output_tiles_f23_avx512(geometry, m_buf + m * tb, ms, t0, count, b, zm, yn + m * out_plane,
-                                              activation_done ? activation : none);
+    if (vector) {
+      const Activation& act = activation_done ? activation : Activation{};
+      const auto out = tile_ == 2 ? winograd_output_tiles_f23_avx512 : winograd_output_tiles_f43_avx512;
+      return out(geometry, m_buf + m * tb, ms, t0, count, b, zm, yn + m * out_plane, act);
     }
 #endif
     if (tile_ == 4) {

@@ -34,7 +34,7 @@ class WinogradConv {
 
   std::vector<gemm::PackedA> u_;  // one transformed weight matrix [M, C] per position
   int tile_ = 2;
-  bool avx512_transforms_ = false;  // F(2x2) transforms of x86/winograd_avx512.cpp (AVX-512 tactics)
+  bool avx512_transforms_ = false;  // transforms of x86/winograd_avx512.cpp (AVX-512 tactics)
   int threads_ = 1;
   int64_t batch_ = 0, channels_ = 0, out_channels_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;
   int64_t pad_top_ = 0, pad_left_ = 0, tiles_h_ = 0, tiles_w_ = 0, tile_block_ = 0;

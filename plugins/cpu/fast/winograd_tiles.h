@@ -24,7 +24,13 @@ void winograd_input_tiles_f23_avx512(const TileGeometry& g, const float* plane, 
 void winograd_output_tiles_f23_avx512(const TileGeometry& g, const float* mt, int64_t pos_stride, int64_t t0,
                                       int64_t count, float bias, const float* z, float* y,
                                       const Activation& activation);
-// Whether winograd_output_tiles_f23_avx512 applies `kind` itself.
+// The same for F(4x4, 3x3): 16 tiles of a tile row per vector, 6 x 6 patches in, 4 x 4 out.
+void winograd_input_tiles_f43_avx512(const TileGeometry& g, const float* plane, int64_t t0, int64_t count, float* v,
+                                     int64_t pos_stride);
+void winograd_output_tiles_f43_avx512(const TileGeometry& g, const float* mt, int64_t pos_stride, int64_t t0,
+                                      int64_t count, float bias, const float* z, float* y,
+                                      const Activation& activation);
+// Whether the output transforms above apply `kind` themselves.
 bool winograd_activation_in_lanes(ActivationKind kind);
 #endif
 
