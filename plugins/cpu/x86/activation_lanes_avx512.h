@@ -22,8 +22,9 @@ inline __m512 exp_lanes(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(e, _mm512_castsi512_ps(bits));
+  // e * 2^n in one instruction (n is integral and |n| <= 116: the same exact product as
+  // multiplying by the float built from n's bits, three instructions fewer).
+  return _mm512_scalef_ps(e, n);
 }
 
 // 1 / (1 + e^-x).
