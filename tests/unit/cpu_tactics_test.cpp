@@ -262,6 +262,8 @@ const std::vector<ConvCase>& conv_cases() {
       {1, 2, 2, 8, 131, 3, 3, 2, 2, {0, 1, 1, 0}, 1, 2, true},        // depthwise s2, 65 wide, pad left only
       {1, 3, 3, 30, 20, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 3, true},        // depthwise 5x5, 30 rows: 4 groups of 7 + 2
       {1, 2, 2, 33, 18, 3, 3, 2, 2, {1, 0, 1, 0}, 1, 2, false},       // depthwise s2, 17 rows: 7 + 7 + 3, pad top only
+      {1, 5, 5, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 5, true},          // depthwise 7x7 planes: channel pairs + 1
+      {2, 3, 3, 9, 6, 5, 5, 1, 1, {2, 1, 2, 3}, 1, 3, false},         // 5x5 pairs across images, uneven pads
       {1, 300, 70, 5, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true},       // K = 2700: several k blocks
       {1, 64, 130, 20, 20, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},     // N = 400: several column blocks
       {1, 3, 4, 1200, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},       // wide rows

@@ -209,6 +209,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   if (tactic == kConvDepthwiseAvx512 && gemm::isa_available(gemm::Isa::Avx512))
     depthwise_channel_ = depthwise::channel_avx512;
 #endif
+  depthwise_pairs_ = false;
 
   batch_ = x.dims[0];
   channels_ = x.dims[1];
@@ -237,6 +238,9 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     }
     threads_ = ThreadPool::instance().num_threads();
     const depthwise::Geometry dg = depthwise_geometry();
+#if defined(__x86_64__)
+    depthwise_pairs_ = depthwise_channel_ == depthwise::channel_avx512 && depthwise::pairs_apply(dg);
+#endif
     scratch_floats_ = (depthwise::scratch_floats(dg) + 15) / 16 * 16;
     info.workspace_bytes = static_cast<size_t>(threads_ * scratch_floats_) * sizeof(float);
   } else if (algorithm_ == Algorithm::Direct) {
@@ -318,15 +322,28 @@ void FastConv::execute(const float* x, const float* bias, const float* z, float*
     const int64_t taps = kernel_h_ * kernel_w_, planes = batch_ * channels_;
     // A few tasks per thread (a thread that loses its core holds up less), each thread with its
     // own padded-plane scratch; at most the threads the workspace was sized for.
-    const int64_t tasks = std::min<int64_t>(planes, 4 * threads_);
+    const auto plane_ref = [&](int64_t plane) {
+      const int64_t c = plane % channels_;
+      return depthwise::PlaneRef{x + plane * in_plane, depthwise_weights_.data() + c * taps, bias ? bias[c] : 0.0f,
+                                 z ? z + plane * out_plane : nullptr, y + plane * out_plane};
+    };
+    // Units of work: planes, or pairs of planes (the last one alone when their count is odd).
+    const int64_t per_unit = depthwise_pairs_ ? 2 : 1, units = (planes + per_unit - 1) / per_unit;
+    const int64_t tasks = std::min<int64_t>(units, 4 * threads_);
     ThreadPool::instance().parallel_for(
         tasks,
         [&](int64_t task, int thread) {
           float* scratch = static_cast<float*>(workspace) + thread * scratch_floats_;
-          for (int64_t plane = task * planes / tasks; plane < (task + 1) * planes / tasks; ++plane) {
-            const int64_t c = plane % channels_;
-            channel(dg, x + plane * in_plane, depthwise_weights_.data() + c * taps, bias ? bias[c] : 0.0f,
-                    z ? z + plane * out_plane : nullptr, y + plane * out_plane, activation, scratch);
+          for (int64_t unit = task * units / tasks; unit < (task + 1) * units / tasks; ++unit) {
+            const int64_t plane = unit * per_unit;
+            const depthwise::PlaneRef a = plane_ref(plane);
+#if defined(__x86_64__)
+            if (per_unit == 2 && plane + 1 < planes) {
+              depthwise::channel_pair_avx512(dg, a, plane_ref(plane + 1), activation, scratch);
+              continue;
+            }
+#endif
+            channel(dg, a.x, a.w, a.bias, a.z, a.y, activation, scratch);
           }
         },
         threads_);

@@ -52,6 +52,7 @@ class FastConv {
   Algorithm algorithm_ = Algorithm::Im2colGemm;
   gemm::Isa isa_ = gemm::Isa::Portable;
   depthwise::ChannelFn depthwise_channel_ = nullptr;
+  bool depthwise_pairs_ = false;  // two channels at a time (depthwise::channel_pair_avx512)
   std::vector<gemm::PackedA> packed_;  // one per group
   std::vector<float> depthwise_weights_;
   gemm::PackedPanels gemv_panels_;

@@ -42,6 +42,20 @@ void channel_avx2(const Geometry& g, const float* x, const float* w, float bias,
 // Intrinsics for the padded-plane shapes (x86/depthwise_avx512.cpp); others run channel_avx2.
 void channel_avx512(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
                     const Activation& activation, float* scratch);
+
+// Planes of at most 8 output columns (7x7 layers) fill a 16-lane vector with one output row
+// of two channels: channel_pair_avx512 computes channels a and b (x, w, bias, z, y of each; z
+// may be null, or alias y) at once. Other shapes run channel_avx512 twice.
+inline bool pairs_apply(const Geometry& g) { return uses_padded_plane(g) && g.out_w <= 8; }
+struct PlaneRef {
+  const float* x;
+  const float* w;
+  float bias;
+  const float* z;
+  float* y;
+};
+void channel_pair_avx512(const Geometry& g, const PlaneRef& a, const PlaneRef& b, const Activation& activation,
+                         float* scratch);
 #endif
 
 }  // namespace edgert::cpu::depthwise

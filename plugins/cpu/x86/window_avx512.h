@@ -109,22 +109,27 @@ __attribute__((always_inline)) inline void input_row(const __m512* v, Tap& tap, 
   (row(std::integral_constant<int, R>{}), ...);
 }
 
-template <int K, int S, int R, typename Tap, int... J>
-__attribute__((always_inline)) inline void group(const float* x, int64_t in_h, int64_t in_w, int64_t iy0, int64_t c0,
-                                                 const BlockMasks& m, __m512 pad, Tap& tap,
+template <int K, int S, int R, typename Load, typename Tap, int... J>
+__attribute__((always_inline)) inline void group(int64_t in_h, int64_t iy0, Load& load, Tap& tap,
                                                  std::integer_sequence<int, J...>) {
   const auto one = [&](auto j) __attribute__((always_inline)) {
     constexpr int kJ = decltype(j)::value;
     const int64_t iy = iy0 + kJ;
     if (iy < 0 || iy >= in_h) return;
     __m512 v[K];
-    row_taps<K, S>(x + iy * in_w, c0, m, pad, v);
+    load(iy, v);
     input_row<K, S, kJ>(v, tap, std::make_integer_sequence<int, R>{}, std::make_integer_sequence<int, K>{});
   };
   (one(std::integral_constant<int, J>{}), ...);
 }
 
 }  // namespace group_tap_detail
+
+// for_each_group_tap with the tap vectors of input row iy loaded by load(iy, v) (v: K vectors).
+template <int K, int S, int R, typename Load, typename Tap>
+__attribute__((always_inline)) inline void for_each_group_row(int64_t in_h, int64_t iy0, Load&& load, Tap&& tap) {
+  group_tap_detail::group<K, S, R>(in_h, iy0, load, tap, std::make_integer_sequence<int, (R - 1) * S + K>{});
+}
 
 // Calls tap(r, ky, kx, values) for every tap of output rows oy0 + r, r < R, 16 outputs each from
 // input column c0 (iy0 = oy0 * S - pad_top: the input row of the group's first window row);
@@ -135,8 +140,10 @@ __attribute__((always_inline)) inline void group(const float* x, int64_t in_h, i
 template <int K, int S, int R, typename Tap>
 __attribute__((always_inline)) inline void for_each_group_tap(const float* x, int64_t in_h, int64_t in_w, int64_t iy0,
                                                               int64_t c0, const BlockMasks& m, __m512 pad, Tap&& tap) {
-  group_tap_detail::group<K, S, R>(x, in_h, in_w, iy0, c0, m, pad, tap,
-                                   std::make_integer_sequence<int, (R - 1) * S + K>{});
+  for_each_group_row<K, S, R>(
+      in_h, iy0,
+      [&](int64_t iy, __m512* v) __attribute__((always_inline)) { row_taps<K, S>(x + iy * in_w, c0, m, pad, v); },
+      tap);
 }
 
 // The K input rows of output row oy (null where they fall outside the input).
