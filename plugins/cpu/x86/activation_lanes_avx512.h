@@ -4,7 +4,7 @@
 // epilogue and the unfused graph (the activation node after the convolution) give the same bits. 1 / (1 + e^-x) is a reciprocal estimate refined by one
 // Newton step (relative error about 2^-27); the exponential is activation_rows.inc's Cephes
 // polynomial evaluated with FMAs. Include only inside `#pragma GCC target("avx512f,...,fma")`,
-// in an unnamed namespace.
+// in an unnamed namespace (after <type_traits>).
 #pragma once
 
 // exp_portable of activation_rows.inc (Cephes' polynomial, clamped to [-80, 80]), with FMAs.
@@ -43,6 +43,21 @@ inline bool activation_in_lanes(ActivationKind kind) {
     case ActivationKind::Sigmoid: case ActivationKind::SiLU:
       return true;
     default: return false;
+  }
+}
+
+// Calls run(kind as a std::integral_constant) for the activations activation_in_lanes takes,
+// None for the others: kernels templated on the activation pick their instance here.
+template <typename Run>
+inline void with_lane_activation(ActivationKind kind, Run&& run) {
+  using K = ActivationKind;
+  switch (kind) {
+    case K::Relu: return run(std::integral_constant<K, K::Relu>{});
+    case K::Clip: return run(std::integral_constant<K, K::Clip>{});
+    case K::HardSwish: return run(std::integral_constant<K, K::HardSwish>{});
+    case K::Sigmoid: return run(std::integral_constant<K, K::Sigmoid>{});
+    case K::SiLU: return run(std::integral_constant<K, K::SiLU>{});
+    default: return run(std::integral_constant<K, K::None>{});
   }
 }
 

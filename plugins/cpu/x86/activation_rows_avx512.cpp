@@ -8,6 +8,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "gemm/sgemm.h"
 
 namespace edgert::cpu::gemm {

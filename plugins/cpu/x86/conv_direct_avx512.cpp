@@ -144,18 +144,9 @@ void run_kernel(const DirectConvShape& s, const float* x, const float* packed, c
 
 void direct_conv_avx512(const DirectConvShape& s, const float* x, const float* packed, const float* bias,
                         const float* z, float* y, const Activation& activation, float* workspace, int threads) {
-  switch (activation.kind) {
-    case ActivationKind::Relu: run_kernel<ActivationKind::Relu>(s, x, packed, bias, z, y, activation, workspace, threads); break;
-    case ActivationKind::Clip: run_kernel<ActivationKind::Clip>(s, x, packed, bias, z, y, activation, workspace, threads); break;
-    case ActivationKind::HardSwish:
-      run_kernel<ActivationKind::HardSwish>(s, x, packed, bias, z, y, activation, workspace, threads);
-      break;
-    case ActivationKind::Sigmoid:
-      run_kernel<ActivationKind::Sigmoid>(s, x, packed, bias, z, y, activation, workspace, threads);
-      break;
-    case ActivationKind::SiLU: run_kernel<ActivationKind::SiLU>(s, x, packed, bias, z, y, activation, workspace, threads); break;
-    default: run_kernel<ActivationKind::None>(s, x, packed, bias, z, y, activation, workspace, threads);
-  }
+  with_lane_activation(activation.kind, [&](auto kind) {
+    run_kernel<decltype(kind)::value>(s, x, packed, bias, z, y, activation, workspace, threads);
+  });
   if (!activation_in_lanes(activation.kind)) {
     const int64_t planes = s.batch * s.out_channels, plane = s.out_h * s.out_w;
     ThreadPool::instance().parallel_for(

@@ -5,6 +5,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "gemm/microkernels.h"
 #include "gemm/sgemm.h"
 
@@ -236,16 +238,9 @@ namespace {
 template <int N>
 void tall_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                    const TileEpilogue* e) {
-  switch (e->kind) {
-    case ActivationKind::Relu: return kernel_48xn<N, true, ActivationKind::Relu>(kc, a, b, c, ldc, accumulate, e);
-    case ActivationKind::Clip: return kernel_48xn<N, true, ActivationKind::Clip>(kc, a, b, c, ldc, accumulate, e);
-    case ActivationKind::HardSwish:
-      return kernel_48xn<N, true, ActivationKind::HardSwish>(kc, a, b, c, ldc, accumulate, e);
-    case ActivationKind::Sigmoid:
-      return kernel_48xn<N, true, ActivationKind::Sigmoid>(kc, a, b, c, ldc, accumulate, e);
-    case ActivationKind::SiLU: return kernel_48xn<N, true, ActivationKind::SiLU>(kc, a, b, c, ldc, accumulate, e);
-    default: return kernel_48xn<N, true, ActivationKind::None>(kc, a, b, c, ldc, accumulate, e);
-  }
+  with_lane_activation(e->kind, [&](auto kind) {
+    kernel_48xn<N, true, decltype(kind)::value>(kc, a, b, c, ldc, accumulate, e);
+  });
 }
 
 }  // namespace

@@ -50,6 +50,23 @@ void for_each_tile_block(const TileGeometry& g, int64_t t0, int64_t count, Block
   }
 }
 
+// The (M + 2) x (M + 2) input patches of 16 tiles of tile row ty: row i of them is input row
+// M ty - pad_top + i, whose taps taps_of(row, d[i]) loads; rows outside the image are zero.
+template <int M, int kA = M + 2, typename TapsOf>
+__attribute__((always_inline)) inline void load_patches(const TileGeometry& g, const float* plane, int64_t ty,
+                                                        __m512 (&d)[kA][kA], TapsOf&& taps_of) {
+#pragma GCC unroll 6
+  for (int i = 0; i < kA; ++i) {
+    const int64_t iy = M * ty - g.pad_top + i;
+    if (iy < 0 || iy >= g.in_h) {
+#pragma GCC unroll 6
+      for (int j = 0; j < kA; ++j) d[i][j] = _mm512_setzero_ps();
+    } else {
+      taps_of(plane + iy * g.in_w, d[i]);
+    }
+  }
+}
+
 template <ActivationKind A>
 void output_tiles(const TileGeometry& g, const float* mt, int64_t pos_stride, int64_t t0, int64_t count, float bias,
                   const float* z, float* y, const Activation& activation) {
@@ -199,16 +216,9 @@ void winograd_input_tiles_f23_avx512(const TileGeometry& g, const float* plane, 
     const BlockMasks masks = block_masks<4, 2>(g.in_w, g.tiles_w, g.pad_left, tx);
     const int64_t c0 = 2 * tx - g.pad_left;
     __m512 d[4][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      const int64_t iy = 2 * ty - g.pad_top + i;
-      if (iy < 0 || iy >= g.in_h) {
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) d[i][j] = _mm512_setzero_ps();
-      } else {
-        row_taps<4, 2>(plane + iy * g.in_w, c0, masks, _mm512_setzero_ps(), d[i]);
-      }
-    }
+    load_patches<2>(g, plane, ty, d, [&](const float* row, __m512* taps) {
+      row_taps<4, 2>(row, c0, masks, _mm512_setzero_ps(), taps);
+    });
     // B^T = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}}: r = B^T d (by
     // columns), then V = r B (by rows), the scalar transform's operations in its order (the
     // results are the same bits).
@@ -237,15 +247,9 @@ bool winograd_activation_in_lanes(ActivationKind kind) { return activation_in_la
 void winograd_output_tiles_f23_avx512(const TileGeometry& g, const float* mt, int64_t pos_stride, int64_t t0,
                                       int64_t count, float bias, const float* z, float* y,
                                       const Activation& activation) {
-  const auto run = [&](auto kernel) { kernel(g, mt, pos_stride, t0, count, bias, z, y, activation); };
-  switch (activation.kind) {
-    case ActivationKind::Relu: return run(output_tiles<ActivationKind::Relu>);
-    case ActivationKind::Clip: return run(output_tiles<ActivationKind::Clip>);
-    case ActivationKind::HardSwish: return run(output_tiles<ActivationKind::HardSwish>);
-    case ActivationKind::Sigmoid: return run(output_tiles<ActivationKind::Sigmoid>);
-    case ActivationKind::SiLU: return run(output_tiles<ActivationKind::SiLU>);
-    default: return run(output_tiles<ActivationKind::None>);
-  }
+  with_lane_activation(activation.kind, [&](auto kind) {
+    output_tiles<decltype(kind)::value>(g, mt, pos_stride, t0, count, bias, z, y, activation);
+  });
 }
 
 void winograd_input_tiles_f43_avx512(const TileGeometry& g, const float* plane, int64_t t0, int64_t count, float* v,
@@ -253,16 +257,7 @@ void winograd_input_tiles_f43_avx512(const TileGeometry& g, const float* plane, 
   for_each_tile_block(g, t0, count, [&](int64_t ty, int64_t tx, int64_t tiles, int64_t at) {
     const int64_t c0 = 4 * tx - g.pad_left;
     __m512 d[6][6];
-#pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i) {
-      const int64_t iy = 4 * ty - g.pad_top + i;
-      if (iy < 0 || iy >= g.in_h) {
-#pragma GCC unroll 6
-        for (int j = 0; j < 6; ++j) d[i][j] = _mm512_setzero_ps();
-      } else {
-        row_taps_f43(plane + iy * g.in_w, c0, g.in_w, d[i]);
-      }
-    }
+    load_patches<4>(g, plane, ty, d, [&](const float* row, __m512* taps) { row_taps_f43(row, c0, g.in_w, taps); });
     // r = B^T d by columns, then V = r B by rows, as the scalar transform.
     __m512 r[6][6];
 #pragma GCC unroll 6
@@ -280,15 +275,9 @@ void winograd_input_tiles_f43_avx512(const TileGeometry& g, const float* plane, 
 void winograd_output_tiles_f43_avx512(const TileGeometry& g, const float* mt, int64_t pos_stride, int64_t t0,
                                       int64_t count, float bias, const float* z, float* y,
                                       const Activation& activation) {
-  const auto run = [&](auto kernel) { kernel(g, mt, pos_stride, t0, count, bias, z, y, activation); };
-  switch (activation.kind) {
-    case ActivationKind::Relu: return run(output_tiles_f43<ActivationKind::Relu>);
-    case ActivationKind::Clip: return run(output_tiles_f43<ActivationKind::Clip>);
-    case ActivationKind::HardSwish: return run(output_tiles_f43<ActivationKind::HardSwish>);
-    case ActivationKind::Sigmoid: return run(output_tiles_f43<ActivationKind::Sigmoid>);
-    case ActivationKind::SiLU: return run(output_tiles_f43<ActivationKind::SiLU>);
-    default: return run(output_tiles_f43<ActivationKind::None>);
-  }
+  with_lane_activation(activation.kind, [&](auto kind) {
+    output_tiles_f43<decltype(kind)::value>(g, mt, pos_stride, t0, count, bias, z, y, activation);
+  });
 }
 
 }  // namespace edgert::cpu
