@@ -255,8 +255,8 @@ void WinogradConv::execute(const float* x, const float* bias, const float* z, fl
   const TileGeometry geometry{in_h_, in_w_, out_h_, out_w_, pad_top_, pad_left_, tiles_w_};
   ThreadPool& pool = ThreadPool::instance();
   // AVX-512 tactics transform 16 tiles per vector, the activation included.
-  const bool vector = avx512_transforms_;
 #if defined(__x86_64__)
+  const bool vector = avx512_transforms_;
   const bool activation_done = vector && winograd_activation_in_lanes(activation.kind);
 #else
   const bool activation_done = false;

@@ -32,6 +32,18 @@ inline int64_t scratch_cols(const Geometry& g) {
 // The scratch a channel function needs: the padded plane (channel_avx512 needs none).
 inline int64_t scratch_floats(const Geometry& g) { return scratch_rows(g) * scratch_cols(g); }
 
+// One channel's operands: x, w, bias, z (may be null, or alias y) and y.
+struct PlaneRef {
+  const float* x;
+  const float* w;
+  float bias;
+  const float* z;
+  float* y;
+};
+
+// Whether channel_pair_avx512 computes two channels per vector (AVX-512 tactic only).
+inline bool pairs_apply(const Geometry& g) { return uses_padded_plane(g) && g.out_w <= 8; }
+
 using ChannelFn = void (*)(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
                           const Activation& activation, float* scratch);
 void channel_portable(const Geometry& g, const float* x, const float* w, float bias, const float* z, float* y,
@@ -44,16 +56,8 @@ void channel_avx512(const Geometry& g, const float* x, const float* w, float bia
                     const Activation& activation, float* scratch);
 
 // Planes of at most 8 output columns (7x7 layers) fill a 16-lane vector with one output row
-// of two channels: channel_pair_avx512 computes channels a and b (x, w, bias, z, y of each; z
-// may be null, or alias y) at once. Other shapes run channel_avx512 twice.
-inline bool pairs_apply(const Geometry& g) { return uses_padded_plane(g) && g.out_w <= 8; }
-struct PlaneRef {
-  const float* x;
-  const float* w;
-  float bias;
-  const float* z;
-  float* y;
-};
+// of two channels: channel_pair_avx512 computes channels a and b at once. Other shapes run
+// channel_avx512 twice.
 void channel_pair_avx512(const Geometry& g, const PlaneRef& a, const PlaneRef& b, const Activation& activation,
                          float* scratch);
 #endif
