@@ -2,8 +2,9 @@
 // x86/conv_direct_avx512.cpp, x86/winograd_avx512.cpp): 16 outputs of one output row of a
 // K x K window, stride 1 or 2, dilation 1, read straight from an NCHW plane. Lanes outside the
 // input are the lanes a masked load leaves out (they read as the padding value), and stride-2
-// taps are the even or odd lanes of two loads, picked by a permute. Include only inside `#pragma GCC target("avx512f,...")`, in an unnamed namespace
-// (after <type_traits> and <utility>).
+// taps are the even or odd lanes of two loads, picked by a permute. Include only inside
+// `#pragma GCC target("avx512f,...")`, in an unnamed namespace (after <type_traits> and
+// <utility>).
 #pragma once
 
 // The lanes of a 16-float load starting at input column c that lie inside the row [0, w).
