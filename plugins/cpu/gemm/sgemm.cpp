@@ -187,9 +187,9 @@ void finish_tile(const Output& y, const Epilogue& ep, int64_t i0, int64_t mr, in
   }
 }
 
-// Whether full 8x32 AVX-512 tiles can finish the epilogue in the micro-kernel's registers
-// (one store per element instead of finish_tile's passes): the same operations in the same
-// order, so the results are the same bits.
+// Whether full AVX-512 tiles (8x32, or the tall 48x7 / 48x8) can finish the epilogue in the
+// micro-kernel's registers (one store per element instead of finish_tile's passes): the same
+// operations in the same order, so the results are the same bits.
 bool fused_epilogue_applies(Isa isa, const Output& y, const Epilogue& ep) {
 #if defined(__x86_64__)
   if ((isa != Isa::Avx512 && !is_tall(isa)) || y.col_stride != 1 || ep.alpha != 1.0f || ep.bias_col) return false;
@@ -218,13 +218,13 @@ struct Job {
   int64_t m_tasks, n_tasks, m_panels, n_panels;
   // B packed whole (k block p0 at p0 * n_panels * nr, its panels kc x nr each), or null:
   // each task packs the columns it needs.
-  const float* shared_b = nullptr;
+  float* shared_b = nullptr;
 
   // Packs k block `unit / n_panels`, panel `unit % n_panels` of B into shared_b.
   void pack_shared(int64_t unit) const {
     const int64_t kc = a->kc, p0 = unit / n_panels * kc, jp = unit % n_panels * nr;
     const int64_t kcl = std::min(kc, a->k - p0);
-    pack_b(*b, nr, p0, kcl, jp, std::min(n, jp + nr), const_cast<float*>(shared_b) + p0 * n_panels * nr + jp * kcl);
+    pack_b(*b, nr, p0, kcl, jp, std::min(n, jp + nr), shared_b + p0 * n_panels * nr + jp * kcl);
   }
 
   void run(int64_t task, int thread) const {
