@@ -43,17 +43,21 @@ has edgertd usr/lib/tmpfiles.d/edgert.conf
 has edgertd usr/lib/udev/rules.d/60-edgert.rules
 has edgert-plugin-cpu "usr/$libdir/edgert/plugins/libedgert_plugin_cpu.so"
 grep -q edgert/plugins "$work/edgert.files" "$work/edgertd.files" && fail "a plugin outside its own package"
-dpkg-deb --ctrl-tarfile "$work/edgertd_${version}_$arch.deb" | tar -xO ./conffiles | grep -qx /etc/edgert/edgertd.yaml ||
-  fail "edgertd.yaml is not a conffile"
-dpkg-deb --ctrl-tarfile "$work/edgertd_${version}_$arch.deb" | tar -t | grep -q postinst || fail "edgertd has no postinst"
-dpkg-deb -f "$work/edgertd_${version}_$arch.deb" Depends | grep -q "edgert (= $version)" || fail "edgertd does not depend on edgert"
-dpkg-deb -f "$work/edgert-plugin-cpu_${version}_$arch.deb" Depends | grep -q "edgert (= $version)" ||
-  fail "edgert-plugin-cpu does not depend on edgert"
+# Outputs are read whole before grep looks at them: `producer | grep -q` under pipefail fails
+# whenever grep's early exit kills the producer with SIGPIPE (it did, for a postinst present).
+control=$(dpkg-deb --ctrl-tarfile "$work/edgertd_${version}_$arch.deb" | tar -t)
+conffiles=$(dpkg-deb --ctrl-tarfile "$work/edgertd_${version}_$arch.deb" | tar -xO ./conffiles)
+edgertd_depends=$(dpkg-deb -f "$work/edgertd_${version}_$arch.deb" Depends)
+plugin_depends=$(dpkg-deb -f "$work/edgert-plugin-cpu_${version}_$arch.deb" Depends)
+grep -qx /etc/edgert/edgertd.yaml <<<"$conffiles" || fail "edgertd.yaml is not a conffile"
+grep -q postinst <<<"$control" || fail "edgertd has no postinst"
+grep -qF "edgert (= $version)" <<<"$edgertd_depends" || fail "edgertd does not depend on edgert"
+grep -qF "edgert (= $version)" <<<"$plugin_depends" || fail "edgert-plugin-cpu does not depend on edgert"
 
 for pkg in edgert edgertd edgert-plugin-cpu; do
   [[ $(dpkg-deb -f "$work/${pkg}_${version}_$arch.deb" Depends) == *libc6* ]] || fail "$pkg: no shared library Depends (dpkg-shlibdeps)"
 done
-dpkg-deb -f "$work/edgertd_${version}_$arch.deb" Depends | grep -q libsystemd0 || fail "edgertd does not depend on libsystemd0"
+grep -q libsystemd0 <<<"$edgertd_depends" || fail "edgertd does not depend on libsystemd0"
 
 # The extracted files alone build and run an engine.
 r=$work/root
