@@ -35,18 +35,33 @@ namespace {
 // 14, 28, 56, 112), and 7 accumulators + 9 weights + 3 taps of a 3x3 kernel fit 32 registers.
 constexpr int kRows = 7;
 
+// The tap function of a row group (for_each_group_tap): each input row's K taps are summed
+// apart, then added to the accumulator of the output row. Adding every tap straight into the
+// accumulator made each row's sum one chain of K x K dependent FMAs, and with at most K rows
+// taking taps from any one input row the core had too few chains to fill its FMA units: this
+// costs one add per input row and output row and ran the 3x3 kernels 15-25% faster.
+template <int K>
+struct RowSums {
+  const __m512* wv;
+  __m512* acc;
+  __m512 row[kRows];
+  __attribute__((always_inline)) void operator()(int r, int ky, int kx, __m512 v) {
+    const __m512 w = wv[ky * K + kx];
+    row[r] = kx == 0 ? _mm512_mul_ps(w, v) : _mm512_fmadd_ps(w, v, row[r]);
+    if (kx == K - 1) acc[r] = _mm512_add_ps(acc[r], row[r]);
+  }
+};
+
 // acc[r] = bias + the window sums of output row oy0 + r, for the 16 outputs whose tap 0 is
-// input column c0.
-template <int K, int S>
+// input column c0; kInterior: every load lies inside the row (BlockMasks::interior).
+template <int K, int S, bool kInterior>
 __attribute__((always_inline)) inline void row_group(const Geometry& g, const float* x, const __m512* wv,
                                                      __m512 bias, int64_t oy0, int64_t c0, const BlockMasks& m,
                                                      __m512* acc) {
 #pragma GCC unroll 7
   for (int r = 0; r < kRows; ++r) acc[r] = bias;
-  for_each_group_tap<K, S, kRows>(x, g.in_h, g.in_w, oy0 * S - g.pad_top, c0, m, _mm512_setzero_ps(),
-                                  [&](int r, int ky, int kx, __m512 v) {
-                                    acc[r] = _mm512_fmadd_ps(wv[ky * K + kx], v, acc[r]);
-                                  });
+  for_each_group_tap<K, S, kRows, kInterior>(x, g.in_h, g.in_w, oy0 * S - g.pad_top, c0, m, _mm512_setzero_ps(),
+                                             RowSums<K>{wv, acc, {}});
 }
 
 // Activations with a register form (x86/activation_lanes_avx512.h: Relu, Clip, HardSwish,
@@ -70,9 +85,13 @@ void direct_plane(const Geometry& g, const float* x, const float* w, float bias,
       const int64_t rows = std::min<int64_t>(kRows, g.out_h - oy0);
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t ox = first + 16 * b;
-        const BlockMasks& m = masks[b];
+        const BlockMasks m = masks[b];  // a copy: its masks stay in mask registers
         __m512 acc[kRows];
-        row_group<K, S>(g, x, wv, bv, oy0, ox * S - g.pad_left, m, acc);
+        if (m.interior) {
+          row_group<K, S, true>(g, x, wv, bv, oy0, ox * S - g.pad_left, m, acc);
+        } else {
+          row_group<K, S, false>(g, x, wv, bv, oy0, ox * S - g.pad_left, m, acc);
+        }
 #pragma GCC unroll 7
         for (int r = 0; r < kRows; ++r) {  // unrolled, so acc stays in registers
           if (r >= rows) continue;
@@ -139,10 +158,7 @@ void pair_planes(const Geometry& g, const PlaneRef& a, const PlaneRef& b, const 
     __m512 acc[kRows];
 #pragma GCC unroll 7
     for (int r = 0; r < kRows; ++r) acc[r] = bv;
-    for_each_group_row<K, S, kRows>(g.in_h, oy0 * S - g.pad_top, load,
-                                    [&](int r, int ky, int kx, __m512 v) __attribute__((always_inline)) {
-                                      acc[r] = _mm512_fmadd_ps(wv[ky * K + kx], v, acc[r]);
-                                    });
+    for_each_group_row<K, S, kRows>(g.in_h, oy0 * S - g.pad_top, load, RowSums<K>{wv, acc, {}});
 #pragma GCC unroll 7
     for (int r = 0; r < kRows; ++r) {
       if (r >= rows) continue;

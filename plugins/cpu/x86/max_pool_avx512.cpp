@@ -42,15 +42,29 @@ void max_plane(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out
       const int64_t rows = std::min<int64_t>(kRows, out_h - oy0);
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t ox = first + 16 * b;
+        const BlockMasks m = masks[b];  // a copy: its masks stay in mask registers
         __m512 acc[kRows];
 #pragma GCC unroll 7
         for (int r = 0; r < kRows; ++r) acc[r] = lowest;
-        for_each_group_tap<K, S, kRows>(x, in_h, in_w, oy0 * S - pad_top, ox * S - pad_left, masks[b], lowest,
-                                        [&](int r, int, int, __m512 v) { acc[r] = _mm512_max_ps(v, acc[r]); });
+        // Each input row's taps are reduced apart first (see depthwise_avx512.cpp's RowSums).
+        const auto group = [&](auto interior) __attribute__((always_inline)) {
+          __m512 row[kRows];
+          for_each_group_tap<K, S, kRows, decltype(interior)::value>(
+              x, in_h, in_w, oy0 * S - pad_top, ox * S - pad_left, m, lowest,
+              [&](int r, int, int kx, __m512 v) __attribute__((always_inline)) {
+                row[r] = kx == 0 ? v : _mm512_max_ps(v, row[r]);
+                if (kx == K - 1) acc[r] = _mm512_max_ps(row[r], acc[r]);
+              });
+        };
+        if (m.interior) {
+          group(std::true_type{});
+        } else {
+          group(std::false_type{});
+        }
 #pragma GCC unroll 7
         for (int r = 0; r < kRows; ++r) {  // unrolled, so acc stays in registers
           if (r >= rows) break;
-          store_lanes(y + (oy0 + r) * out_w + ox, masks[b].out, acc[r]);
+          store_lanes(y + (oy0 + r) * out_w + ox, m.out, acc[r]);
         }
       }
     }

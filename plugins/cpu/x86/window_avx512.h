@@ -38,6 +38,7 @@ inline void store_lanes(float* dst, __mmask16 mask, __m512 v) {
 struct BlockMasks {
   __mmask16 load[8];
   __mmask16 out;
+  bool interior;  // every load mask full: the loads need no mask
 };
 
 template <int K, int S>
@@ -54,24 +55,29 @@ BlockMasks block_masks(int64_t in_w, int64_t out_w, int64_t pad_left, int64_t ox
     }
   }
   m.out = out_w - ox >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (out_w - ox)) - 1);
+  m.interior = true;
+  for (int i = 0; i < (S == 1 ? K : (K + 1) / 2 * 2); ++i) m.interior = m.interior && m.load[i] == 0xFFFF;
   return m;
 }
 
 // The K tap vectors of one input row for the 16 outputs whose tap 0 is input column c0:
 // v[kx] holds, in lane l, input column c0 + kx + S * l (the padding value outside the row).
-template <int K, int S>
+template <int K, int S, bool kInterior = false>
 __attribute__((always_inline)) inline void row_taps(const float* row, int64_t c0, const BlockMasks& m, __m512 pad,
                                                     __m512* v) {
+  const auto load = [&](int64_t c, __mmask16 mask) __attribute__((always_inline)) {
+    return kInterior ? _mm512_loadu_ps(row + c) : load_columns(row, c, mask, pad);
+  };
   if (S == 1) {
 #pragma GCC unroll 7
-    for (int kx = 0; kx < K; ++kx) v[kx] = load_columns(row, c0 + kx, m.load[kx], pad);
+    for (int kx = 0; kx < K; ++kx) v[kx] = load(c0 + kx, m.load[kx]);
   } else {
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
 #pragma GCC unroll 4
     for (int p = 0; p < (K + 1) / 2; ++p) {
-      const __m512 lo = load_columns(row, c0 + 2 * p, m.load[2 * p], pad);
-      const __m512 hi = load_columns(row, c0 + 2 * p + 16, m.load[2 * p + 1], pad);
+      const __m512 lo = load(c0 + 2 * p, m.load[2 * p]);
+      const __m512 hi = load(c0 + 2 * p + 16, m.load[2 * p + 1]);
       v[2 * p] = _mm512_permutex2var_ps(lo, even, hi);
       if (2 * p + 1 < K) v[2 * p + 1] = _mm512_permutex2var_ps(lo, odd, hi);
     }
@@ -138,12 +144,14 @@ __attribute__((always_inline)) inline void for_each_group_row(int64_t in_h, int6
 // and feed every row of the group whose window covers it (per output row, a 3x3 stride-1
 // window then costs about 3 loads instead of 9); rows outside the input are the padding,
 // skipped. Rows past the output's end are visited as well: the caller does not store them.
-template <int K, int S, int R, typename Tap>
+template <int K, int S, int R, bool kInterior = false, typename Tap>
 __attribute__((always_inline)) inline void for_each_group_tap(const float* x, int64_t in_h, int64_t in_w, int64_t iy0,
                                                               int64_t c0, const BlockMasks& m, __m512 pad, Tap&& tap) {
   for_each_group_row<K, S, R>(
       in_h, iy0,
-      [&](int64_t iy, __m512* v) __attribute__((always_inline)) { row_taps<K, S>(x + iy * in_w, c0, m, pad, v); },
+      [&](int64_t iy, __m512* v) __attribute__((always_inline)) {
+        row_taps<K, S, kInterior>(x + iy * in_w, c0, m, pad, v);
+      },
       tap);
 }
 
