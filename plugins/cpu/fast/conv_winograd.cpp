@@ -325,7 +325,9 @@ void WinogradConv::execute(const float* x, const float* bias, const float* z, fl
       float* m_buf = v_buf + positions * vs;
       for (int64_t block = 0; block < blocks; ++block) {
         const int64_t t0 = block * tb, count = std::min(tb, tiles - t0);
-        pool.parallel_for(C, [&](int64_t c, int) { transform_in(xn, t0, count, v_buf, c); }, threads_);
+        pool.parallel_ranges(
+            C, [&](int64_t c0, int64_t c1, int) { for (int64_t c = c0; c < c1; ++c) transform_in(xn, t0, count, v_buf, c); },
+            threads_);
         pool.parallel_for(
             positions,
             [&](int64_t pos, int thread) {
@@ -333,11 +335,18 @@ void WinogradConv::execute(const float* x, const float* bias, const float* z, fl
               multiply(v_buf, m_buf, count, gemm_ws, pos);
             },
             threads_);
-        pool.parallel_for(M, [&](int64_t m, int) { transform_out(m_buf, t0, count, zn, yn, m); }, threads_);
+        pool.parallel_ranges(
+            M,
+            [&](int64_t m0, int64_t m1, int) {
+              for (int64_t m = m0; m < m1; ++m) transform_out(m_buf, t0, count, zn, yn, m);
+            },
+            threads_);
       }
     }
     if (activation.kind != ActivationKind::None && !activation_done)
-      pool.parallel_for(M, [&](int64_t m, int) { gemm::apply_activation(yn + m * out_plane, out_plane, activation); });
+      pool.parallel_ranges(M, [&](int64_t m0, int64_t m1, int) {
+        gemm::apply_activation(yn + m0 * out_plane, (m1 - m0) * out_plane, activation);  // planes are contiguous
+      });
   }
 }
 

@@ -46,7 +46,9 @@ void global_average_rows(const float* x, float* y, int64_t planes, int64_t size)
     for (int64_t p = 0; p < planes; ++p) plane_mean(p);
     return;
   }
-  ThreadPool::instance().parallel_for(planes, [&](int64_t p, int) { plane_mean(p); });
+  ThreadPool::instance().parallel_ranges(planes, [&](int64_t begin, int64_t end, int) {
+    for (int64_t p = begin; p < end; ++p) plane_mean(p);
+  });
 }
 
 namespace {
