@@ -172,7 +172,8 @@ BuildResult build_engine(const BuildOptions& options) {
     options.log("memory plan: " + std::to_string(p.planned_tensors) + " tensors, " +
                 std::to_string(p.activation_bytes) + " activation bytes in a " + std::to_string(p.arena_bytes) +
                 "-byte arena (largest tensor " + std::to_string(p.largest_tensor_bytes) + " bytes, " +
-                std::to_string(p.in_place) + " in place), workspace " + std::to_string(p.workspace_bytes) + " bytes");
+                std::to_string(p.in_place) + " in place, " + std::to_string(p.concats_in_place) +
+                " Concat(s) with inputs in place), workspace " + std::to_string(p.workspace_bytes) + " bytes");
   }
   WriterInputs writer;
   writer.memory_plan = &result.memory_plan;

@@ -47,6 +47,60 @@ void outer_names(const Model& model, int32_t g, std::set<std::string>& names) {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// A Concat whose inputs are planned at their place in its output, so the kernel has nothing
+// to copy (Concat kernels skip an input whose data already sits where it goes).
+struct ConcatInPlace {
+  int32_t output = -1;
+  std::vector<int32_t> members;   // the inputs, in order
+  std::vector<uint64_t> offsets;  // each member's byte offset inside the output
+};
+
+// Concat nodes that can be planned in place: joined along an axis with only 1s before it (each
+// input is then one contiguous run of the output), every input a planned tensor written
+// before and read by this Concat alone (its bytes belong to the output from then on), no input
+// twice or in two Concats, and every input's place aligned as the plan's offsets are.
+// member_of[v] = index of the group holding v, -1 if none.
+std::vector<ConcatInPlace> concats_in_place(const Graph& graph, const std::vector<bool>& plannable,
+                                            const std::vector<uint64_t>& sizes, const std::vector<int32_t>& end,
+                                            const std::vector<bool>& is_output, uint64_t alignment,
+                                            std::vector<int32_t>& member_of) {
+  std::vector<ConcatInPlace> groups;
+  member_of.assign(graph.values.size(), -1);
+  std::vector<bool> group_output(graph.values.size(), false);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    if (!node.domain.empty() || node.op_type != "Concat" || node.outputs.size() != 1 || node.inputs.size() < 2)
+      continue;
+    const int32_t out = node.outputs[0];
+    if (!plannable[out] || member_of[out] >= 0 || sizes[out] == 0) continue;
+    const Value& y = graph.values[out];
+    const Attribute* axis_attr = node.attribute("axis");
+    const int64_t rank = static_cast<int64_t>(y.shape.size());
+    int64_t axis = axis_attr ? axis_attr->i : 1;  // Concat-1 defaulted to 1
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) continue;
+    bool ok = true;
+    for (int64_t a = 0; a < axis; ++a) ok = ok && y.shape[a].value == 1;
+    ConcatInPlace group;
+    group.output = out;
+    uint64_t offset = 0;
+    for (int32_t u : node.inputs) {
+      ok = ok && u >= 0 && plannable[u] && member_of[u] < 0 && !group_output[u] && !is_output[u] &&
+           end[u] == static_cast<int32_t>(n) && graph.values[u].dtype == y.dtype && offset % alignment == 0 &&
+           std::count(node.inputs.begin(), node.inputs.end(), u) == 1;
+      if (!ok) break;
+      group.members.push_back(u);
+      group.offsets.push_back(offset);
+      offset += sizes[u];
+    }
+    if (!ok || offset != sizes[out]) continue;
+    for (int32_t u : group.members) member_of[u] = static_cast<int32_t>(groups.size());
+    group_output[out] = true;
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const Model& model) {
@@ -77,7 +131,11 @@ MemoryPlan plan_memory(const Model& model) {
                      v.dtype != 0 && dtype_size(v.dtype) > 0;
     }
   }
-  for (int32_t t : graph.outputs) end[t] = end_of_run;
+  std::vector<bool> is_output(num_values, false);
+  for (int32_t t : graph.outputs) {
+    end[t] = end_of_run;
+    is_output[t] = true;
+  }
   for (int32_t t : graph.inputs) plannable[t] = false;
 
   for (size_t v = 0; v < num_values; ++v) {
@@ -90,21 +148,31 @@ MemoryPlan plan_memory(const Model& model) {
     ++plan.planned_tensors;
   }
 
+  std::vector<int32_t> member_of;
+  const std::vector<ConcatInPlace> concats =
+      concats_in_place(graph, plannable, plan.sizes, end, is_output, plan.alignment, member_of);
+  // A group's output holds its members' bytes from the first member's writing on.
+  for (const ConcatInPlace& group : concats)
+    for (int32_t u : group.members) start[group.output] = std::min(start[group.output], start[u]);
+
   std::vector<int32_t> placed;  // in placement order
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     std::vector<int> slots = in_place_slots(node);
     for (size_t o = 0; o < node.outputs.size(); ++o) {
-      const int32_t v = node.outputs[o];
-      if (!plannable[v]) continue;
+      int32_t v = node.outputs[o];
+      if (!plannable[v] || plan.offsets[v] >= 0) continue;  // placed with its Concat group
+      const ConcatInPlace* group = member_of[v] >= 0 ? &concats[static_cast<size_t>(member_of[v])] : nullptr;
+      if (group) v = group->output;  // the first member written: place the whole output now
       const uint64_t size = align_up(std::max<uint64_t>(plan.sizes[v], 1), plan.alignment);
       int64_t offset = -1;
-      if (o == 0) {
+      if (o == 0 && !group) {
         for (int slot : slots) {
           if (slot >= static_cast<int>(node.inputs.size())) continue;
           int32_t u = node.inputs[slot];
+          // A Concat member's bytes are its Concat's output: no other tensor may take them.
           if (u < 0 || plan.offsets[u] < 0 || end[u] != static_cast<int32_t>(n) || plan.sizes[u] != plan.sizes[v] ||
-              graph.values[u].dtype != graph.values[v].dtype)
+              graph.values[u].dtype != graph.values[v].dtype || member_of[u] >= 0)
             continue;
           // A second read of u by an element-wise binary op (x * x) is harmless; by anything else
           // (Conv reading X across planes while Z = X is overwritten) it is not.
@@ -133,6 +201,11 @@ MemoryPlan plan_memory(const Model& model) {
       plan.offsets[v] = offset;
       plan.arena_bytes = std::max(plan.arena_bytes, static_cast<uint64_t>(offset) + size);
       placed.push_back(v);
+      if (group) {
+        for (size_t i = 0; i < group->members.size(); ++i)
+          plan.offsets[group->members[i]] = offset + static_cast<int64_t>(group->offsets[i]);
+        ++plan.concats_in_place;
+      }
     }
   }
   return plan;

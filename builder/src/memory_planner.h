@@ -7,7 +7,9 @@
 // name; engine outputs live to the end). Placement is best-fit in execution order: each
 // tensor takes the smallest gap between the tensors alive with it, or the end of the arena.
 // Element-wise ops whose kernels tolerate aliasing write over an input read for the last time
-// (in place).
+// (in place). A Concat along a leading axis gets its inputs written straight into their place
+// in its output (the copy elided; the Concat kernel skips inputs already in place), when it is
+// the only reader of each (concats_in_place in memory_planner.cpp has the conditions).
 //
 // Not planned (left to the runtime's caching allocator): engine inputs (the caller's memory),
 // constants (the mmap), tensors with dynamic or data-dependent shapes, outputs of If / Loop /
@@ -34,6 +36,7 @@ struct MemoryPlan {
   uint64_t largest_tensor_bytes = 0; // no plan can be smaller than this
   int32_t planned_tensors = 0;
   int32_t in_place = 0;
+  int32_t concats_in_place = 0;      // Concat nodes whose inputs were planned inside the output
 };
 
 // Needs kernels selected and shapes inferred (node.plugin, value shapes, node.workspace_bytes).

@@ -142,7 +142,9 @@ class ConcatOp : public Op {
       for (int32_t i = 0; i < node.num_inputs; ++i) {
         int64_t chunk = in[i].dims[axis_] * inner;
         if (chunk == 0) continue;  // zero-size inputs may have null data
-        std::memcpy(dst, static_cast<const char*>(in[i].data) + o * chunk, static_cast<size_t>(chunk));
+        const char* src = static_cast<const char*>(in[i].data) + o * chunk;
+        // The builder's memory plan may have had the input written at its place already.
+        if (src != dst) std::memcpy(dst, src, static_cast<size_t>(chunk));
         dst += chunk;
       }
   }

@@ -141,11 +141,11 @@ bool EngineFile::verify(edgert_error* error) {
     return false;
   }
   const fb::Engine* e = fb::GetEngine(base_);
-  if (e->format_version() != kEngineFormatVersion) {
+  if (e->format_version() < kOldestEngineFormatVersion || e->format_version() > kEngineFormatVersion) {
     set_error(error, EDGERT_ERR_VERSION,
-              "engine '%s' has format version %u; this runtime reads version %u (rebuild the engine "
+              "engine '%s' has format version %u; this runtime reads versions %u to %u (rebuild the engine "
               "with a matching edgert)",
-              where, e->format_version(), kEngineFormatVersion);
+              where, e->format_version(), kOldestEngineFormatVersion, kEngineFormatVersion);
     return false;
   }
 

@@ -11,8 +11,11 @@
 
 namespace edgert {
 
-// Bumped when a reader of the previous version could not read the file.
-constexpr uint32_t kEngineFormatVersion = 1;
+// Bumped when a reader of the previous version could not read the file. Version 2: a
+// memory plan may place a Concat's inputs inside its output (version 1 readers refuse that
+// as overlapping tensors); version 1 files read as before.
+constexpr uint32_t kEngineFormatVersion = 2;
+constexpr uint32_t kOldestEngineFormatVersion = 1;
 constexpr size_t kWeightAlignment = 64;
 constexpr char kTrailerMagic[8] = {'E', 'D', 'G', 'T', 'T', 'R', 'L', '1'};
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <set>
 
 #include "board.h"
 #include "error.h"
@@ -131,6 +132,7 @@ bool LoadedEngine::resolve_memory_plan(edgert_error* error) {
   struct Block {
     uint64_t offset, size;
     int32_t start, end;
+    int32_t tensor;
   };
   std::vector<Block> blocks;
   ArenaPlan plan;
@@ -152,7 +154,24 @@ bool LoadedEngine::resolve_memory_plan(edgert_error* error) {
       return bad("places " + name + ", which is not written by a plugin kernel of the main graph");
     if (size == 0) continue;
     int32_t end = graph.is_graph_output[t] ? num_nodes : std::max(graph.last_use[t], start[t]);
-    blocks.push_back({static_cast<uint64_t>(offset), size, start[t], end});
+    blocks.push_back({static_cast<uint64_t>(offset), size, start[t], end, static_cast<int32_t>(t)});
+  }
+  // A Concat's input planned at its place in the Concat's output (memory_planner.h): tensor
+  // `input` lies at `output`'s offset plus the sizes of the inputs before it, and this Concat
+  // is its last reader, so the two share bytes only as one value.
+  std::set<std::pair<int32_t, int32_t>> concat_parts;  // (input, output)
+  for (const LoadedNode& node : graph.nodes) {
+    if (node.builtin != BuiltinOp::None || !node.node.domain || node.node.domain[0] != '\0' ||
+        !node.node.op_type || std::strcmp(node.node.op_type, "Concat") != 0 || node.outputs.size() != 1 || node.outputs[0] < 0)
+      continue;
+    const int32_t out = node.outputs[0];
+    if (plan.offsets[out] < 0) continue;
+    uint64_t at = static_cast<uint64_t>(plan.offsets[out]);
+    for (int32_t u : node.inputs) {
+      if (u < 0 || plan.offsets[u] < 0 || static_cast<uint64_t>(plan.offsets[u]) != at) break;
+      if (!graph.is_graph_output[u] && graph.last_use[u] == start[out]) concat_parts.emplace(u, out);
+      at += plan.sizes[u];
+    }
   }
   std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.offset < b.offset; });
   for (size_t i = 0; i < blocks.size(); ++i)
@@ -161,6 +180,7 @@ bool LoadedEngine::resolve_memory_plan(edgert_error* error) {
       if (a.end < b.start || b.end < a.start) continue;  // never alive together
       // In place: a node overwrites an input it reads for the last time with its output.
       if (a.offset == b.offset && a.start != b.start && (a.end == b.start || b.end == a.start)) continue;
+      if (concat_parts.count({a.tensor, b.tensor}) || concat_parts.count({b.tensor, a.tensor})) continue;
       return bad("overlaps two tensors that are alive at the same time (offsets " + std::to_string(a.offset) +
                  " and " + std::to_string(b.offset) + ")");
     }

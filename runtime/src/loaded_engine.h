@@ -60,7 +60,8 @@ struct LoadedGraph {
 // The builder's memory plan for graphs[0] (engine.fbs MemoryPlan), verified at load: every
 // offset aligned and inside the arena, only node outputs planned, and no two tensors alive at
 // the same time overlapping (except an output written in place over an input read for the
-// last time by the same node). A hostile plan can therefore not make the runtime write
+// last time by the same node, and a Concat's inputs that it reads last, planned at their place
+// in its output). A hostile plan can therefore not make the runtime write
 // outside the arena or over a live tensor.
 struct ArenaPlan {
   uint64_t arena_bytes = 0;

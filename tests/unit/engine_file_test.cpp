@@ -166,6 +166,25 @@ TEST_F(EngineFileTest, NewerFormatVersionIsRefusedByName) {
   EXPECT_NE(std::strstr(error.message, "format version 99"), nullptr) << error.message;
 }
 
+// Version 1 files (before Concat inputs could be planned in place) still open; 0 never existed.
+TEST_F(EngineFileTest, OlderFormatVersionsOpenAndZeroIsRefused) {
+  for (uint32_t version : {kOldestEngineFormatVersion, 0u}) {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto graph = fb::CreateGraph(fbb);
+    auto e = fb::CreateEngine(fbb, version, fbb.CreateString("old"), host_board(fbb, host_architecture()), 0, 0, 0,
+                              fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Graph>>{graph}));
+    fb::FinishEngineBuffer(fbb, e);
+    auto bytes = seal(fbb);
+    EngineFile file;
+    edgert_error error{};
+    const bool opened = file.open_memory(bytes.data(), bytes.size(), "old.engine", &error);
+    EXPECT_EQ(opened, version == kOldestEngineFormatVersion) << version << ": " << error.message;
+    if (!opened) {
+      EXPECT_NE(std::strstr(error.message, "format version 0"), nullptr) << error.message;
+    }
+  }
+}
+
 TEST_F(EngineFileTest, WeightRegionOutsideTheFileIsRefused) {
   flatbuffers::FlatBufferBuilder fbb;
   auto graph = fb::CreateGraph(fbb);

@@ -109,6 +109,72 @@ TEST(MemoryPlanner, AHostilePlanIsRefusedAtLoad) {
   EXPECT_NE(load_with_plan(b.optimized, short_table).find("for each of the"), std::string::npos);
 }
 
+// x -> two 3x3 convs -> Concat along channels -> Softsign -> y; `extra` adds a reader of the
+// first conv's output: "output" makes it an engine output too, "later" reads it after the
+// Concat (a Neg into a second output).
+onnx::ModelProto two_convs_concat(int64_t channels, int64_t size, const std::string& extra = "") {
+  GraphMaker g;
+  g.input("x", {1, channels, size, size});
+  std::vector<float> w(static_cast<size_t>(channels * channels * 9));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 29) % 13) / 40.0f - 0.15f;
+  g.floats("w", {channels, channels, 3, 3}, w);
+  M::attr(g.node("Conv", {"x", "w"}, {"a"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  M::attr(g.node("Conv", {"x", "w"}, {"b0"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.node("Softsign", {"b0"}, {"b"});
+  M::attr(g.node("Concat", {"a", "b"}, {"c"}), "axis", int64_t{1});
+  g.node("Softsign", {"c"}, {"y"});
+  g.output("y");
+  if (extra == "output") g.output("a");
+  if (extra == "later") {
+    g.node("Neg", {"a"}, {"z"});
+    g.output("z");
+  }
+  return g.model();
+}
+
+int32_t value_named(const builder::Graph& graph, const std::string& name) {
+  for (size_t v = 0; v < graph.values.size(); ++v)
+    if (graph.values[v].name == name) return static_cast<int32_t>(v);
+  ADD_FAILURE() << "no value " << name;
+  return 0;
+}
+
+TEST(MemoryPlanner, ConcatInputsAreWrittenAtTheirPlaceInItsOutput) {
+  OptimizedBuild b = build_both(two_convs_concat(4, 8), {{1, 4, 8, 8}});
+  const builder::MemoryPlan& plan = b.optimized.memory_plan;
+  const builder::Graph& graph = b.optimized.model.graphs[0];
+  ASSERT_EQ(plan.concats_in_place, 1);
+  const int64_t c = plan.offsets[value_named(graph, "c")];
+  EXPECT_EQ(plan.offsets[value_named(graph, "a")], c);
+  EXPECT_EQ(plan.offsets[value_named(graph, "b")], c + 4 * 8 * 8 * 4);
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+  EXPECT_EQ(load_with_plan(b.optimized, plan), "");  // the loader's verification accepts it
+
+  // The oracle: the same graph with the first conv's output an engine output as well, which
+  // keeps it out of the Concat's bytes (so the Concat copies it).
+  OptimizedBuild copied = build_both(two_convs_concat(4, 8, "output"), {{1, 4, 8, 8}});
+  EXPECT_EQ(copied.optimized.memory_plan.concats_in_place, 0);
+  ASSERT_FALSE(copied.optimized_outputs.empty());
+  EXPECT_EQ(b.optimized_outputs[0], copied.optimized_outputs[0]);
+
+  // A member moved off its place overlaps the other member while both are alive.
+  builder::MemoryPlan moved = plan;
+  moved.offsets[value_named(graph, "b")] = c + 512;
+  EXPECT_NE(load_with_plan(b.optimized, moved).find("overlaps"), std::string::npos);
+}
+
+TEST(MemoryPlanner, ConcatCopiesInputsThatAreReadLaterOrWouldBeMisaligned) {
+  // Read after the Concat: its bytes would be the Concat output's, which a later node may
+  // overwrite in place.
+  OptimizedBuild later = build_both(two_convs_concat(4, 8, "later"), {{1, 4, 8, 8}});
+  EXPECT_EQ(later.optimized.memory_plan.concats_in_place, 0);
+  EXPECT_EQ(later.optimized_outputs, later.reference_outputs);
+  // 3 x 5 x 5 floats = 300 bytes: the second input's place is not 64-byte aligned.
+  OptimizedBuild odd = build_both(two_convs_concat(3, 5), {{1, 3, 5, 5}});
+  EXPECT_EQ(odd.optimized.memory_plan.concats_in_place, 0);
+  EXPECT_EQ(odd.optimized_outputs, odd.reference_outputs);
+}
+
 class ToolsTest : public ::testing::Test {
  protected:
   void SetUp() override {
