@@ -189,7 +189,7 @@ BuildResult build_engine(const BuildOptions& options) {
         make_self_test(result.engine, options.plugin_path, options.self_test_seed, &result.self_test_skipped);
     if (vector) {
       writer.self_test = &*vector;
-      result.engine = serialize_engine(writer);
+      result.engine = serialize_engine(writer, std::move(result.engine));
       result.has_self_test = true;
     }
     if (options.log)

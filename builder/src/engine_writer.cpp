@@ -94,7 +94,7 @@ void write_all(int fd, const uint8_t* data, size_t size, const std::string& path
 
 }  // namespace
 
-std::vector<uint8_t> serialize_engine(const WriterInputs& in) {
+std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_t> reuse) {
   const Model& model = *in.model;
   FlatBufferBuilder fbb(1 << 16);
 
@@ -189,10 +189,21 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in) {
   uint64_t fb_size = fbb.GetSize();
   uint64_t weights_offset = (fb_size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
   uint64_t weights_size = (weights.size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
-  std::vector<uint8_t> bytes(weights_offset + weights_size + sizeof(EngineTrailer), 0);
+  // Every byte is written below, so a reused buffer keeps its pages and only the gaps between
+  // the parts are cleared (zeroing and faulting in a fresh 47 MB buffer was a tenth of a warm
+  // resnet18 build).
+  std::vector<uint8_t> bytes = std::move(reuse);
+  bytes.resize(weights_offset + weights_size + sizeof(EngineTrailer));
   std::memcpy(bytes.data(), fbb.GetBufferPointer(), fb_size);
-  for (const auto& [offset, data] : weights.regions)
-    if (!data->empty()) std::memcpy(bytes.data() + weights_offset + offset, data->data(), data->size());
+  uint64_t cleared_to = fb_size;  // bytes before this are written; region offsets increase
+  for (const auto& [offset, data] : weights.regions) {
+    const uint64_t at = weights_offset + offset;
+    if (at > cleared_to) std::memset(bytes.data() + cleared_to, 0, at - cleared_to);
+    if (!data->empty()) std::memcpy(bytes.data() + at, data->data(), data->size());
+    cleared_to = std::max(cleared_to, at + data->size());
+  }
+  const uint64_t body_end = weights_offset + weights_size;
+  if (body_end > cleared_to) std::memset(bytes.data() + cleared_to, 0, body_end - cleared_to);
 
   EngineTrailer trailer{};
   std::memcpy(trailer.magic, kTrailerMagic, sizeof trailer.magic);

@@ -45,7 +45,8 @@ struct WriterInputs {
   const SignerRef* signer = nullptr;         // null: unsigned
 };
 
-std::vector<uint8_t> serialize_engine(const WriterInputs& inputs);
+// `reuse`: a buffer (an earlier serialization's) whose memory the result may take over.
+std::vector<uint8_t> serialize_engine(const WriterInputs& inputs, std::vector<uint8_t> reuse = {});
 
 // Writes to a temporary file beside `path`, fsyncs, renames over `path` and fsyncs the
 // directory: a reader sees the old file or the complete new one, never a partial one.

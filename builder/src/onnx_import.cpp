@@ -11,6 +11,11 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "build_error.h"
 #include "error.h"
 
@@ -344,30 +349,52 @@ Value tensor_from_proto(const onnx::TensorProto& proto, const std::string& what,
   return v;
 }
 
-Model import_onnx(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) build_fail(EDGERT_ERR_IO, "cannot open model '%s': %s", path.c_str(), std::strerror(errno));
-  // One read of the whole file (an istreambuf_iterator copy goes a byte at a time: a tenth of
-  // a second for a 50 MB model).
-  std::string content;
-  in.seekg(0, std::ios::end);
-  std::streamoff file_size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (file_size > 0) {
-    content.resize(static_cast<size_t>(file_size));
-    if (!in.read(content.data(), file_size))
-      build_fail(EDGERT_ERR_IO, "cannot read model '%s': %s", path.c_str(), std::strerror(errno));
+// The model file mapped read-only for parsing: protobuf copies what it keeps, so the file's
+// bytes are never copied whole (a read into a buffer touched 47 MB more for resnet18, a fifth
+// of a warm build).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) build_fail(EDGERT_ERR_IO, "cannot open model '%s': %s", path.c_str(), std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd_, &st) != 0) build_fail(EDGERT_ERR_IO, "cannot read model '%s': %s", path.c_str(), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) build_fail(EDGERT_ERR_IO, "cannot read model '%s': not a regular file", path.c_str());
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > static_cast<size_t>(kMaxModelBytes))
+      build_fail(EDGERT_ERR_UNSUPPORTED, "model '%s' is %zu bytes; models over 2 GiB must keep weights as external data",
+                 path.c_str(), size_);
+    if (size_ == 0) return;
+    void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, 0);
+    if (map == MAP_FAILED) build_fail(EDGERT_ERR_IO, "cannot map model '%s': %s", path.c_str(), std::strerror(errno));
+    data_ = static_cast<const char*>(map);
   }
-  if (content.size() > static_cast<size_t>(kMaxModelBytes))
-    build_fail(EDGERT_ERR_UNSUPPORTED, "model '%s' is %zu bytes; models over 2 GiB must keep weights as external data",
-               path.c_str(), content.size());
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<char*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const char* data() const { return data_ ? data_ : ""; }
+  size_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+Model import_onnx(const std::string& path) {
   onnx::ModelProto proto;
-  google::protobuf::io::ArrayInputStream raw(content.data(), static_cast<int>(content.size()));
-  google::protobuf::io::CodedInputStream coded(&raw);
-  coded.SetTotalBytesLimit(kMaxModelBytes);
-  if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
-    build_fail(EDGERT_ERR_FORMAT, "'%s' is not a valid ONNX model: protobuf parsing failed (truncated or not ONNX)",
-               path.c_str());
+  {
+    MappedFile content(path);
+    google::protobuf::io::ArrayInputStream raw(content.data(), static_cast<int>(content.size()));
+    google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetTotalBytesLimit(kMaxModelBytes);
+    if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+      build_fail(EDGERT_ERR_FORMAT, "'%s' is not a valid ONNX model: protobuf parsing failed (truncated or not ONNX)",
+                 path.c_str());
+  }
   if (!proto.has_graph())
     build_fail(EDGERT_ERR_FORMAT, "'%s' is not a valid ONNX model: it has no graph", path.c_str());
 
