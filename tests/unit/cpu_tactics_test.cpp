@@ -270,6 +270,8 @@ const std::vector<ConvCase>& conv_cases() {
       {1, 3, 8, 9, 75, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true},         // im2col rows of 38 across panels, s2
       {1, 2, 8, 5, 70, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, false},        // im2col rows of 70, s1
       {1, 3, 16, 20, 41, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, true},       // resnet's stem, 21 wide
+      {1, 3, 8, 6, 120, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true},        // stem rows of 4 blocks: 2 + 2
+      {1, 3, 12, 9, 224, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, false},      // 112 wide, 7 blocks: 3 + 2 + 2
   };
   return cases;
 }

@@ -26,8 +26,12 @@ inline bool direct_conv_applies(int64_t channels, int64_t group, int64_t kernel_
          (stride_h == 1 || stride_h == 2) && dilation_h == 1 && dilation_w == 1;
 }
 
-// Tap vectors per thread: two blocks of C x K x K, 16 floats each.
-inline int64_t direct_conv_taps(const DirectConvShape& s) { return 2 * s.channels * s.kernel * s.kernel; }
+// Blocks of 16 output columns multiplied together (x86/conv_direct_avx512.cpp).
+constexpr int64_t kDirectConvMaxColumnBlocks = 3;
+// Tap vectors per thread: kDirectConvMaxColumnBlocks blocks of C x K x K, 16 floats each.
+inline int64_t direct_conv_taps(const DirectConvShape& s) {
+  return kDirectConvMaxColumnBlocks * s.channels * s.kernel * s.kernel;
+}
 inline size_t direct_conv_workspace_bytes(const DirectConvShape& s, int threads) {
   return static_cast<size_t>(threads * direct_conv_taps(s)) * 16 * sizeof(float);
 }

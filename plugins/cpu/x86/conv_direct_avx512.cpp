@@ -46,7 +46,8 @@ inline void build_taps(const DirectConvShape& s, const float* const (*rows)[K], 
 }
 
 // NB blocks of 16 output columns (taps: NB tap arrays) times every output channel, 8 at a time:
-// each weight broadcast feeds NB FMAs, 8 x NB independent accumulators. The activation A is a
+// each weight broadcast feeds NB FMAs, 8 x NB independent accumulators. Three blocks (24
+// accumulators) take 11 loads per 24 FMAs where two took 10 per 16. The activation A is a
 // compile-time constant and the epilogue is unrolled, so the accumulators stay in registers
 // (with the kind read at run time, GCC spilled them and jumped through a table per vector: a
 // quarter of a stem's time).
@@ -60,19 +61,24 @@ inline void multiply_blocks(const DirectConvShape& s, const float* packed, const
     __m512 acc[NB][kOutBlock];
 #pragma GCC unroll 8
     for (int r = 0; r < kOutBlock; ++r)
+#pragma GCC unroll 3
       for (int b = 0; b < NB; ++b) acc[b][r] = _mm512_setzero_ps();
     for (int64_t t = 0; t < taps_per_block; ++t, w += kOutBlock) {
+      __m512 tv[NB];
+#pragma GCC unroll 3
+      for (int b = 0; b < NB; ++b) tv[b] = taps[b][t];
 #pragma GCC unroll 8
       for (int r = 0; r < kOutBlock; ++r) {
         const __m512 wr = _mm512_set1_ps(w[r]);
-        for (int b = 0; b < NB; ++b) acc[b][r] = _mm512_fmadd_ps(wr, taps[b][t], acc[b][r]);
+#pragma GCC unroll 3
+        for (int b = 0; b < NB; ++b) acc[b][r] = _mm512_fmadd_ps(wr, tv[b], acc[b][r]);
       }
     }
     const int64_t rows_here = std::min<int64_t>(kOutBlock, s.out_channels - m0);
 #pragma GCC unroll 8
     for (int r = 0; r < kOutBlock; ++r) {
       if (r >= rows_here) break;
-#pragma GCC unroll 2
+#pragma GCC unroll 3
       for (int b = 0; b < NB; ++b) {
         const int64_t at = (m0 + r) * out_plane + oy * s.out_w + ox[b];
         __m512 v = acc[b][r];
@@ -96,19 +102,28 @@ void output_row(const DirectConvShape& s, const float* x, const float* packed, c
     window_rows<K, S>(x + c * s.in_h * s.in_w, s.in_h, s.in_w, s.pad_top, oy, rows[c]);
     for (int ky = 0; ky < K; ++ky) all_rows = all_rows && rows[c][ky];
   }
-  __m512* const tap_blocks[2] = {taps, taps + taps_per_block};
-  for (int64_t ox = 0; ox < s.out_w; ox += 32) {
-    const int64_t oxs[2] = {ox, ox + 16};
-    const BlockMasks m0 = block_masks<K, S>(s.in_w, s.out_w, s.pad_left, ox);
-    build_taps<K, S>(s, rows, all_rows, m0, ox, tap_blocks[0]);
-    if (ox + 16 < s.out_w) {
-      const BlockMasks m1 = block_masks<K, S>(s.in_w, s.out_w, s.pad_left, ox + 16);
-      build_taps<K, S>(s, rows, all_rows, m1, ox + 16, tap_blocks[1]);
-      const __mmask16 masks[2] = {m0.out, m1.out};
+  __m512* const tap_blocks[kDirectConvMaxColumnBlocks] = {taps, taps + taps_per_block, taps + 2 * taps_per_block};
+  const int64_t blocks = (s.out_w + 15) / 16;
+  for (int64_t b0 = 0; b0 < blocks;) {
+    // Three blocks at a time; the rest as 2 + 2 rather than 3 + 1 (one block alone takes a load
+    // per FMA).
+    const int64_t left = blocks - b0, nb = left == 4 || left == 2 ? 2 : std::min<int64_t>(left, 3);
+    int64_t oxs[kDirectConvMaxColumnBlocks] = {};
+    __mmask16 masks[kDirectConvMaxColumnBlocks] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      oxs[b] = (b0 + b) * 16;
+      const BlockMasks m = block_masks<K, S>(s.in_w, s.out_w, s.pad_left, oxs[b]);
+      build_taps<K, S>(s, rows, all_rows, m, oxs[b], tap_blocks[b]);
+      masks[b] = m.out;
+    }
+    if (nb == 3) {
+      multiply_blocks<3, A>(s, packed, bias, z, y, activation, oy, oxs, masks, tap_blocks, taps_per_block);
+    } else if (nb == 2) {
       multiply_blocks<2, A>(s, packed, bias, z, y, activation, oy, oxs, masks, tap_blocks, taps_per_block);
     } else {
-      multiply_blocks<1, A>(s, packed, bias, z, y, activation, oy, oxs, &m0.out, tap_blocks, taps_per_block);
+      multiply_blocks<1, A>(s, packed, bias, z, y, activation, oy, oxs, masks, tap_blocks, taps_per_block);
     }
+    b0 += nb;
   }
 }
 
