@@ -351,7 +351,9 @@ Value tensor_from_proto(const onnx::TensorProto& proto, const std::string& what,
 
 // The model file mapped read-only for parsing: protobuf copies what it keeps, so the file's
 // bytes are never copied whole (a read into a buffer touched 47 MB more for resnet18, a fifth
-// of a warm build).
+// of a warm build). As with the runtime's mapped engines, a file truncated in place while it is
+// parsed ends the process (SIGBUS); replacing it by rename, as edgert writes its own files,
+// leaves the mapped copy intact.
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
