@@ -193,7 +193,11 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
   // the parts are cleared (zeroing and faulting in a fresh 47 MB buffer was a tenth of a warm
   // resnet18 build).
   std::vector<uint8_t> bytes = std::move(reuse);
-  bytes.resize(weights_offset + weights_size + sizeof(EngineTrailer));
+  const size_t total = weights_offset + weights_size + sizeof(EngineTrailer);
+  // Room for the self-test vector (at most 1 MiB, self_test.h) that the builder adds in a second
+  // serialization, so that one grows into this buffer instead of moving 47 MB to a new one.
+  if (bytes.capacity() < total) bytes.reserve(total + (size_t{2} << 20));
+  bytes.resize(total);
   std::memcpy(bytes.data(), fbb.GetBufferPointer(), fb_size);
   uint64_t cleared_to = fb_size;  // bytes before this are written; region offsets increase
   for (const auto& [offset, data] : weights.regions) {
