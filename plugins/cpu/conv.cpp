@@ -4,9 +4,11 @@
 // FusedConv also list the optimized float32 tactics of fast/conv_tactics.h.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "activation.h"
 #include "fast/conv_tactics.h"
+#include "fast/pool_rows.h"
 #include "kernel.h"
 #include "nn_common.h"
 
@@ -25,13 +27,14 @@ namespace {
 
 // Reads the attributes every window op shares and checks them against the spatial rank.
 void read_window_attrs(const Attributes& attrs, size_t r, WindowGeometry& g, std::vector<int64_t>& pads,
-                       std::string& auto_pad) {
-  std::vector<int64_t> strides = spatial_ints(attrs, "strides", r, 1);
-  std::vector<int64_t> dilations = spatial_ints(attrs, "dilations", r, 1);
-  pads = attrs.get_ints("pads", std::vector<int64_t>(2 * r, 0));
+                       std::string& auto_pad, const std::string& prefix = "") {
+  std::vector<int64_t> strides = spatial_ints(attrs, (prefix + "strides").c_str(), r, 1);
+  std::vector<int64_t> dilations = spatial_ints(attrs, (prefix + "dilations").c_str(), r, 1);
+  pads = attrs.get_ints((prefix + "pads").c_str(), std::vector<int64_t>(2 * r, 0));
   if (pads.size() != 2 * r)
-    fail(EDGERT_ERR_INVALID_ARGUMENT, "attribute 'pads' has %zu values, expected %zu", pads.size(), 2 * r);
-  auto_pad = attrs.get_string("auto_pad", "NOTSET");
+    fail(EDGERT_ERR_INVALID_ARGUMENT, "attribute '%spads' has %zu values, expected %zu", prefix.c_str(), pads.size(),
+         2 * r);
+  auto_pad = attrs.get_string((prefix + "auto_pad").c_str(), "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
     fail(EDGERT_ERR_INVALID_ARGUMENT, "auto_pad '%s' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER",
          auto_pad.c_str());
@@ -50,7 +53,7 @@ void read_window_attrs(const Attributes& attrs, size_t r, WindowGeometry& g, std
 }  // namespace
 
 WindowGeometry forward_geometry(const Attributes& attrs, const Shape& x_shape, const Shape& kernel,
-                                bool ceil_mode) {
+                                bool ceil_mode, const char* prefix) {
   if (x_shape.size() < 3)
     fail(EDGERT_ERR_SHAPE, "input has shape %s, expected [N, C, spatial...] (rank >= 3)",
          shape_string(x_shape).c_str());
@@ -61,7 +64,7 @@ WindowGeometry forward_geometry(const Attributes& attrs, const Shape& x_shape, c
   for (size_t i = 0; i < r; ++i) g.kernel[i] = kernel[i];
   std::vector<int64_t> pads;
   std::string auto_pad;
-  read_window_attrs(attrs, r, g, pads, auto_pad);
+  read_window_attrs(attrs, r, g, pads, auto_pad, prefix);
   for (size_t i = 0; i < r; ++i) {
     const int64_t in = x_shape[2 + i], s = g.stride[i];
     const int64_t extent = (g.kernel[i] - 1) * g.dilation[i] + 1;
@@ -168,6 +171,10 @@ class ConvOp : public Op {
 // activation.h. float32 only. Each output plane is finished right after it is accumulated,
 // rounding to float where the separate Conv, Add and activation did. Z may be the output's own
 // memory (the memory planner runs it in place): Z[i] is read before Y[i] is written.
+// With pool_kernel_shape (the builder's pool fusion; no Z) the result then goes through a 2-D
+// MaxPool of pool_kernel_shape, pool_strides, pool_pads and pool_ceil_mode, and Y is the pooled
+// tensor: the direct stem tactic pools band by band, the others pool their whole output, held in
+// the workspace.
 class FusedConvOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
@@ -176,7 +183,8 @@ class FusedConvOp : public Op {
     if (x.dtype != EDGERT_DTYPE_FLOAT32 || w.dtype != EDGERT_DTYPE_FLOAT32)
       fail(EDGERT_ERR_UNSUPPORTED, "X is %s and W is %s; FusedConv runs float32 only", dtype_name(x.dtype),
            dtype_name(w.dtype));
-    group_ = Attributes(&node).get_int("group", 1);
+    const Attributes attrs(&node);
+    group_ = attrs.get_int("group", 1);
     Shape out_shape;
     g_ = conv_shapes(node, x, w, group_, out_shape);
     if (const edgert_tensor* b = optional_input(node, in, 2)) {
@@ -184,16 +192,41 @@ class FusedConvOp : public Op {
         fail(EDGERT_ERR_SHAPE, "B has dtype %s shape %s, expected float32 [%lld]", dtype_name(b->dtype),
              shape_string(shape_of(*b)).c_str(), static_cast<long long>(w.dims[0]));
     }
-    if (const edgert_tensor* z = optional_input(node, in, 3)) {
+    const edgert_tensor* z = optional_input(node, in, 3);
+    if (z) {
       if (z->dtype != x.dtype || shape_of(*z) != out_shape)
         fail(EDGERT_ERR_SHAPE, "Z has dtype %s shape %s, expected float32 %s", dtype_name(z->dtype),
              shape_string(shape_of(*z)).c_str(), shape_string(out_shape).c_str());
     }
     activation_ = Activation::from_node(node);
+    pooled_ = attrs.has("pool_kernel_shape");
+    conv_elements_ = product(out_shape);
+    if (pooled_) {
+      if (z) fail(EDGERT_ERR_INVALID_ARGUMENT, "a FusedConv with a trailing pool (pool_kernel_shape) takes no Z");
+      if (g_.rank != 2)
+        fail(EDGERT_ERR_UNSUPPORTED, "a trailing pool needs a 2-D convolution, this one is %d-D", g_.rank);
+      pool_g_ = forward_geometry(attrs, out_shape, attrs.get_ints("pool_kernel_shape"),
+                                 attrs.get_int("pool_ceil_mode", 0) != 0, "pool_");
+      if (pool_g_.dilation[0] != 1 || pool_g_.dilation[1] != 1)
+        fail(EDGERT_ERR_UNSUPPORTED, "a trailing pool with dilation is not supported");
+      conv_shape_ = out_shape;
+      out_shape = {out_shape[0], out_shape[1], pool_g_.out[0], pool_g_.out[1]};
+    }
     set_output(out[0], x.dtype, out_shape);
-    fast_ = tactic() != 0 &&
-            fast_conv_.prepare(tactic(), g_, group_, x, w, optional_input(node, in, 3) != nullptr, info);
-    if (!fast_) info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(double);
+    fast_ = tactic() != 0 && fast_conv_.prepare(tactic(), g_, group_, x, w, z != nullptr, info);
+    const size_t conv_workspace = fast_ ? info.workspace_bytes : static_cast<size_t>(g_.out_size()) * sizeof(double);
+    info.workspace_bytes = conv_workspace;
+    pool_in_bands_ = pooled_ && fast_ && fast_conv_.prepare_pool(pool_g_, info);
+    if (pooled_ && !pool_in_bands_) {
+      // The convolution's whole output first (64-byte aligned), then its own workspace.
+      conv_bytes_ = (static_cast<size_t>(conv_elements_) * sizeof(float) + 63) / 64 * 64;
+      info.workspace_bytes = conv_bytes_ + conv_workspace;
+      edgert_tensor c{};
+      c.dtype = EDGERT_DTYPE_FLOAT32;
+      c.rank = 4;
+      for (int d = 0; d < 4; ++d) c.dims[d] = conv_shape_[static_cast<size_t>(d)];
+      fast_pool_ = tactic() != 0 && pool_.prepare(kMaxPoolAvx512Tactic, true, false, pool_g_, c, 1);
+    }
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
@@ -201,14 +234,30 @@ class FusedConvOp : public Op {
     const edgert_tensor* zt = optional_input(node, in, 3);
     const float* bias = b ? data_as<float>(*b) : nullptr;
     const float* z = zt ? data_as<float>(*zt) : nullptr;
-    if (fast_) {
-      fast_conv_.execute(data_as<float>(in[0]), bias, z, data_as<float>(out[0]), activation_, workspace);
+    float* y = data_as<float>(out[0]);
+    if (pool_in_bands_) {
+      fast_conv_.execute(data_as<float>(in[0]), bias, nullptr, y, activation_, workspace);
       return;
     }
+    // Unpooled, Y; pooled, the workspace's first conv_bytes_.
+    float* conv_out = pooled_ ? static_cast<float*>(workspace) : y;
+    void* conv_workspace = pooled_ ? static_cast<uint8_t*>(workspace) + conv_bytes_ : workspace;
+    if (fast_) {
+      fast_conv_.execute(data_as<float>(in[0]), bias, z, conv_out, activation_, conv_workspace);
+    } else {
+      reference_conv(in, bias, z, conv_out, static_cast<double*>(conv_workspace));
+    }
+    if (!pooled_) return;
+    if (fast_pool_) return pool_.execute(conv_out, y);
+    const int64_t planes = conv_shape_[0] * conv_shape_[1];
+    for (int64_t p = 0; p < planes; ++p)
+      reference_max_pool_plane(conv_out + p * g_.out_size(), y + p * pool_g_.out_size());
+  }
+
+ private:
+  void reference_conv(const edgert_tensor* in, const float* bias, const float* z, float* y, double* acc) const {
     const float* x = data_as<float>(in[0]);
     const float* w = data_as<float>(in[1]);
-    float* y = data_as<float>(out[0]);
-    double* acc = static_cast<double*>(workspace);
     const int64_t batch = in[0].dims[0], channels = in[0].dims[1], out_channels = in[1].dims[0];
     const int64_t cg = channels / group_, mg = out_channels / group_;
     const int64_t in_plane = g_.in_size(), out_plane = g_.out_size(), k_plane = g_.kernel_size();
@@ -227,12 +276,48 @@ class FusedConvOp : public Op {
     }
   }
 
- private:
-  WindowGeometry g_;
+  // MaxPool's reference on one plane: the first non-NaN value of the window, then strictly
+  // greater ones; lowest() when the window holds none.
+  void reference_max_pool_plane(const float* x, float* y) const {
+    const WindowGeometry& g = pool_g_;
+    for (int64_t oy = 0; oy < g.out[0]; ++oy) {
+      for (int64_t ox = 0; ox < g.out[1]; ++ox) {
+        float best = std::numeric_limits<float>::lowest();
+        bool found = false;
+        for (int64_t ky = 0; ky < g.kernel[0]; ++ky) {
+          const int64_t iy = oy * g.stride[0] - g.pad_begin[0] + ky;
+          if (iy < 0 || iy >= g.in[0]) continue;
+          for (int64_t kx = 0; kx < g.kernel[1]; ++kx) {
+            const int64_t ix = ox * g.stride[1] - g.pad_begin[1] + kx;
+            if (ix < 0 || ix >= g.in[1]) continue;
+            const float v = x[iy * g.in[1] + ix];
+            if (found ? v > best : v == v) {
+              best = v;
+              found = true;
+            }
+          }
+        }
+        y[oy * g.out[1] + ox] = best;
+      }
+    }
+  }
+
+  static int64_t product(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+  }
+
+  WindowGeometry g_, pool_g_;
   int64_t group_ = 1;
   Activation activation_;
   bool fast_ = false;
   FastConv fast_conv_;
+  bool pooled_ = false, pool_in_bands_ = false, fast_pool_ = false;
+  Shape conv_shape_;
+  int64_t conv_elements_ = 0;
+  size_t conv_bytes_ = 0;
+  FastPool pool_;
 };
 
 class ConvIntegerOp : public Op {

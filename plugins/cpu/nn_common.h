@@ -49,9 +49,10 @@ struct WindowGeometry {
 
 // Reads kernel/strides/dilations/pads/auto_pad and computes the output size of a forward
 // window op (Conv, ConvInteger, QLinearConv, MaxPool, AveragePool, LpPool). `kernel` is the
-// kernel_shape (attribute or inferred from the weights). Defined in conv.cpp.
+// kernel_shape (attribute or inferred from the weights). `prefix` is put before each attribute
+// name (FusedConv's trailing pool reads pool_strides, pool_pads...). Defined in conv.cpp.
 WindowGeometry forward_geometry(const Attributes& attrs, const Shape& x_shape, const Shape& kernel,
-                                bool ceil_mode);
+                                bool ceil_mode, const char* prefix = "");
 
 // Reads an optional per-spatial-dim int list attribute; fails unless it has `rank` entries.
 std::vector<int64_t> spatial_ints(const Attributes& attrs, const char* name, size_t rank,

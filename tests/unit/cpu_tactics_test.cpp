@@ -336,6 +336,49 @@ TEST(CpuTactics, FusedConvTacticsMatchTheReferenceWithEveryEpilogue) {
   }
 }
 
+// FusedConv with a trailing MaxPool (the builder's pool fusion): the stem tactic pools band by
+// band (bands of 7 pooled rows, rows shared between bands kept, 3x3 s2 pooled separably, other
+// windows by the generic pool kernel); the other tactics pool their whole output.
+struct ConvPoolCase {
+  ConvCase conv;
+  int64_t pool_kernel, pool_stride;
+  std::vector<int64_t> pool_pads;
+  bool ceil_mode;
+  const char* activation;
+  std::vector<float> params;
+};
+
+TEST(CpuTactics, FusedConvWithATrailingMaxPoolMatchesTheReference) {
+  std::mt19937 rng(77);
+  const std::vector<ConvPoolCase> cases = {
+      // squeezenet's stem: conv 24x23, ceil-mode pool 12x11 (the last window overhangs).
+      {{1, 3, 16, 49, 47, 3, 3, 2, 2, {0, 0, 0, 0}, 1, 1, true}, 3, 2, {0, 0, 0, 0}, true, "Relu", {}},
+      // resnet's: 7x7 s2 stem, pool with pad 1, batch 2, no activation.
+      {{2, 3, 8, 60, 61, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, false}, 3, 2, {1, 1, 1, 1}, false, "", {}},
+      // Tall: 75 pooled rows in many bands; LeakyRelu is finished on the band, not in the lanes.
+      {{1, 3, 8, 150, 35, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true}, 3, 2, {1, 1, 1, 1}, false, "LeakyRelu", {0.1f}},
+      // Windows the separable kernel does not take: 2x2 s2 (ceil) and 3x3 s1.
+      {{1, 4, 12, 33, 40, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 1, true}, 2, 2, {0, 0, 0, 0}, true, "SiLU", {}},
+      {{1, 3, 8, 20, 20, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true}, 3, 1, {1, 1, 1, 1}, false, "Clip", {0.0f, 6.0f}},
+      // Two columns of left padding, uneven pads.
+      {{1, 3, 8, 21, 37, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true}, 3, 2, {1, 2, 1, 1}, false, "Relu", {}},
+      // 17 input channels: no stem tactic, every tactic pools its whole output.
+      {{1, 17, 9, 13, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true}, 3, 2, {0, 0, 0, 0}, true, "Relu", {}},
+  };
+  for (const ConvPoolCase& c : cases) {
+    std::vector<Input> in = conv_inputs(c.conv, rng);
+    NodeSpec spec = conv_node(c.conv, "edgert", "FusedConv", 3);
+    spec.string("activation", c.activation)
+        .ints("pool_kernel_shape", {c.pool_kernel, c.pool_kernel})
+        .ints("pool_strides", {c.pool_stride, c.pool_stride})
+        .ints("pool_pads", c.pool_pads)
+        .integer("pool_ceil_mode", c.ceil_mode ? 1 : 0);
+    if (!c.params.empty()) spec.floats("activation_params", c.params);
+    const std::string what = std::string("FusedConv + MaxPool ") + c.activation + " " + describe(c.conv);
+    EXPECT_FALSE(check_all_tactics("ref-fused-conv", spec, in, what).empty()) << what;
+  }
+}
+
 // Relu of NaN is 0 in activation.h (`x > 0 ? x : 0`); vectorized max instructions return one
 // operand or the other for NaN, so each tactic's fused Relu is checked on a NaN input.
 TEST(CpuTactics, FusedReluOfNaNIsZeroInEveryTactic) {

@@ -131,6 +131,49 @@ TEST(ActivationFusion, GemmLeakyReluAndMatMulBiasClipAreBitIdentical) {
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
+TEST(PoolFusion, ConvActivationMaxPoolBecomesOneFusedConvAndStaysBitIdentical) {
+  GraphMaker g;
+  g.input("x", {1, 3, 17, 15});
+  g.floats("w1", {4, 3, 3, 3}, ramp(108, 0.4f));
+  g.floats("b1", {4}, {0.1f, -0.2f, 0.3f, 0});
+  g.floats("w2", {5, 4, 1, 1}, ramp(20, 0.6f, 2));
+  onnx::NodeProto& conv1 = g.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1");
+  M::attr(conv1, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  M::attr(conv1, "strides", std::vector<int64_t>{2, 2});
+  g.node("Relu", {"c1"}, {"r1"}, "relu1");
+  onnx::NodeProto& pool1 = g.node("MaxPool", {"r1"}, {"p1"}, "pool1");
+  M::attr(pool1, "kernel_shape", std::vector<int64_t>{3, 3});
+  M::attr(pool1, "strides", std::vector<int64_t>{2, 2});
+  M::attr(pool1, "ceil_mode", int64_t{1});
+  g.node("Conv", {"p1", "w2"}, {"c2"}, "conv2");  // no activation: a plain Conv becomes the FusedConv
+  onnx::NodeProto& pool2 = g.node("MaxPool", {"c2"}, {"y"}, "pool2");
+  M::attr(pool2, "kernel_shape", std::vector<int64_t>{2, 2});
+  M::attr(pool2, "pads", std::vector<int64_t>{1, 1, 0, 0});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{1, 3, 17, 15}});
+  ASSERT_EQ(b.ops(), (std::vector<std::string>{"edgert.FusedConv", "edgert.FusedConv"}));
+  EXPECT_EQ(b.optimized.model.graphs[0].nodes[0].name, "conv1 + relu1 + pool1");
+  EXPECT_EQ(b.optimized.model.graphs[0].nodes[1].name, "conv2 + pool2");
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+TEST(PoolFusion, APoolWithIndicesOrAConvOutputReadElsewhereStaysApart) {
+  GraphMaker g;
+  g.input("x", {1, 2, 8, 8});
+  g.floats("w", {3, 2, 3, 3}, ramp(54, 0.5f));
+  g.node("Conv", {"x", "w"}, {"c1"});
+  M::attr(g.node("MaxPool", {"c1"}, {"p1", "i1"}), "kernel_shape", std::vector<int64_t>{2, 2});  // Indices
+  g.node("Conv", {"x", "w"}, {"c2"});
+  M::attr(g.node("MaxPool", {"c2"}, {"p2"}), "kernel_shape", std::vector<int64_t>{2, 2});
+  g.output("p1");
+  g.output("i1");
+  g.output("p2");
+  g.output("c2");  // the convolution's output is an engine output too
+  OptimizedBuild b = build_both(g.model(), {{1, 2, 8, 8}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"Conv", "MaxPool", "Conv", "MaxPool"}));
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
 TEST(PointwiseFusion, AChainOfElementwiseOpsBecomesOneKernel) {
   GraphMaker g;
   g.input("x", {3, 5});
@@ -189,7 +232,7 @@ TEST(PassManager, VerboseBuildLogsNodeCountsPerPass) {
   OptimizedBuild b = build_both(g.model(), {{4}});
   for (const char* pass : {"constant-folding", "identity-elimination", "shuffle-elimination", "common-subexpression",
                            "dead-code", "batchnorm-folding", "pattern-recognition", "activation-fusion",
-                           "pointwise-fusion"})
+                           "pool-fusion", "pointwise-fusion"})
     EXPECT_NE(b.log.find(std::string("pass ") + pass + ": "), std::string::npos) << pass << "\n" << b.log;
   EXPECT_NE(b.log.find("pass identity-elimination: 2 -> 1 nodes (1 rewrites)"), std::string::npos) << b.log;
 }

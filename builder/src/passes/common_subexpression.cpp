@@ -2,6 +2,8 @@
 // bytes), then nodes with the same op, opset, attributes and inputs compute the same values,
 // so the later one's readers read the earlier one's outputs. Nodes in execution order, so one
 // sweep also merges chains of duplicates.
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <string_view>
@@ -13,6 +15,13 @@
 namespace edgert::builder {
 namespace {
 
+// A float's bit pattern (memcpy: reading it through a uint32_t pointer breaks strict aliasing).
+uint32_t float_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
 std::string node_key(const Node& node) {
   std::string key = node.domain + "|" + node.op_type + "|" + std::to_string(node.opset) + "|";
   for (int32_t t : node.inputs) key += std::to_string(t) + ",";
@@ -20,9 +29,9 @@ std::string node_key(const Node& node) {
   for (const Attribute& a : node.attributes) {
     key += a.name + "=" + std::to_string(a.type) + ":" + std::to_string(a.i) + ":";
     // Bit pattern, not decimal text: 0.1f and its neighbours must differ.
-    key += std::to_string(*reinterpret_cast<const uint32_t*>(&a.f)) + ":" + a.s + ":";
+    key += std::to_string(float_bits(a.f)) + ":" + a.s + ":";
     for (int64_t v : a.ints) key += std::to_string(v) + ",";
-    for (float v : a.floats) key += std::to_string(*reinterpret_cast<const uint32_t*>(&v)) + ",";
+    for (float v : a.floats) key += std::to_string(float_bits(v)) + ",";
     for (const std::string& s : a.strings) key += std::to_string(s.size()) + "#" + s + ",";
     key += std::to_string(a.tensor) + ":" + std::to_string(a.graph) + ";";
   }

@@ -2,6 +2,7 @@
 // see x86/conv_direct_avx512.cpp. The shapes it takes, the weight packing and the workspace.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -46,7 +47,48 @@ inline std::vector<float> pack_direct_conv_weights(const float* w, int64_t out_c
   return packed;
 }
 
+// A max pool after the convolution (edgert.FusedConv's pool_* attributes): a square window of
+// 2, 3 or 5, stride 1 or 2 (x86/max_pool_avx512.cpp's shapes), over the convolution's output.
+// band_rows pooled rows are made at a time from a band of the convolution's rows held in a
+// per-thread buffer, so the convolution's output is never written out whole.
+struct DirectConvPool {
+  int64_t kernel = 3, stride = 2, pad_top = 0, pad_left = 0, out_h = 0, out_w = 0;
+  int64_t band_rows = 1;
+};
+
+// Convolution rows a band reads at most.
+inline int64_t direct_conv_pool_band_conv_rows(const DirectConvPool& p) { return (p.band_rows - 1) * p.stride + p.kernel; }
+
+// Output rows x86/max_pool_avx512.cpp makes together.
+constexpr int64_t kPoolRowGroup = 7;
+
+// Pooled rows per band: the band buffer within kBandBytes (in L2 with the input rows it reads),
+// and at least four bands a thread where the image is tall enough (threads finish together).
+inline int64_t direct_conv_pool_band_rows(const DirectConvShape& s, const DirectConvPool& p, int threads) {
+  constexpr int64_t kBandBytes = 512 << 10;
+  const int64_t row_bytes = s.out_channels * s.out_w * static_cast<int64_t>(sizeof(float));
+  const int64_t conv_rows = std::max<int64_t>(p.kernel, kBandBytes / std::max<int64_t>(row_bytes, 1));
+  const int64_t by_size = (conv_rows - p.kernel) / p.stride + 1;
+  const int64_t bands_wanted = 4 * static_cast<int64_t>(threads) / std::max<int64_t>(s.batch, 1);
+  const int64_t by_threads = bands_wanted > 1 ? (p.out_h + bands_wanted - 1) / bands_wanted : p.out_h;
+  const int64_t rows = std::max<int64_t>(1, std::min(by_size, by_threads));
+  // Whole groups of the pool's kPoolRowGroup output rows (a group's rows cost the same, used or not).
+  return rows >= kPoolRowGroup ? rows / kPoolRowGroup * kPoolRowGroup : rows;
+}
+
+// Floats of one thread's workspace: tap vectors, then the band buffer (64-byte multiples).
+inline size_t direct_conv_pool_thread_floats(const DirectConvShape& s, const DirectConvPool& p) {
+  const int64_t band = s.out_channels * direct_conv_pool_band_conv_rows(p) * s.out_w;
+  return static_cast<size_t>(direct_conv_taps(s) * 16 + (band + 15) / 16 * 16);
+}
+
 #if defined(__x86_64__)
+// y = maxpool(act(conv(x, W) + bias)) with W packed by pack_direct_conv_weights; bias may be
+// null. workspace: threads x direct_conv_pool_thread_floats floats, 64-byte aligned.
+void direct_conv_pool_avx512(const DirectConvShape& s, const DirectConvPool& p, const float* x, const float* packed,
+                             const float* bias, float* y, const Activation& activation, float* workspace,
+                             int threads);
+
 // y = act(conv(x, W) + bias + z) with W packed by pack_direct_conv_weights; bias and z may be
 // null, z may be y. workspace: direct_conv_workspace_bytes(s, threads), 64-byte aligned.
 void direct_conv_avx512(const DirectConvShape& s, const float* x, const float* packed, const float* bias,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "fast/depthwise.h"
+#include "fast/pool_rows.h"
 #include "thread_pool.h"
 
 namespace edgert::cpu {
@@ -176,6 +177,7 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
 
 bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, const edgert_tensor& x,
                        const edgert_tensor& w, bool residual, edgert_prepare_info& info) {
+  pooled_ = false;
   if (x.dtype != EDGERT_DTYPE_FLOAT32 || w.dtype != EDGERT_DTYPE_FLOAT32 || !w.data) return false;
   if (x.rank != 3 && x.rank != 4) return false;
   switch (tactic) {
@@ -313,6 +315,26 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   return true;
 }
 
+bool FastConv::prepare_pool(const WindowGeometry& pool, edgert_prepare_info& info) {
+  pooled_ = false;
+#if defined(__x86_64__)
+  if (algorithm_ != Algorithm::Direct || pool.rank != 2 || pool.kernel[0] != pool.kernel[1] ||
+      pool.stride[0] != pool.stride[1] || pool.in[0] != out_h_ || pool.in[1] != out_w_ ||
+      !max_pool_avx512_applies(pool.kernel[0], pool.kernel[1], pool.stride[0], pool.stride[1], pool.dilation[0],
+                               pool.dilation[1]))
+    return false;
+  direct_pool_ = {pool.kernel[0], pool.stride[0], pool.pad_begin[0], pool.pad_begin[1], pool.out[0], pool.out[1], 1};
+  direct_pool_.band_rows = direct_conv_pool_band_rows(direct_shape_, direct_pool_, threads_);
+  info.workspace_bytes = static_cast<size_t>(threads_) * direct_conv_pool_thread_floats(direct_shape_, direct_pool_) *
+                         sizeof(float);
+  pooled_ = true;
+  return true;
+#else
+  (void)pool, (void)info;
+  return false;
+#endif
+}
+
 void FastConv::execute(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
                        void* workspace) const {
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
@@ -351,6 +373,9 @@ void FastConv::execute(const float* x, const float* bias, const float* z, float*
   }
   if (algorithm_ == Algorithm::Winograd) return winograd_.execute(x, bias, z, y, activation, workspace);
 #if defined(__x86_64__)
+  if (algorithm_ == Algorithm::Direct && pooled_)
+    return direct_conv_pool_avx512(direct_shape_, direct_pool_, x, direct_weights_.data(), bias, y, activation,
+                                   static_cast<float*>(workspace), threads_);
   if (algorithm_ == Algorithm::Direct)
     return direct_conv_avx512(direct_shape_, x, direct_weights_.data(), bias, z, y, activation,
                               static_cast<float*>(workspace), threads_);

@@ -36,7 +36,13 @@ class FastConv {
   // then runs the reference). Sizes info.workspace_bytes.
   bool prepare(int64_t tactic, const WindowGeometry& g, int64_t group, const edgert_tensor& x,
                const edgert_tensor& w, bool residual, edgert_prepare_info& info);
-  // y = act(conv(x, W) + bias + z); bias and z may be null; z may alias y.
+  // After prepare: makes execute also max-pool the result (a FusedConv's trailing pool, its
+  // geometry over the convolution's output) without writing the convolution's output whole, and
+  // sizes info.workspace_bytes for that. False when this tactic cannot (the caller then pools
+  // the whole output itself); only the stem's direct convolution can, band by band.
+  bool prepare_pool(const WindowGeometry& pool, edgert_prepare_info& info);
+  // y = act(conv(x, W) + bias + z); bias and z may be null; z may alias y. After prepare_pool,
+  // y = maxpool(act(conv(x, W) + bias)) (no z).
   void execute(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
                void* workspace) const;
 
@@ -58,6 +64,8 @@ class FastConv {
   gemm::PackedPanels gemv_panels_;
   std::vector<float> direct_weights_;
   DirectConvShape direct_shape_;
+  DirectConvPool direct_pool_;
+  bool pooled_ = false;
   gemm::GemvPanelsFn gemv_ = nullptr;
   const void* packed_from_ = nullptr;
   int64_t packed_tactic_ = -1;

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "fast/conv_direct.h"
+#include "fast/pool_rows.h"
 #include "gemm/sgemm.h"
 #include "thread_pool.h"
 
@@ -53,9 +54,9 @@ inline void build_taps(const DirectConvShape& s, const float* const (*rows)[K], 
 // quarter of a stem's time).
 template <int NB, ActivationKind A>
 inline void multiply_blocks(const DirectConvShape& s, const float* packed, const float* bias, const float* z,
-                            float* y, const Activation& activation, int64_t oy, const int64_t* ox,
-                            const __mmask16* out_mask, const __m512* const* taps, int64_t taps_per_block) {
-  const int64_t out_plane = s.out_h * s.out_w;
+                            float* y, const Activation& activation, int64_t out_plane, int64_t out_row,
+                            const int64_t* ox, const __mmask16* out_mask, const __m512* const* taps,
+                            int64_t taps_per_block) {
   for (int64_t m0 = 0; m0 < s.out_channels; m0 += kOutBlock) {
     const float* w = packed + m0 * taps_per_block;  // [tap][kOutBlock]
     __m512 acc[NB][kOutBlock];
@@ -80,7 +81,7 @@ inline void multiply_blocks(const DirectConvShape& s, const float* packed, const
       if (r >= rows_here) break;
 #pragma GCC unroll 3
       for (int b = 0; b < NB; ++b) {
-        const int64_t at = (m0 + r) * out_plane + oy * s.out_w + ox[b];
+        const int64_t at = (m0 + r) * out_plane + out_row * s.out_w + ox[b];
         __m512 v = acc[b][r];
         if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[m0 + r]));
         if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(out_mask[b], z + at));  // z may be y: read first
@@ -91,9 +92,12 @@ inline void multiply_blocks(const DirectConvShape& s, const float* packed, const
   }
 }
 
+// Output row oy of every output channel, stored as row out_row of planes out_plane floats apart
+// (the whole output: oy and its plane size; a band buffer: the row's place in the band).
 template <int K, int S, ActivationKind A>
 void output_row(const DirectConvShape& s, const float* x, const float* packed, const float* bias, const float* z,
-                float* y, const Activation& activation, int64_t oy, __m512* taps) {
+                float* y, const Activation& activation, int64_t oy, int64_t out_plane, int64_t out_row,
+                __m512* taps) {
   const int64_t taps_per_block = s.channels * K * K;
   // Input rows of this output row, per channel (null on the padding).
   const float* rows[kDirectConvMaxChannels][K];
@@ -117,11 +121,14 @@ void output_row(const DirectConvShape& s, const float* x, const float* packed, c
       masks[b] = m.out;
     }
     if (nb == 3) {
-      multiply_blocks<3, A>(s, packed, bias, z, y, activation, oy, oxs, masks, tap_blocks, taps_per_block);
+      multiply_blocks<3, A>(s, packed, bias, z, y, activation, out_plane, out_row, oxs, masks, tap_blocks,
+                               taps_per_block);
     } else if (nb == 2) {
-      multiply_blocks<2, A>(s, packed, bias, z, y, activation, oy, oxs, masks, tap_blocks, taps_per_block);
+      multiply_blocks<2, A>(s, packed, bias, z, y, activation, out_plane, out_row, oxs, masks, tap_blocks,
+                               taps_per_block);
     } else {
-      multiply_blocks<1, A>(s, packed, bias, z, y, activation, oy, oxs, masks, tap_blocks, taps_per_block);
+      multiply_blocks<1, A>(s, packed, bias, z, y, activation, out_plane, out_row, oxs, masks, tap_blocks,
+                               taps_per_block);
     }
     b0 += nb;
   }
@@ -140,7 +147,64 @@ void run(const DirectConvShape& s, const float* x, const float* packed, const fl
         for (int64_t row = task * rows / tasks; row < (task + 1) * rows / tasks; ++row) {
           const int64_t n = row / s.out_h, oy = row % s.out_h;
           output_row<K, S, A>(s, x + n * in_image, packed, bias, z ? z + n * out_image : nullptr, y + n * out_image,
-                           activation, oy, taps);
+                              activation, oy, s.out_h * s.out_w, oy, taps);
+        }
+      },
+      threads);
+}
+
+// Convolution and max pool in bands of pooled rows (see direct_conv_pool_avx512): the band's
+// convolution rows, every output channel, go to this thread's band buffer (planes of the
+// largest band's rows), are finished there (activations the lanes lack) and pooled from it
+// into y. A thread takes consecutive bands, and the rows two bands share (kernel - stride of
+// them) are moved to the top of the buffer rather than computed again (a 7x7 stem's row costs
+// ~10x its copy).
+template <int K, int S, ActivationKind A>
+void run_pooled(const DirectConvShape& s, const DirectConvPool& p, const float* x, const float* packed,
+                const float* bias, float* y, const Activation& activation, float* workspace, int threads) {
+  const int64_t bands_per_image = (p.out_h + p.band_rows - 1) / p.band_rows, bands = s.batch * bands_per_image;
+  const int64_t in_image = s.channels * s.in_h * s.in_w, pooled_plane = p.out_h * p.out_w;
+  const int64_t band_plane = direct_conv_pool_band_conv_rows(p) * s.out_w;
+  const size_t per_thread = direct_conv_pool_thread_floats(s, p);
+  ThreadPool::instance().parallel_ranges(
+      bands,
+      [&](int64_t begin, int64_t end, int thread) {
+        float* scratch = workspace + static_cast<size_t>(thread) * per_thread;
+        __m512* taps = reinterpret_cast<__m512*>(scratch);
+        float* band = scratch + direct_conv_taps(s) * 16;
+        int64_t held_n = -1, held0 = 0, held1 = 0;  // the image and rows [held0, held1) in the buffer
+        for (int64_t b = begin; b < end; ++b) {
+          const int64_t n = b / bands_per_image, p0 = b % bands_per_image * p.band_rows;
+          const int64_t p1 = std::min(p.out_h, p0 + p.band_rows);
+          // The convolution rows the pooled rows [p0, p1) read; those outside are the pool's padding.
+          const int64_t lo = p0 * p.stride - p.pad_top, hi = (p1 - 1) * p.stride - p.pad_top + p.kernel;
+          const int64_t r0 = std::max<int64_t>(0, lo), r1 = std::min(s.out_h, hi), rows = r1 - r0;
+          if (rows <= 0) continue;  // cannot happen for a valid geometry: every window meets the input
+          int64_t first_new = r0;
+          if (held_n == n && r0 >= held0 && r0 < held1) {
+            const int64_t kept = held1 - r0;
+            for (int64_t m = 0; m < s.out_channels; ++m)
+              std::memmove(band + m * band_plane, band + m * band_plane + (r0 - held0) * s.out_w,
+                           static_cast<size_t>(kept * s.out_w) * sizeof(float));
+            first_new = held1;
+          }
+          for (int64_t oy = first_new; oy < r1; ++oy) {
+            output_row<K, S, A>(s, x + n * in_image, packed, bias, nullptr, band, activation, oy, band_plane, oy - r0,
+                                taps);
+            if (!activation_in_lanes(activation.kind))
+              for (int64_t m = 0; m < s.out_channels; ++m)
+                gemm::apply_activation(band + m * band_plane + (oy - r0) * s.out_w, s.out_w, activation);
+          }
+          held_n = n, held0 = r0, held1 = r1;
+          for (int64_t m = 0; m < s.out_channels; ++m) {
+            const float* plane = band + m * band_plane;
+            float* pooled = y + (n * s.out_channels + m) * pooled_plane + p0 * p.out_w;
+            if (p.kernel == 3 && p.stride == 2 &&
+                max_pool_plane_3x3s2_cached_avx512(plane, pooled, rows, s.out_w, p1 - p0, p.out_w, r0 - lo, p.pad_left))
+              continue;
+            max_pool_plane_avx512(plane, pooled, rows, s.out_w, p1 - p0, p.out_w, p.kernel, p.stride, r0 - lo,
+                                  p.pad_left);
+          }
         }
       },
       threads);
@@ -155,7 +219,24 @@ void run_kernel(const DirectConvShape& s, const float* x, const float* packed, c
   else s.stride == 1 ? go(run<7, 1, A>) : go(run<7, 2, A>);
 }
 
+template <ActivationKind A>
+void run_pooled_kernel(const DirectConvShape& s, const DirectConvPool& p, const float* x, const float* packed,
+                       const float* bias, float* y, const Activation& activation, float* workspace, int threads) {
+  const auto go = [&](auto kernel) { kernel(s, p, x, packed, bias, y, activation, workspace, threads); };
+  if (s.kernel == 3) s.stride == 1 ? go(run_pooled<3, 1, A>) : go(run_pooled<3, 2, A>);
+  else if (s.kernel == 5) s.stride == 1 ? go(run_pooled<5, 1, A>) : go(run_pooled<5, 2, A>);
+  else s.stride == 1 ? go(run_pooled<7, 1, A>) : go(run_pooled<7, 2, A>);
+}
+
 }  // namespace
+
+void direct_conv_pool_avx512(const DirectConvShape& s, const DirectConvPool& p, const float* x, const float* packed,
+                             const float* bias, float* y, const Activation& activation, float* workspace,
+                             int threads) {
+  with_lane_activation(activation.kind, [&](auto kind) {
+    run_pooled_kernel<decltype(kind)::value>(s, p, x, packed, bias, y, activation, workspace, threads);
+  });
+}
 
 void direct_conv_avx512(const DirectConvShape& s, const float* x, const float* packed, const float* bias,
                         const float* z, float* y, const Activation& activation, float* workspace, int threads) {
