@@ -171,6 +171,9 @@ class ConvOp : public Op {
 // activation.h. float32 only. Each output plane is finished right after it is accumulated,
 // rounding to float where the separate Conv, Add and activation did. Z may be the output's own
 // memory (the memory planner runs it in place): Z[i] is read before Y[i] is written.
+// With input 4, S ([N, C, 1, 1]: the builder's channel-scale fusion of squeeze-and-excitation),
+// X[n, c] is multiplied by S[n, c] first (rounded to float, as the separate Mul did); only a
+// 1x1 convolution without a pool takes it.
 // With pool_kernel_shape (the builder's pool fusion; no Z) the result then goes through a 2-D
 // MaxPool of pool_kernel_shape, pool_strides, pool_pads and pool_ceil_mode, and Y is the pooled
 // tensor: the direct stem tactic pools band by band, the others pool their whole output, held in
@@ -199,6 +202,16 @@ class FusedConvOp : public Op {
              shape_string(shape_of(*z)).c_str(), shape_string(out_shape).c_str());
     }
     activation_ = Activation::from_node(node);
+    const edgert_tensor* scale = optional_input(node, in, 4);
+    scaled_ = scale != nullptr;
+    if (scale) {
+      const Shape want = {x.dims[0], x.dims[1], 1, 1};
+      if (scale->dtype != x.dtype || shape_of(*scale) != want)
+        fail(EDGERT_ERR_SHAPE, "S has dtype %s shape %s, expected float32 %s", dtype_name(scale->dtype),
+             shape_string(shape_of(*scale)).c_str(), shape_string(want).c_str());
+      if (attrs.has("pool_kernel_shape"))
+        fail(EDGERT_ERR_INVALID_ARGUMENT, "a FusedConv with a trailing pool takes no channel scale S");
+    }
     pooled_ = attrs.has("pool_kernel_shape");
     conv_elements_ = product(out_shape);
     if (pooled_) {
@@ -213,9 +226,14 @@ class FusedConvOp : public Op {
       out_shape = {out_shape[0], out_shape[1], pool_g_.out[0], pool_g_.out[1]};
     }
     set_output(out[0], x.dtype, out_shape);
-    fast_ = tactic() != 0 && fast_conv_.prepare(tactic(), g_, group_, x, w, z != nullptr, info);
+    fast_ = tactic() != 0 && fast_conv_.prepare(tactic(), g_, group_, x, w, z != nullptr, info, scaled_);
     const size_t conv_workspace = fast_ ? info.workspace_bytes : static_cast<size_t>(g_.out_size()) * sizeof(double);
     info.workspace_bytes = conv_workspace;
+    if (scaled_ && !fast_) {
+      // The reference scales a copy of X, placed after its accumulators.
+      scaled_offset_ = (conv_workspace + 63) / 64 * 64;
+      info.workspace_bytes = scaled_offset_ + static_cast<size_t>(product(shape_of(x))) * sizeof(float);
+    }
     pool_in_bands_ = pooled_ && fast_ && fast_conv_.prepare_pool(pool_g_, info);
     if (pooled_ && !pool_in_bands_) {
       // The convolution's whole output first (64-byte aligned), then its own workspace.
@@ -242,10 +260,19 @@ class FusedConvOp : public Op {
     // Unpooled, Y; pooled, the workspace's first conv_bytes_.
     float* conv_out = pooled_ ? static_cast<float*>(workspace) : y;
     void* conv_workspace = pooled_ ? static_cast<uint8_t*>(workspace) + conv_bytes_ : workspace;
+    const float* scale = scaled_ ? data_as<float>(in[4]) : nullptr;
     if (fast_) {
-      fast_conv_.execute(data_as<float>(in[0]), bias, z, conv_out, activation_, conv_workspace);
+      fast_conv_.execute(data_as<float>(in[0]), bias, z, conv_out, activation_, conv_workspace, scale);
     } else {
-      reference_conv(in, bias, z, conv_out, static_cast<double*>(conv_workspace));
+      const float* x = data_as<float>(in[0]);
+      if (scale) {
+        float* scaled = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + scaled_offset_);
+        const int64_t planes = in[0].dims[0] * in[0].dims[1], plane = g_.in_size();
+        for (int64_t p = 0; p < planes; ++p)
+          for (int64_t i = 0; i < plane; ++i) scaled[p * plane + i] = x[p * plane + i] * scale[p];
+        x = scaled;
+      }
+      reference_conv(x, in, bias, z, conv_out, static_cast<double*>(conv_workspace));
     }
     if (!pooled_) return;
     if (fast_pool_) return pool_.execute(conv_out, y);
@@ -255,8 +282,8 @@ class FusedConvOp : public Op {
   }
 
  private:
-  void reference_conv(const edgert_tensor* in, const float* bias, const float* z, float* y, double* acc) const {
-    const float* x = data_as<float>(in[0]);
+  void reference_conv(const float* x, const edgert_tensor* in, const float* bias, const float* z, float* y,
+                      double* acc) const {
     const float* w = data_as<float>(in[1]);
     const int64_t batch = in[0].dims[0], channels = in[0].dims[1], out_channels = in[1].dims[0];
     const int64_t cg = channels / group_, mg = out_channels / group_;
@@ -313,7 +340,8 @@ class FusedConvOp : public Op {
   Activation activation_;
   bool fast_ = false;
   FastConv fast_conv_;
-  bool pooled_ = false, pool_in_bands_ = false, fast_pool_ = false;
+  bool pooled_ = false, pool_in_bands_ = false, fast_pool_ = false, scaled_ = false;
+  size_t scaled_offset_ = 0;
   Shape conv_shape_;
   int64_t conv_elements_ = 0;
   size_t conv_bytes_ = 0;

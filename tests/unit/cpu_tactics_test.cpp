@@ -336,6 +336,37 @@ TEST(CpuTactics, FusedConvTacticsMatchTheReferenceWithEveryEpilogue) {
   }
 }
 
+// FusedConv with a channel scale S (input 4; the builder's fusion of squeeze-and-excitation's
+// multiply): the 1x1 GEMM tactics scale B while packing it (8x32 panels, tall 48x7 panels, B
+// shared by two threads, several k blocks), with and without a residual.
+TEST(CpuTactics, FusedConvWithAChannelScaleMatchesTheReference) {
+  std::mt19937 rng(55);
+  const std::vector<ConvCase> cases = {
+      {1, 17, 33, 13, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},   // tails everywhere
+      {2, 33, 40, 9, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, false},    // batch 2: a scale per image; 63 px (tall)
+      {1, 64, 130, 20, 20, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},  // N = 400: several column blocks
+      {1, 300, 70, 5, 6, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},    // K = 300: two k blocks
+      {1, 96, 24, 14, 14, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},   // an SE projection's shape
+  };
+  size_t i = 0;
+  for (const ConvCase& c : cases) {
+    std::vector<Input> in = conv_inputs(c, rng);
+    const bool residual = i++ % 2 == 1;
+    if (residual) {
+      in.push_back(random_input({c.batch, c.out_channels, c.h, c.w}, rng));
+    } else {
+      Input none;
+      none.absent = true;
+      in.push_back(none);
+    }
+    in.push_back(random_input({c.batch, c.channels, 1, 1}, rng));
+    NodeSpec spec = conv_node(c, "edgert", "FusedConv", 5);
+    spec.string("activation", residual ? "Relu" : "SiLU");
+    const std::string what = "FusedConv with S " + describe(c) + (residual ? " + Z" : "");
+    EXPECT_FALSE(check_all_tactics("ref-fused-conv", spec, in, what).empty()) << what;
+  }
+}
+
 // FusedConv with a trailing MaxPool (the builder's pool fusion): the stem tactic pools band by
 // band (bands of 7 pooled rows, rows shared between bands kept, 3x3 s2 pooled separably, other
 // windows by the generic pool kernel); the other tactics pool their whole output.

@@ -174,6 +174,27 @@ TEST(PoolFusion, APoolWithIndicesOrAConvOutputReadElsewhereStaysApart) {
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
+// Squeeze-and-excitation: x * sigmoid(fc(mean(x))) feeding a 1x1 projection with a residual.
+TEST(ChannelScaleFusion, TheExcitationMultiplyGoesIntoTheProjectionAndStaysBitIdentical) {
+  GraphMaker g;
+  g.input("x", {2, 6, 5, 7});
+  g.floats("w_se", {6, 6, 1, 1}, ramp(36, 0.3f));
+  g.floats("b_se", {6}, ramp(6, 0.2f, 1));
+  g.floats("w_proj", {6, 6, 1, 1}, ramp(36, 0.5f, 2));
+  g.floats("b_proj", {6}, ramp(6, 0.1f, 3));
+  g.node("GlobalAveragePool", {"x"}, {"m"});
+  g.node("Conv", {"m", "w_se", "b_se"}, {"f"});
+  g.node("Sigmoid", {"f"}, {"s"});
+  g.node("Mul", {"x", "s"}, {"scaled"}, "excite");
+  g.node("Conv", {"scaled", "w_proj", "b_proj"}, {"p"}, "project");
+  g.node("Add", {"p", "x"}, {"y"}, "residual");
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{2, 6, 5, 7}});
+  ASSERT_EQ(b.ops(), (std::vector<std::string>{"GlobalAveragePool", "edgert.FusedConv", "edgert.FusedConv"}));
+  EXPECT_EQ(b.optimized.model.graphs[0].nodes[2].name, "excite + project + residual");
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
 TEST(PointwiseFusion, AChainOfElementwiseOpsBecomesOneKernel) {
   GraphMaker g;
   g.input("x", {3, 5});
@@ -232,7 +253,7 @@ TEST(PassManager, VerboseBuildLogsNodeCountsPerPass) {
   OptimizedBuild b = build_both(g.model(), {{4}});
   for (const char* pass : {"constant-folding", "identity-elimination", "shuffle-elimination", "common-subexpression",
                            "dead-code", "batchnorm-folding", "pattern-recognition", "activation-fusion",
-                           "pool-fusion", "pointwise-fusion"})
+                           "pool-fusion", "channel-scale-fusion", "pointwise-fusion"})
     EXPECT_NE(b.log.find(std::string("pass ") + pass + ": "), std::string::npos) << pass << "\n" << b.log;
   EXPECT_NE(b.log.find("pass identity-elimination: 2 -> 1 nodes (1 rewrites)"), std::string::npos) << b.log;
 }

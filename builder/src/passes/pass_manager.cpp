@@ -69,6 +69,7 @@ PassManager PassManager::standard(PassOptions options) {
   manager.add("pattern-recognition", recognize_patterns);
   manager.add("activation-fusion", fuse_activations);
   manager.add("pool-fusion", fuse_max_pools);
+  manager.add("channel-scale-fusion", fuse_channel_scales);
   manager.add("pointwise-fusion", fuse_pointwise_chains);
   manager.add("dead-code", eliminate_dead_code);
   return manager;

@@ -69,6 +69,7 @@ int recognize_patterns(PassContext& context);        // pattern_recognition.cpp
 int fuse_activations(PassContext& context);          // activation_fusion.cpp
 int fuse_pointwise_chains(PassContext& context);     // pointwise_fusion.cpp
 int fuse_max_pools(PassContext& context);            // pool_fusion.cpp
+int fuse_channel_scales(PassContext& context);       // channel_scale_fusion.cpp
 
 // The domain of the fused ops the CPU plugin implements (FusedConv, FusedGemm, FusedMatMul,
 // PointwiseChain); see plugins/cpu/activation.h for their attributes.

@@ -118,6 +118,10 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   if (x.dtype != EDGERT_DTYPE_FLOAT32 && x.dtype != EDGERT_DTYPE_UNDEFINED) return out;
   const ConvShape s = conv_shape(*node, x, w);
   if (!s.ok) return out;
+  // A FusedConv with a channel scale (input 4): the 1x1 GEMMs apply it while packing B; no other
+  // tactic takes one.
+  const bool channel_scaled = optional_input(*node, inputs, 4) != nullptr;
+  if (channel_scaled && (s.group != 1 || !is_pointwise(s.g))) return out;
   if (is_depthwise(s)) {
 #if defined(__x86_64__)
     const WindowGeometry& g = s.g;
@@ -134,12 +138,12 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   }
 #if defined(__x86_64__)
   const WindowGeometry& wg = s.g;
-  if (wg.rank == 2 && gemm::isa_available(gemm::Isa::Avx512) &&
+  if (!channel_scaled && wg.rank == 2 && gemm::isa_available(gemm::Isa::Avx512) &&
       direct_conv_applies(s.channels, s.group, wg.kernel[0], wg.kernel[1], wg.stride[0], wg.stride[1], wg.dilation[0],
                           wg.dilation[1]))
     out.push_back({kConvDirectAvx512, "f32-conv-direct-8x16-avx512"});
 #endif
-  if (is_pointwise_vector(s)) {
+  if (is_pointwise_vector(s) && !channel_scaled) {
 #if defined(__x86_64__)
     if (gemm::isa_available(gemm::Isa::Avx512)) out.push_back({kConvGemvAvx512, "f32-conv-1x1-gemv-16-avx512"});
     if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({kConvGemvAvx2, "f32-conv-1x1-gemv-16-avx2"});
@@ -157,6 +161,7 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   if (is_pointwise(s.g))
     add_gemm_tactics(out, kConv1x1Portable, "f32-conv-1x1-gemm-8x32-avx512", "f32-conv-1x1-gemm-6x16-avx2",
                      "f32-conv-1x1-gemm-6x16-neon", "f32-conv-1x1-gemm-6x16-portable");
+  if (channel_scaled) return out;  // the 1x1 GEMMs above
   if (is_winograd_3x3(s)) {
     if (tall) {
       out.push_back({kConvWinograd43Avx512Tall, "f32-conv-wino43-gemm-48x7-avx512"});
@@ -176,7 +181,7 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
 }
 
 bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, const edgert_tensor& x,
-                       const edgert_tensor& w, bool residual, edgert_prepare_info& info) {
+                       const edgert_tensor& w, bool residual, edgert_prepare_info& info, bool channel_scaled) {
   pooled_ = false;
   if (x.dtype != EDGERT_DTYPE_FLOAT32 || w.dtype != EDGERT_DTYPE_FLOAT32 || !w.data) return false;
   if (x.rank != 3 && x.rank != 4) return false;
@@ -200,6 +205,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
       break;
     default: return false;
   }
+  if (channel_scaled && algorithm_ != Algorithm::Gemm1x1) return false;
   // An engine tuned on another CPU may name an ISA this one lacks: run the same algorithm on
   // the best ISA available here.
   isa_ = isa_of(tactic);
@@ -336,7 +342,7 @@ bool FastConv::prepare_pool(const WindowGeometry& pool, edgert_prepare_info& inf
 }
 
 void FastConv::execute(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
-                       void* workspace) const {
+                       void* workspace, const float* channel_scale) const {
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
   if (algorithm_ == Algorithm::Depthwise) {
     const depthwise::Geometry dg = depthwise_geometry();
@@ -390,6 +396,7 @@ void FastConv::execute(const float* x, const float* bias, const float* z, float*
         b.kind = gemm::BSource::Kind::Strided;
         b.row_stride = in_plane;
         b.col_stride = 1;
+        b.row_scale = channel_scale ? channel_scale + n * channels_ + gi * cg : nullptr;
       } else {
         b.kind = gemm::BSource::Kind::Im2col;
         b.in_h = in_h_;

@@ -34,17 +34,20 @@ class FastConv {
   // Prepares `tactic` for X and W (W's data must be set); `residual`: execute will get a Z
   // (which may alias Y). Returns false when the tactic does not apply to this node (the caller
   // then runs the reference). Sizes info.workspace_bytes.
+  // `channel_scaled`: execute will get a channel scale (FusedConv's input S); only the 1x1 GEMM
+  // tactics take one (it is applied while packing B), the others then return false.
   bool prepare(int64_t tactic, const WindowGeometry& g, int64_t group, const edgert_tensor& x,
-               const edgert_tensor& w, bool residual, edgert_prepare_info& info);
+               const edgert_tensor& w, bool residual, edgert_prepare_info& info, bool channel_scaled = false);
   // After prepare: makes execute also max-pool the result (a FusedConv's trailing pool, its
   // geometry over the convolution's output) without writing the convolution's output whole, and
   // sizes info.workspace_bytes for that. False when this tactic cannot (the caller then pools
   // the whole output itself); only the stem's direct convolution can, band by band.
   bool prepare_pool(const WindowGeometry& pool, edgert_prepare_info& info);
   // y = act(conv(x, W) + bias + z); bias and z may be null; z may alias y. After prepare_pool,
-  // y = maxpool(act(conv(x, W) + bias)) (no z).
+  // y = maxpool(act(conv(x, W) + bias)) (no z). With channel_scale ([N, C], prepared with
+  // channel_scaled), x[n, c] is multiplied by channel_scale[n C + c] first.
   void execute(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
-               void* workspace) const;
+               void* workspace, const float* channel_scale = nullptr) const;
 
  private:
   enum class Algorithm { Gemm1x1, Gemv, Im2colGemm, Depthwise, Winograd, Direct };

@@ -53,7 +53,8 @@ struct Im2colRow {
 #if defined(__x86_64__)
 // kc rows of a 32-column panel of the columns [0, w) (w <= 32) of a strided B with unit column
 // stride, from src (x86/pack_b_avx512.cpp; AVX-512F only).
-void pack_strided_panel_avx512(const float* src, int64_t row_stride, int64_t kc, int64_t w, float* dst);
+void pack_strided_panel_avx512(const float* src, int64_t row_stride, int64_t kc, int64_t w, float* dst,
+                               const float* row_scale = nullptr);
 // Rows [p0, p0 + kc) of the 32-column im2col panel of columns [jp, jp + w), for stride_w 1 or 2
 // (x86/pack_b_avx512.cpp; AVX-512F only).
 void pack_im2col_panel_avx512(const BSource& b, int64_t p0, int64_t kc, int64_t jp, int64_t w, float* dst);

@@ -114,7 +114,8 @@ void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, in
     const int64_t w = std::min<int64_t>(nr, j_end - jp);
 #if defined(__x86_64__)
     if (wide_panels && b.kind == BSource::Kind::Strided && b.col_stride == 1) {
-      pack_strided_panel_avx512(b.data + p0 * b.row_stride + jp, b.row_stride, kc, w, dst);
+      pack_strided_panel_avx512(b.data + p0 * b.row_stride + jp, b.row_stride, kc, w, dst,
+                                b.row_scale ? b.row_scale + p0 : nullptr);
       dst += nr * kc;
       continue;
     }
@@ -127,7 +128,10 @@ void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, in
     if (b.kind == BSource::Kind::Strided) {
       const float* src = b.data + p0 * b.row_stride + jp * b.col_stride;
       for (int64_t p = 0; p < kc; ++p, src += b.row_stride, dst += nr) {
-        if (b.col_stride == 1) {
+        if (b.row_scale) {
+          const float scale = b.row_scale[p0 + p];
+          for (int64_t j = 0; j < w; ++j) dst[j] = src[j * b.col_stride] * scale;
+        } else if (b.col_stride == 1) {
           for (int64_t j = 0; j < w; ++j) dst[j] = src[j];
         } else {
           for (int64_t j = 0; j < w; ++j) dst[j] = src[j * b.col_stride];

@@ -47,8 +47,10 @@ struct BSource {
   enum class Kind { Strided, Im2col };
   Kind kind = Kind::Strided;
   const float* data = nullptr;
-  // Strided: B(p, j) = data[p * row_stride + j * col_stride].
+  // Strided: B(p, j) = data[p * row_stride + j * col_stride], times row_scale[p] when set (a
+  // FusedConv's channel scale: squeeze-and-excitation's multiply, done while packing).
   int64_t row_stride = 0, col_stride = 1;
+  const float* row_scale = nullptr;
   // Im2col of one image and one group of a 2-D convolution (data = the group's first input
   // channel, planes of in_h x in_w): p = (c, ky, kx), j = (oy, ox); outside the image reads 0.
   int64_t in_h = 0, in_w = 0, out_w = 0, kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;

@@ -42,8 +42,17 @@ inline const float* at(const float* row, int64_t offset) {
 
 }  // namespace
 
-void pack_strided_panel_avx512(const float* src, int64_t row_stride, int64_t kc, int64_t w, float* dst) {
+void pack_strided_panel_avx512(const float* src, int64_t row_stride, int64_t kc, int64_t w, float* dst,
+                               const float* row_scale) {
   const __mmask16 first = lanes(0, std::min<int64_t>(w, 16)), second = lanes(0, w - 16);
+  if (row_scale) {  // one multiply per value, rounded as the separate Mul rounded it
+    for (int64_t p = 0; p < kc; ++p, src += row_stride, dst += kMaxPanelColumns) {
+      const __m512 scale = _mm512_set1_ps(row_scale[p]);
+      _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_maskz_loadu_ps(first, src), scale));
+      _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_maskz_loadu_ps(second, src + 16), scale));
+    }
+    return;
+  }
   if (w == kMaxPanelColumns) {
     for (int64_t p = 0; p < kc; ++p, src += row_stride, dst += kMaxPanelColumns) {
       _mm512_storeu_ps(dst, _mm512_loadu_ps(src));

@@ -1,0 +1,112 @@
+// Mul(x, s) -> 1x1 Conv  becomes one edgert.FusedConv reading x, with s as its input 4 (S):
+// squeeze-and-excitation (efficientnet, mobilenet_v3) scales the channels of x by s [N, C, 1, 1]
+// and the block's projection, a 1x1 convolution, is the scaled tensor's only reader. The CPU
+// plugin multiplies while it packs x for its GEMM, so the scaled copy of x (a pass over 0.2-1.6
+// MB per block) is never written. The product is rounded to float as the Mul rounded it, so
+// results are bit-identical.
+//
+// The convolution: Conv, or a FusedConv without a pool; kernel 1x1, stride 1, no pads, group 1.
+// x: float32 [N, C, H, W]; s: float32 [N, C, 1, 1]. The Mul's output must not be an engine
+// output. The fused node takes the convolution's place.
+#include "graph_rewrite.h"
+#include "pass_manager.h"
+
+namespace edgert::builder {
+namespace {
+
+bool static_dims(const Value& v, std::vector<int64_t>& dims) {
+  if (!v.shape_is_static()) return false;
+  dims.clear();
+  for (const auto& d : v.shape) dims.push_back(d.value);
+  return true;
+}
+
+bool ints_equal(const Attribute* a, int64_t value) {
+  if (!a) return true;
+  for (int64_t v : a->ints)
+    if (v != value) return false;
+  return true;
+}
+
+bool pointwise_conv(const Graph& graph, const Node& conv) {
+  const bool plain = is_op(conv, "Conv");
+  const bool fused = conv.domain == kFusedDomain && conv.op_type == "FusedConv";
+  if (!(plain || fused) || conv.inputs.size() < 2 || conv.inputs.size() > 4 || conv.outputs.size() != 1) return false;
+  if (fused && conv.attribute("pool_kernel_shape")) return false;
+  const Attribute* group = conv.attribute("group");
+  if (group && group->i != 1) return false;
+  const Attribute* auto_pad = conv.attribute("auto_pad");
+  if (auto_pad && auto_pad->s != "NOTSET" && auto_pad->s != "VALID") return false;
+  std::vector<int64_t> w;
+  if (!static_dims(graph.values[conv.inputs[1]], w) || w.size() != 4 || w[2] != 1 || w[3] != 1) return false;
+  return ints_equal(conv.attribute("strides"), 1) && ints_equal(conv.attribute("pads"), 0);
+}
+
+bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, std::vector<bool>& dead) {
+  Graph& graph = context.graph;
+  const Node& mul = graph.nodes[m];
+  if (!is_op(mul, "Mul") || mul.inputs.size() != 2 || mul.outputs.size() != 1) return false;
+  const int32_t product = mul.outputs[0];
+  if (context.pinned[product]) return false;
+  const int32_t reader = uses.sole_reader(product);
+  if (reader < 0 || dead[reader]) return false;
+  const Node& conv = graph.nodes[reader];
+  if (!pointwise_conv(graph, conv) || conv.inputs[0] != product) return false;
+  // Which operand is x [N, C, H, W] and which s [N, C, 1, 1].
+  std::vector<int64_t> a, b;
+  if (mul.inputs[0] == mul.inputs[1] || !static_dims(graph.values[mul.inputs[0]], a) ||
+      !static_dims(graph.values[mul.inputs[1]], b) || a.size() != 4 || b.size() != 4)
+    return false;
+  for (int32_t v : mul.inputs)
+    if (graph.values[v].dtype != EDGERT_DTYPE_FLOAT32) return false;
+  const auto is_scale_of = [](const std::vector<int64_t>& s, const std::vector<int64_t>& x) {
+    return s[0] == x[0] && s[1] == x[1] && s[2] == 1 && s[3] == 1 && x[2] * x[3] > 1;
+  };
+  int32_t x = -1, s = -1;
+  if (is_scale_of(b, a)) x = mul.inputs[0], s = mul.inputs[1];
+  else if (is_scale_of(a, b)) x = mul.inputs[1], s = mul.inputs[0];
+  else return false;
+
+  Node fused = conv;
+  if (is_op(conv, "Conv")) {
+    fused.domain = kFusedDomain;
+    fused.op_type = "FusedConv";
+    Attribute activation;
+    activation.name = "activation";
+    activation.type = EDGERT_ATTR_STRING;
+    fused.set_attribute(activation);
+    Attribute params;
+    params.name = "activation_params";
+    params.type = EDGERT_ATTR_FLOATS;
+    fused.set_attribute(params);
+  }
+  fused.name = fused_name(mul.name, conv.name);
+  fused.inputs[0] = x;
+  fused.inputs.resize(5, -1);
+  fused.inputs[4] = s;
+  dead[m] = true;
+  graph.nodes[m].inputs.clear();
+  graph.nodes[m].outputs.clear();
+  graph.nodes[reader] = std::move(fused);
+  return true;
+}
+
+}  // namespace
+
+int fuse_channel_scales(PassContext& context) {
+  Graph& graph = context.graph;
+  std::vector<bool> dead(graph.nodes.size(), false);
+  int fused = 0;
+  ValueUses uses(graph);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (dead[n]) continue;
+    if (fuse_into(context, uses, static_cast<int32_t>(n), dead)) {
+      ++fused;
+      uses = ValueUses(graph);
+    }
+  }
+  if (fused) remove_nodes(graph, dead);
+  return fused;
+}
+
+}  // namespace edgert::builder
