@@ -195,19 +195,9 @@ bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, std::vect
 }  // namespace
 
 int fuse_activations(PassContext& context) {
-  Graph& graph = context.graph;
-  std::vector<bool> dead(graph.nodes.size(), false);
-  int fused = 0;
-  ValueUses uses(graph);
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (dead[n]) continue;
-    if (fuse_from(context, uses, static_cast<int32_t>(n), dead)) {
-      ++fused;
-      uses = ValueUses(graph);
-    }
-  }
-  if (fused) remove_nodes(graph, dead);
-  return fused;
+  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, std::vector<bool>& dead) {
+    return fuse_from(context, uses, n, dead);
+  });
 }
 
 }  // namespace edgert::builder

@@ -67,19 +67,7 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, std::vect
   else if (is_scale_of(a, b)) x = mul.inputs[1], s = mul.inputs[0];
   else return false;
 
-  Node fused = conv;
-  if (is_op(conv, "Conv")) {
-    fused.domain = kFusedDomain;
-    fused.op_type = "FusedConv";
-    Attribute activation;
-    activation.name = "activation";
-    activation.type = EDGERT_ATTR_STRING;
-    fused.set_attribute(activation);
-    Attribute params;
-    params.name = "activation_params";
-    params.type = EDGERT_ATTR_FLOATS;
-    fused.set_attribute(params);
-  }
+  Node fused = is_op(conv, "Conv") ? fused_conv_of(conv) : conv;
   fused.name = fused_name(mul.name, conv.name);
   fused.inputs[0] = x;
   fused.inputs.resize(5, -1);
@@ -94,19 +82,9 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, std::vect
 }  // namespace
 
 int fuse_channel_scales(PassContext& context) {
-  Graph& graph = context.graph;
-  std::vector<bool> dead(graph.nodes.size(), false);
-  int fused = 0;
-  ValueUses uses(graph);
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (dead[n]) continue;
-    if (fuse_into(context, uses, static_cast<int32_t>(n), dead)) {
-      ++fused;
-      uses = ValueUses(graph);
-    }
-  }
-  if (fused) remove_nodes(graph, dead);
-  return fused;
+  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, std::vector<bool>& dead) {
+    return fuse_into(context, uses, n, dead);
+  });
 }
 
 }  // namespace edgert::builder

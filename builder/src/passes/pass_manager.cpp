@@ -58,6 +58,38 @@ std::vector<PassReport> PassManager::run(Model& model) const {
   return reports;
 }
 
+int rewrite_nodes(PassContext& context,
+                  const std::function<bool(const ValueUses& uses, int32_t node, std::vector<bool>& dead)>& rewrite) {
+  Graph& graph = context.graph;
+  std::vector<bool> dead(graph.nodes.size(), false);
+  int rewrites = 0;
+  ValueUses uses(graph);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (dead[n]) continue;
+    if (rewrite(uses, static_cast<int32_t>(n), dead)) {
+      ++rewrites;
+      uses = ValueUses(graph);
+    }
+  }
+  if (rewrites) remove_nodes(graph, dead);
+  return rewrites;
+}
+
+Node fused_conv_of(const Node& conv) {
+  Node fused = conv;
+  fused.domain = kFusedDomain;
+  fused.op_type = "FusedConv";
+  Attribute activation;
+  activation.name = "activation";
+  activation.type = EDGERT_ATTR_STRING;
+  fused.set_attribute(activation);
+  Attribute params;
+  params.name = "activation_params";
+  params.type = EDGERT_ATTR_FLOATS;
+  fused.set_attribute(params);
+  return fused;
+}
+
 PassManager PassManager::standard(PassOptions options) {
   PassManager manager(std::move(options));
   manager.add("constant-folding", fold_constants);

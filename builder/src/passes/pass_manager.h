@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "graph_rewrite.h"
 #include "ir.h"
 #include "plugin_loader.h"
 
@@ -74,5 +75,14 @@ int fuse_channel_scales(PassContext& context);       // channel_scale_fusion.cpp
 // The domain of the fused ops the CPU plugin implements (FusedConv, FusedGemm, FusedMatMul,
 // PointwiseChain); see plugins/cpu/activation.h for their attributes.
 constexpr const char* kFusedDomain = "edgert";
+
+// The fusions' loop: rewrite(uses, n, dead) for every node n not yet dead, in graph order; a
+// rewrite that returns true has marked the nodes it absorbed in `dead` (and emptied them), and
+// the uses are recomputed. The dead nodes are removed at the end. Returns the rewrites made.
+int rewrite_nodes(PassContext& context,
+                  const std::function<bool(const ValueUses& uses, int32_t node, std::vector<bool>& dead)>& rewrite);
+
+// A Conv node as the edgert.FusedConv computing the same: no activation, no residual yet.
+Node fused_conv_of(const Node& conv);
 
 }  // namespace edgert::builder

@@ -68,19 +68,7 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, std::vect
   std::vector<Attribute> pool_attributes;
   if (!fusable_pool(pool, pool_attributes)) return false;
 
-  Node fused = producer;
-  if (conv) {
-    fused.domain = kFusedDomain;
-    fused.op_type = "FusedConv";
-    Attribute activation;
-    activation.name = "activation";
-    activation.type = EDGERT_ATTR_STRING;
-    fused.set_attribute(activation);
-    Attribute params;
-    params.name = "activation_params";
-    params.type = EDGERT_ATTR_FLOATS;
-    fused.set_attribute(params);
-  }
+  Node fused = conv ? fused_conv_of(producer) : producer;
   for (Attribute& a : pool_attributes) fused.set_attribute(std::move(a));
   fused.name = fused_name(producer.name, pool.name);
   fused.outputs = {pool.outputs[0]};
@@ -94,19 +82,9 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, std::vect
 }  // namespace
 
 int fuse_max_pools(PassContext& context) {
-  Graph& graph = context.graph;
-  std::vector<bool> dead(graph.nodes.size(), false);
-  int fused = 0;
-  ValueUses uses(graph);
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (dead[n]) continue;
-    if (fuse_into(context, uses, static_cast<int32_t>(n), dead)) {
-      ++fused;
-      uses = ValueUses(graph);
-    }
-  }
-  if (fused) remove_nodes(graph, dead);
-  return fused;
+  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, std::vector<bool>& dead) {
+    return fuse_into(context, uses, n, dead);
+  });
 }
 
 }  // namespace edgert::builder
