@@ -8,6 +8,10 @@
 //                              Gelu, SiLU
 //   activation_params  FLOATS  Clip: min, max; LeakyRelu: alpha; HardSigmoid: alpha, beta;
 //                              Gelu: 1 for the tanh approximation, else 0
+// FusedConv also takes (see conv.cpp, FusedConvOp):
+//   pool_kernel_shape, pool_strides, pool_pads  INTS, pool_ceil_mode INT: a trailing 2-D
+//                              MaxPool (the pool-fusion pass); no residual then
+//   input 4, S [N, C, 1, 1]    a channel scale applied to X first (channel-scale-fusion)
 #pragma once
 
 #include <algorithm>
