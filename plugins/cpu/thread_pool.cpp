@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +21,19 @@ namespace {
 // Spinning this long before sleeping keeps the wake-up cost off back-to-back nodes (tens of
 // microseconds through a futex) without burning a core between inferences.
 constexpr auto kSpinBeforeSleep = std::chrono::microseconds(200);
+
+// The straggler guard (ThreadPool::run). A worker that claimed a task and then lost its core to
+// another process holds its job up until the scheduler runs it again: with the other core busy
+// (a compiler), two threads ran mobilenet_v2 in 7-8 ms where one thread takes 5. Over a window
+// of jobs the caller adds up the jobs' real time and an estimate of their time on the caller
+// alone (its busy time over its share of the tasks); when alone would have been faster by the
+// margin in two windows in a row (one alone is a worker's wake-up, not a busy core), jobs run on
+// the caller alone for a while, then the workers are tried again; each time they fail again
+// the while doubles.
+constexpr int kGuardWindow = 32;         // jobs per decision
+constexpr double kAloneMargin = 0.85;    // alone must be at least 15% faster
+constexpr auto kFirstAlonePeriod = std::chrono::milliseconds(25);
+constexpr auto kLongestAlonePeriod = std::chrono::milliseconds(800);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -90,13 +104,40 @@ struct ThreadPool::State {
   std::atomic<int64_t> remaining{0};
   std::atomic<int> busy{0};
 
-  void run_tasks(int thread) {
-    for (;;) {
+  // The straggler guard's window; only the caller holding `owner` touches these.
+  int window_jobs = 0, slow_windows = 0;
+  double window_real = 0, window_alone = 0;  // nanoseconds
+  std::chrono::steady_clock::time_point alone_until{};
+  std::chrono::milliseconds alone_period = kFirstAlonePeriod;
+
+  // Runs tasks until none is left to claim; returns how many this thread ran.
+  int64_t run_tasks(int thread) {
+    for (int64_t ran = 0;; ++ran) {
       const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
-      if (t >= count) return;
+      if (t >= count) return ran;
       fn(ctx, t, thread);
       remaining.fetch_sub(1, std::memory_order_release);
     }
+  }
+
+  // One finished job: `tasks` in all, `mine` of them on the caller, which was busy for `own` of
+  // the job's `real` time.
+  void account(int64_t tasks, int64_t mine, std::chrono::nanoseconds own, std::chrono::nanoseconds real,
+               std::chrono::steady_clock::time_point end) {
+    if (mine <= 0) return;
+    window_real += static_cast<double>(real.count());
+    window_alone += static_cast<double>(own.count()) * static_cast<double>(tasks) / static_cast<double>(mine);
+    if (++window_jobs < kGuardWindow) return;
+    if (window_alone >= kAloneMargin * window_real) {
+      slow_windows = 0;
+      alone_period = kFirstAlonePeriod;
+    } else if (++slow_windows == 2) {
+      alone_until = end + alone_period;
+      alone_period = std::min(2 * alone_period, std::chrono::milliseconds(kLongestAlonePeriod));
+      slow_windows = 0;
+    }
+    window_jobs = 0;
+    window_real = window_alone = 0;
   }
 
   void worker_loop(int thread) {
@@ -165,7 +206,8 @@ void ThreadPool::start_workers(int count, bool pin) {
 void ThreadPool::run(int64_t count, int max_threads, void (*fn)(void*, int64_t, int), void* ctx) {
   State& s = *state_;
   std::unique_lock<std::mutex> owner(s.owner, std::try_to_lock);
-  if (!owner.owns_lock()) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!owner.owns_lock() || start < s.alone_until) {
     for (int64_t t = 0; t < count; ++t) fn(ctx, t, 0);
     return;
   }
@@ -182,7 +224,8 @@ void ThreadPool::run(int64_t count, int max_threads, void (*fn)(void*, int64_t, 
     s.generation.fetch_add(1, std::memory_order_release);
   }
   s.wake.notify_all();
-  s.run_tasks(0);
+  const int64_t mine = s.run_tasks(0);
+  const auto own_done = std::chrono::steady_clock::now();
   // The last tasks are running on workers. Spin briefly, then yield: on an oversubscribed
   // machine the worker being waited for may need this very core.
   for (int spins = 0; s.remaining.load(std::memory_order_acquire) != 0; ++spins) {
@@ -192,6 +235,8 @@ void ThreadPool::run(int64_t count, int max_threads, void (*fn)(void*, int64_t, 
       std::this_thread::yield();
     }
   }
+  const auto end = std::chrono::steady_clock::now();
+  s.account(count, mine, own_done - start, end - start, end);
 }
 
 }  // namespace edgert::cpu

@@ -30,7 +30,9 @@ class ThreadPool {
   // Calls fn(ctx, task, thread) once for every task in [0, count), spread over at most
   // max_threads threads; thread is in [0, min(num_threads(), max_threads)) and tells which
   // per-thread scratch a task may use (a kernel sized its workspace for some thread count in
-  // prepare; the pool may have grown since). Returns when every task has finished.
+  // prepare; the pool may have grown since). Returns when every task has finished. While the
+  // workers keep the caller waiting longer than it would take alone (their cores busy with
+  // other processes), jobs run on the caller alone for a while (thread_pool.cpp: the guard).
   void run(int64_t count, int max_threads, void (*fn)(void* ctx, int64_t task, int thread), void* ctx);
 
   template <typename Fn>

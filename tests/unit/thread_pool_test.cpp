@@ -1,0 +1,57 @@
+// The CPU plugin's thread pool on its own (built from plugins/cpu/thread_pool.cpp): the guard
+// that runs jobs on the caller alone while a worker keeps it waiting (its core busy elsewhere).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "thread_pool.h"
+
+namespace edgert::cpu {
+namespace {
+
+using namespace std::chrono_literals;
+
+void busy_for(std::chrono::microseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// One job of 8 tasks: on the caller each takes `caller`, on the worker `worker` (slept, as a
+// thread that lost its core). Returns how many tasks the worker ran.
+int64_t job(std::chrono::microseconds caller, std::chrono::microseconds worker) {
+  std::atomic<int64_t> on_worker{0};
+  ThreadPool::instance().parallel_for(8, [&](int64_t, int thread) {
+    if (thread == 0) {
+      busy_for(caller);
+    } else {
+      on_worker.fetch_add(1);
+      std::this_thread::sleep_for(worker);
+    }
+  });
+  return on_worker.load();
+}
+
+TEST(ThreadPoolGuard, AWorkerThatKeepsTheCallerWaitingIsLeftOutForAWhileThenTriedAgain) {
+  ThreadPool& pool = ThreadPool::instance();
+  pool.configure(2, false);
+  ASSERT_EQ(pool.num_threads(), 2);
+  // A worker whose tasks take 3 ms against 20 us on the caller: each job waits on it. Three
+  // windows of the guard at most (two slow ones in a row decide), then the jobs must run on the
+  // caller alone.
+  for (int i = 0; i < 96; ++i) job(20us, 3ms);
+  int64_t worker_tasks = 0;
+  for (int i = 0; i < 10; ++i) worker_tasks += job(20us, 3ms);
+  EXPECT_EQ(worker_tasks, 0) << "the jobs still waited on the slow worker";
+  // The period (25 ms the first time) over, a worker as fast as the caller is used again.
+  std::this_thread::sleep_for(100ms);
+  worker_tasks = 0;
+  for (int i = 0; i < 64 && worker_tasks == 0; ++i) worker_tasks += job(200us, 200us);
+  EXPECT_GT(worker_tasks, 0) << "the worker was never tried again";
+  pool.configure(0, false);
+}
+
+}  // namespace
+}  // namespace edgert::cpu
