@@ -272,6 +272,8 @@ const std::vector<ConvCase>& conv_cases() {
       {1, 3, 16, 20, 41, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, true},       // resnet's stem, 21 wide
       {1, 3, 8, 6, 120, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true},        // stem rows of 4 blocks: 2 + 2
       {1, 3, 12, 9, 224, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, false},      // 112 wide, 7 blocks: 3 + 2 + 2
+      {2, 3, 10, 15, 37, 3, 3, 2, 2, {0, 0, 0, 0}, 1, 1, true},       // squeezenet-like stem: no pads, batch 2
+      {1, 4, 9, 12, 35, 5, 5, 2, 2, {2, 1, 1, 2}, 1, 1, false},       // 5x5 s2, uneven pads: phases of odd rows
   };
   return cases;
 }

@@ -27,14 +27,21 @@ inline bool direct_conv_applies(int64_t channels, int64_t group, int64_t kernel_
          (stride_h == 1 || stride_h == 2) && dilation_h == 1 && dilation_w == 1;
 }
 
-// Blocks of 16 output columns multiplied together (x86/conv_direct_avx512.cpp).
-constexpr int64_t kDirectConvMaxColumnBlocks = 3;
-// Tap vectors per thread: kDirectConvMaxColumnBlocks blocks of C x K x K, 16 floats each.
-inline int64_t direct_conv_taps(const DirectConvShape& s) {
-  return kDirectConvMaxColumnBlocks * s.channels * s.kernel * s.kernel;
+// The input, zero-padded and split into its `stride` column phases, which the tactic builds
+// once per image in its workspace: per input channel, direct_conv_phase_rows rows (those of the
+// padded image the output reads), each row `stride` arrays of direct_conv_phase_width floats;
+// array ph of a row holds its padded columns ph, ph + stride, ph + 2 stride, ... Every tap of 16
+// output columns is then one plain load (stride 2 gathered taps from two loads and a permute,
+// with masks at the edges: a sixth of a stem's time, redone for every row block).
+inline int64_t direct_conv_phase_width(const DirectConvShape& s) {
+  return ((s.out_w + 15) / 16 * 16 + (s.kernel - 1) / s.stride + 15) / 16 * 16;
 }
-inline size_t direct_conv_workspace_bytes(const DirectConvShape& s, int threads) {
-  return static_cast<size_t>(threads * direct_conv_taps(s)) * 16 * sizeof(float);
+inline int64_t direct_conv_phase_rows(const DirectConvShape& s) { return (s.out_h - 1) * s.stride + s.kernel; }
+inline int64_t direct_conv_phase_floats(const DirectConvShape& s) {
+  return s.channels * direct_conv_phase_rows(s) * s.stride * direct_conv_phase_width(s);
+}
+inline size_t direct_conv_workspace_bytes(const DirectConvShape& s) {
+  return static_cast<size_t>(direct_conv_phase_floats(s)) * sizeof(float);
 }
 
 // W [M, C, K, K] as blocks of 8 output channels: [M / 8][C K K][8], zeros past M.
@@ -69,28 +76,33 @@ inline int64_t direct_conv_pool_band_rows(const DirectConvShape& s, const Direct
   const int64_t row_bytes = s.out_channels * s.out_w * static_cast<int64_t>(sizeof(float));
   const int64_t conv_rows = std::max<int64_t>(p.kernel, kBandBytes / std::max<int64_t>(row_bytes, 1));
   const int64_t by_size = (conv_rows - p.kernel) / p.stride + 1;
-  const int64_t bands_wanted = 4 * static_cast<int64_t>(threads) / std::max<int64_t>(s.batch, 1);
+  const int64_t bands_wanted = 4 * static_cast<int64_t>(threads);  // of each image (they run one at a time)
   const int64_t by_threads = bands_wanted > 1 ? (p.out_h + bands_wanted - 1) / bands_wanted : p.out_h;
   const int64_t rows = std::max<int64_t>(1, std::min(by_size, by_threads));
   // Whole groups of the pool's kPoolRowGroup output rows (a group's rows cost the same, used or not).
   return rows >= kPoolRowGroup ? rows / kPoolRowGroup * kPoolRowGroup : rows;
 }
 
-// Floats of one thread's workspace: tap vectors, then the band buffer (64-byte multiples).
+// Floats of one thread's band buffer (a 64-byte multiple).
 inline size_t direct_conv_pool_thread_floats(const DirectConvShape& s, const DirectConvPool& p) {
   const int64_t band = s.out_channels * direct_conv_pool_band_conv_rows(p) * s.out_w;
-  return static_cast<size_t>(direct_conv_taps(s) * 16 + (band + 15) / 16 * 16);
+  return static_cast<size_t>((band + 15) / 16 * 16);
+}
+// The phase image, then every thread's band buffer.
+inline size_t direct_conv_pool_workspace_bytes(const DirectConvShape& s, const DirectConvPool& p, int threads) {
+  return (static_cast<size_t>(direct_conv_phase_floats(s)) +
+          static_cast<size_t>(threads) * direct_conv_pool_thread_floats(s, p)) * sizeof(float);
 }
 
 #if defined(__x86_64__)
 // y = maxpool(act(conv(x, W) + bias)) with W packed by pack_direct_conv_weights; bias may be
-// null. workspace: threads x direct_conv_pool_thread_floats floats, 64-byte aligned.
+// null. workspace: direct_conv_pool_workspace_bytes(s, p, threads), 64-byte aligned.
 void direct_conv_pool_avx512(const DirectConvShape& s, const DirectConvPool& p, const float* x, const float* packed,
                              const float* bias, float* y, const Activation& activation, float* workspace,
                              int threads);
 
 // y = act(conv(x, W) + bias + z) with W packed by pack_direct_conv_weights; bias and z may be
-// null, z may be y. workspace: direct_conv_workspace_bytes(s, threads), 64-byte aligned.
+// null, z may be y. workspace: direct_conv_workspace_bytes(s), 64-byte aligned.
 void direct_conv_avx512(const DirectConvShape& s, const float* x, const float* packed, const float* bias,
                         const float* z, float* y, const Activation& activation, float* workspace, int threads);
 #endif

@@ -262,7 +262,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     direct_shape_ = {batch_, channels_, out_channels_, in_h_, in_w_, out_h_, out_w_, kernel_h_, stride_h_, pad_top_,
                      pad_left_};
     threads_ = ThreadPool::instance().num_threads();
-    info.workspace_bytes = direct_conv_workspace_bytes(direct_shape_, threads_);
+    info.workspace_bytes = direct_conv_workspace_bytes(direct_shape_);
 #else
     return false;
 #endif
@@ -331,8 +331,7 @@ bool FastConv::prepare_pool(const WindowGeometry& pool, edgert_prepare_info& inf
     return false;
   direct_pool_ = {pool.kernel[0], pool.stride[0], pool.pad_begin[0], pool.pad_begin[1], pool.out[0], pool.out[1], 1};
   direct_pool_.band_rows = direct_conv_pool_band_rows(direct_shape_, direct_pool_, threads_);
-  info.workspace_bytes = static_cast<size_t>(threads_) * direct_conv_pool_thread_floats(direct_shape_, direct_pool_) *
-                         sizeof(float);
+  info.workspace_bytes = direct_conv_pool_workspace_bytes(direct_shape_, direct_pool_, threads_);
   pooled_ = true;
   return true;
 #else

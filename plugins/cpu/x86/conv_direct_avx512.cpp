@@ -1,10 +1,10 @@
 // Direct convolution for the stems of CNNs (f32-conv-direct-8x16-avx512): few input channels
 // (the 3 of an RGB image), a 3x3, 5x5 or 7x7 window, stride 1 or 2. Through im2col the packed
 // GEMM spends as long gathering the image into panels as multiplying (K is only C x 9 or
-// C x 49). Here the C x K x K tap vectors of 16 output columns are built once, straight from the
-// image (x86/window_avx512.h: masked loads, even/odd permutes for stride 2), then every block of
-// 8 output channels takes 8 FMAs per tap vector, and the epilogue (bias, residual, activation)
-// is finished in registers before the one store of each output row segment.
+// C x 49). Here the image is first split into its column phases (fast/conv_direct.h), so that
+// every tap vector of 16 output columns is one plain load; every block of 8 output channels
+// then takes 8 FMAs per tap vector, and the epilogue (bias, residual, activation) is finished
+// in registers before the one store of each output row segment.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -33,30 +33,74 @@ namespace {
 #include "x86/window_avx512.h"
 
 constexpr int kOutBlock = 8;  // output channels per register block
+constexpr int kMaxColumnBlocks = 3;  // blocks of 16 output columns multiplied together
 
-// Builds the C x K x K tap vectors of the 16 output columns from ox into taps.
-template <int K, int S>
-inline void build_taps(const DirectConvShape& s, const float* const (*rows)[K], bool all_rows, const BlockMasks& m,
-                       int64_t ox, __m512* taps) {
-  if (!all_rows) std::memset(static_cast<void*>(taps), 0, static_cast<size_t>(s.channels * K * K) * sizeof(__m512));
-  for (int64_t c = 0; c < s.channels; ++c) {
-    __m512* tc = taps + c * K * K;
-    for_each_tap<K, S>(rows[c], ox * S - s.pad_left, m, _mm512_setzero_ps(),
-                       [&](int ky, int kx, __m512 v) { tc[ky * K + kx] = v; });
+// Where the phase image of one image lives (fast/conv_direct.h): the first float of channel c,
+// padded row r, phase ph is data + c * channel + r * row + ph * width.
+struct PhaseImage {
+  float* data;
+  int64_t width, row, channel;
+};
+
+PhaseImage phase_image(const DirectConvShape& s, float* data) {
+  const int64_t width = direct_conv_phase_width(s);
+  return {data, width, s.stride * width, direct_conv_phase_rows(s) * s.stride * width};
+}
+
+// Padded row r of channel c of image x into its phases; rows and columns outside the image are
+// zeros. Stride 2: the even and odd lanes of each 32 columns, by two permutes.
+template <int S>
+void split_row(const DirectConvShape& s, const PhaseImage& im, const float* x, int64_t c, int64_t r) {
+  float* out = im.data + c * im.channel + r * im.row;
+  const int64_t iy = r - s.pad_top;
+  if (iy < 0 || iy >= s.in_h) {
+    std::memset(out, 0, static_cast<size_t>(im.row) * sizeof(float));
+    return;
+  }
+  const float* row = x + (c * s.in_h + iy) * s.in_w;
+  const __m512 zero = _mm512_setzero_ps();
+  if (S == 1) {
+    for (int64_t j = 0; j < im.width; j += 16) {
+      const int64_t c0 = j - s.pad_left;
+      _mm512_storeu_ps(out + j, load_columns(row, c0, column_mask(c0, s.in_w), zero));
+    }
+    return;
+  }
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int64_t j = 0; j < im.width; j += 16) {
+    const int64_t c0 = 2 * j - s.pad_left;  // padded column 2j
+    const __m512 lo = load_columns(row, c0, column_mask(c0, s.in_w), zero);
+    const __m512 hi = load_columns(row, c0 + 16, column_mask(c0 + 16, s.in_w), zero);
+    _mm512_storeu_ps(out + j, _mm512_permutex2var_ps(lo, even, hi));
+    _mm512_storeu_ps(out + im.width + j, _mm512_permutex2var_ps(lo, odd, hi));
   }
 }
 
-// NB blocks of 16 output columns (taps: NB tap arrays) times every output channel, 8 at a time:
-// each weight broadcast feeds NB FMAs, 8 x NB independent accumulators. Three blocks (24
+// The phase image of image x, split over the threads by rows.
+template <int S>
+void split_image(const DirectConvShape& s, const PhaseImage& im, const float* x, int threads) {
+  const int64_t rows = direct_conv_phase_rows(s);
+  ThreadPool::instance().parallel_ranges(
+      s.channels * rows,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end; ++i) split_row<S>(s, im, x, i / rows, i % rows);
+      },
+      threads);
+}
+
+// NB blocks of 16 output columns of output row oy times every output channel, 8 at a time: each
+// weight broadcast feeds NB FMAs, 8 x NB independent accumulators. Three blocks (24
 // accumulators) take 11 loads per 24 FMAs where two took 10 per 16. The activation A is a
 // compile-time constant and the epilogue is unrolled, so the accumulators stay in registers
 // (with the kind read at run time, GCC spilled them and jumped through a table per vector: a
 // quarter of a stem's time).
-template <int NB, ActivationKind A>
-inline void multiply_blocks(const DirectConvShape& s, const float* packed, const float* bias, const float* z,
-                            float* y, const Activation& activation, int64_t out_plane, int64_t out_row,
-                            const int64_t* ox, const __mmask16* out_mask, const __m512* const* taps,
-                            int64_t taps_per_block) {
+template <int K, int S, int NB, ActivationKind A>
+inline void multiply_blocks(const DirectConvShape& s, const PhaseImage& im, const float* packed, const float* bias,
+                            const float* z, float* y, const Activation& activation, int64_t oy, int64_t out_plane,
+                            int64_t out_row, const int64_t* ox, const __mmask16* out_mask) {
+  const int64_t taps_per_block = s.channels * K * K;
+  const float* top = im.data + oy * S * im.row;  // channel 0, the window's first row, phase 0
   for (int64_t m0 = 0; m0 < s.out_channels; m0 += kOutBlock) {
     const float* w = packed + m0 * taps_per_block;  // [tap][kOutBlock]
     __m512 acc[NB][kOutBlock];
@@ -64,15 +108,22 @@ inline void multiply_blocks(const DirectConvShape& s, const float* packed, const
     for (int r = 0; r < kOutBlock; ++r)
 #pragma GCC unroll 3
       for (int b = 0; b < NB; ++b) acc[b][r] = _mm512_setzero_ps();
-    for (int64_t t = 0; t < taps_per_block; ++t, w += kOutBlock) {
-      __m512 tv[NB];
+    for (int64_t c = 0; c < s.channels; ++c) {
+      for (int ky = 0; ky < K; ++ky) {
+        const float* row = top + c * im.channel + ky * im.row;
+#pragma GCC unroll 7
+        for (int kx = 0; kx < K; ++kx, w += kOutBlock) {
+          const float* tap = row + (kx % S) * im.width + kx / S;  // padded column S * ox + kx
+          __m512 tv[NB];
 #pragma GCC unroll 3
-      for (int b = 0; b < NB; ++b) tv[b] = taps[b][t];
+          for (int b = 0; b < NB; ++b) tv[b] = _mm512_loadu_ps(tap + ox[b]);
 #pragma GCC unroll 8
-      for (int r = 0; r < kOutBlock; ++r) {
-        const __m512 wr = _mm512_set1_ps(w[r]);
+          for (int r = 0; r < kOutBlock; ++r) {
+            const __m512 wr = _mm512_set1_ps(w[r]);
 #pragma GCC unroll 3
-        for (int b = 0; b < NB; ++b) acc[b][r] = _mm512_fmadd_ps(wr, tv[b], acc[b][r]);
+            for (int b = 0; b < NB; ++b) acc[b][r] = _mm512_fmadd_ps(wr, tv[b], acc[b][r]);
+          }
+        }
       }
     }
     const int64_t rows_here = std::min<int64_t>(kOutBlock, s.out_channels - m0);
@@ -95,41 +146,27 @@ inline void multiply_blocks(const DirectConvShape& s, const float* packed, const
 // Output row oy of every output channel, stored as row out_row of planes out_plane floats apart
 // (the whole output: oy and its plane size; a band buffer: the row's place in the band).
 template <int K, int S, ActivationKind A>
-void output_row(const DirectConvShape& s, const float* x, const float* packed, const float* bias, const float* z,
-                float* y, const Activation& activation, int64_t oy, int64_t out_plane, int64_t out_row,
-                __m512* taps) {
-  const int64_t taps_per_block = s.channels * K * K;
-  // Input rows of this output row, per channel (null on the padding).
-  const float* rows[kDirectConvMaxChannels][K];
-  bool all_rows = true;
-  for (int64_t c = 0; c < s.channels; ++c) {
-    window_rows<K, S>(x + c * s.in_h * s.in_w, s.in_h, s.in_w, s.pad_top, oy, rows[c]);
-    for (int ky = 0; ky < K; ++ky) all_rows = all_rows && rows[c][ky];
-  }
-  __m512* const tap_blocks[kDirectConvMaxColumnBlocks] = {taps, taps + taps_per_block, taps + 2 * taps_per_block};
+void output_row(const DirectConvShape& s, const PhaseImage& im, const float* packed, const float* bias,
+                const float* z, float* y, const Activation& activation, int64_t oy, int64_t out_plane,
+                int64_t out_row) {
   const int64_t blocks = (s.out_w + 15) / 16;
   for (int64_t b0 = 0; b0 < blocks;) {
     // Three blocks at a time; the rest as 2 + 2 rather than 3 + 1 (one block alone takes a load
     // per FMA).
-    const int64_t left = blocks - b0, nb = left == 4 || left == 2 ? 2 : std::min<int64_t>(left, 3);
-    int64_t oxs[kDirectConvMaxColumnBlocks] = {};
-    __mmask16 masks[kDirectConvMaxColumnBlocks] = {};
+    const int64_t left = blocks - b0, nb = left == 4 || left == 2 ? 2 : std::min<int64_t>(left, kMaxColumnBlocks);
+    int64_t oxs[kMaxColumnBlocks] = {};
+    __mmask16 masks[kMaxColumnBlocks] = {};
     for (int64_t b = 0; b < nb; ++b) {
       oxs[b] = (b0 + b) * 16;
-      const BlockMasks m = block_masks<K, S>(s.in_w, s.out_w, s.pad_left, oxs[b]);
-      build_taps<K, S>(s, rows, all_rows, m, oxs[b], tap_blocks[b]);
-      masks[b] = m.out;
+      masks[b] = s.out_w - oxs[b] >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (s.out_w - oxs[b])) - 1);
     }
-    if (nb == 3) {
-      multiply_blocks<3, A>(s, packed, bias, z, y, activation, out_plane, out_row, oxs, masks, tap_blocks,
-                               taps_per_block);
-    } else if (nb == 2) {
-      multiply_blocks<2, A>(s, packed, bias, z, y, activation, out_plane, out_row, oxs, masks, tap_blocks,
-                               taps_per_block);
-    } else {
-      multiply_blocks<1, A>(s, packed, bias, z, y, activation, out_plane, out_row, oxs, masks, tap_blocks,
-                               taps_per_block);
-    }
+    const auto go = [&](auto blocks_now) {
+      multiply_blocks<K, S, decltype(blocks_now)::value, A>(s, im, packed, bias, z, y, activation, oy, out_plane,
+                                                            out_row, oxs, masks);
+    };
+    if (nb == 3) go(std::integral_constant<int, 3>{});
+    else if (nb == 2) go(std::integral_constant<int, 2>{});
+    else go(std::integral_constant<int, 1>{});
     b0 += nb;
   }
 }
@@ -137,20 +174,20 @@ void output_row(const DirectConvShape& s, const float* x, const float* packed, c
 template <int K, int S, ActivationKind A>
 void run(const DirectConvShape& s, const float* x, const float* packed, const float* bias, const float* z, float* y,
          const Activation& activation, float* workspace, int threads) {
-  const int64_t rows = s.batch * s.out_h;
-  const int64_t tasks = std::min<int64_t>(rows, 4 * threads);
+  const int64_t tasks = std::min<int64_t>(s.out_h, 4 * threads);
   const int64_t in_image = s.channels * s.in_h * s.in_w, out_image = s.out_channels * s.out_h * s.out_w;
-  ThreadPool::instance().parallel_for(
-      tasks,
-      [&](int64_t task, int thread) {
-        __m512* taps = reinterpret_cast<__m512*>(workspace) + thread * direct_conv_taps(s);
-        for (int64_t row = task * rows / tasks; row < (task + 1) * rows / tasks; ++row) {
-          const int64_t n = row / s.out_h, oy = row % s.out_h;
-          output_row<K, S, A>(s, x + n * in_image, packed, bias, z ? z + n * out_image : nullptr, y + n * out_image,
-                              activation, oy, s.out_h * s.out_w, oy, taps);
-        }
-      },
-      threads);
+  const PhaseImage im = phase_image(s, workspace);
+  for (int64_t n = 0; n < s.batch; ++n) {
+    split_image<S>(s, im, x + n * in_image, threads);
+    ThreadPool::instance().parallel_for(
+        tasks,
+        [&](int64_t task, int) {
+          for (int64_t oy = task * s.out_h / tasks; oy < (task + 1) * s.out_h / tasks; ++oy)
+            output_row<K, S, A>(s, im, packed, bias, z ? z + n * out_image : nullptr, y + n * out_image, activation,
+                                oy, s.out_h * s.out_w, oy);
+        },
+        threads);
+  }
 }
 
 // Convolution and max pool in bands of pooled rows (see direct_conv_pool_avx512): the band's
@@ -162,52 +199,54 @@ void run(const DirectConvShape& s, const float* x, const float* packed, const fl
 template <int K, int S, ActivationKind A>
 void run_pooled(const DirectConvShape& s, const DirectConvPool& p, const float* x, const float* packed,
                 const float* bias, float* y, const Activation& activation, float* workspace, int threads) {
-  const int64_t bands_per_image = (p.out_h + p.band_rows - 1) / p.band_rows, bands = s.batch * bands_per_image;
+  const int64_t bands = (p.out_h + p.band_rows - 1) / p.band_rows;
   const int64_t in_image = s.channels * s.in_h * s.in_w, pooled_plane = p.out_h * p.out_w;
   const int64_t band_plane = direct_conv_pool_band_conv_rows(p) * s.out_w;
   const size_t per_thread = direct_conv_pool_thread_floats(s, p);
-  ThreadPool::instance().parallel_ranges(
-      bands,
-      [&](int64_t begin, int64_t end, int thread) {
-        float* scratch = workspace + static_cast<size_t>(thread) * per_thread;
-        __m512* taps = reinterpret_cast<__m512*>(scratch);
-        float* band = scratch + direct_conv_taps(s) * 16;
-        int64_t held_n = -1, held0 = 0, held1 = 0;  // the image and rows [held0, held1) in the buffer
-        for (int64_t b = begin; b < end; ++b) {
-          const int64_t n = b / bands_per_image, p0 = b % bands_per_image * p.band_rows;
-          const int64_t p1 = std::min(p.out_h, p0 + p.band_rows);
-          // The convolution rows the pooled rows [p0, p1) read; those outside are the pool's padding.
-          const int64_t lo = p0 * p.stride - p.pad_top, hi = (p1 - 1) * p.stride - p.pad_top + p.kernel;
-          const int64_t r0 = std::max<int64_t>(0, lo), r1 = std::min(s.out_h, hi), rows = r1 - r0;
-          if (rows <= 0) continue;  // cannot happen for a valid geometry: every window meets the input
-          int64_t first_new = r0;
-          if (held_n == n && r0 >= held0 && r0 < held1) {
-            const int64_t kept = held1 - r0;
-            for (int64_t m = 0; m < s.out_channels; ++m)
-              std::memmove(band + m * band_plane, band + m * band_plane + (r0 - held0) * s.out_w,
-                           static_cast<size_t>(kept * s.out_w) * sizeof(float));
-            first_new = held1;
-          }
-          for (int64_t oy = first_new; oy < r1; ++oy) {
-            output_row<K, S, A>(s, x + n * in_image, packed, bias, nullptr, band, activation, oy, band_plane, oy - r0,
-                                taps);
-            if (!activation_in_lanes(activation.kind))
+  const PhaseImage im = phase_image(s, workspace);
+  float* const bands_at = workspace + direct_conv_phase_floats(s);
+  for (int64_t n = 0; n < s.batch; ++n) {
+    split_image<S>(s, im, x + n * in_image, threads);
+    ThreadPool::instance().parallel_ranges(
+        bands,
+        [&](int64_t begin, int64_t end, int thread) {
+          float* band = bands_at + static_cast<size_t>(thread) * per_thread;
+          int64_t held0 = 0, held1 = 0;  // rows [held0, held1) are in the buffer
+          for (int64_t b = begin; b < end; ++b) {
+            const int64_t p0 = b * p.band_rows, p1 = std::min(p.out_h, p0 + p.band_rows);
+            // The convolution rows the pooled rows [p0, p1) read; those outside are the pool's padding.
+            const int64_t lo = p0 * p.stride - p.pad_top, hi = (p1 - 1) * p.stride - p.pad_top + p.kernel;
+            const int64_t r0 = std::max<int64_t>(0, lo), r1 = std::min(s.out_h, hi), rows = r1 - r0;
+            if (rows <= 0) continue;  // cannot happen for a valid geometry: every window meets the input
+            int64_t first_new = r0;
+            if (b > begin && r0 >= held0 && r0 < held1) {
+              const int64_t kept = held1 - r0;
               for (int64_t m = 0; m < s.out_channels; ++m)
-                gemm::apply_activation(band + m * band_plane + (oy - r0) * s.out_w, s.out_w, activation);
+                std::memmove(band + m * band_plane, band + m * band_plane + (r0 - held0) * s.out_w,
+                             static_cast<size_t>(kept * s.out_w) * sizeof(float));
+              first_new = held1;
+            }
+            for (int64_t oy = first_new; oy < r1; ++oy) {
+              output_row<K, S, A>(s, im, packed, bias, nullptr, band, activation, oy, band_plane, oy - r0);
+              if (!activation_in_lanes(activation.kind))
+                for (int64_t m = 0; m < s.out_channels; ++m)
+                  gemm::apply_activation(band + m * band_plane + (oy - r0) * s.out_w, s.out_w, activation);
+            }
+            held0 = r0, held1 = r1;
+            for (int64_t m = 0; m < s.out_channels; ++m) {
+              const float* plane = band + m * band_plane;
+              float* pooled = y + (n * s.out_channels + m) * pooled_plane + p0 * p.out_w;
+              if (p.kernel == 3 && p.stride == 2 &&
+                  max_pool_plane_3x3s2_cached_avx512(plane, pooled, rows, s.out_w, p1 - p0, p.out_w, r0 - lo,
+                                                     p.pad_left))
+                continue;
+              max_pool_plane_avx512(plane, pooled, rows, s.out_w, p1 - p0, p.out_w, p.kernel, p.stride, r0 - lo,
+                                    p.pad_left);
+            }
           }
-          held_n = n, held0 = r0, held1 = r1;
-          for (int64_t m = 0; m < s.out_channels; ++m) {
-            const float* plane = band + m * band_plane;
-            float* pooled = y + (n * s.out_channels + m) * pooled_plane + p0 * p.out_w;
-            if (p.kernel == 3 && p.stride == 2 &&
-                max_pool_plane_3x3s2_cached_avx512(plane, pooled, rows, s.out_w, p1 - p0, p.out_w, r0 - lo, p.pad_left))
-              continue;
-            max_pool_plane_avx512(plane, pooled, rows, s.out_w, p1 - p0, p.out_w, p.kernel, p.stride, r0 - lo,
-                                  p.pad_left);
-          }
-        }
-      },
-      threads);
+        },
+        threads);
+  }
 }
 
 template <ActivationKind A>
