@@ -4,11 +4,44 @@
 #include <limits>
 #include <type_traits>
 
+#include "fast/pool_rows.h"
 #include "kernel.h"
 #include "strided_walk.h"
 
 namespace edgert::cpu {
 namespace {
+
+// The axes a Reduce* node reduces, from its attribute or (ReduceSum from opset 13, the others
+// from 18) its second input; `known` false when that input's values are not known yet.
+std::vector<int64_t> reduce_axes(const edgert_node& node, const edgert_tensor* in, bool sum, bool* known) {
+  *known = true;
+  const bool axes_is_input = (sum && node.opset >= 13) || node.opset >= 18;
+  if (!axes_is_input) return Attributes(&node).get_ints("axes");
+  if (node.num_inputs < 2 || !is_present(in[1])) return {};
+  if (!in[1].data) {
+    *known = false;
+    return {};
+  }
+  return read_ints(in[1], "axes");
+}
+
+// ReduceMean over the trailing axes of a float32 tensor (the global average of ShuffleNet's
+// head: [N, C, H, W] over H and W) is GlobalAveragePool's row mean: the rows tactic.
+std::vector<TacticSpec> reduce_mean_tactics(const edgert_node* node, const edgert_tensor* inputs) {
+  const edgert_tensor& x = inputs[0];
+  if (x.dtype != EDGERT_DTYPE_FLOAT32 || x.rank < 1) return {};
+  bool known = false;
+  const std::vector<int64_t> axes = reduce_axes(*node, inputs, false, &known);
+  if (!known || axes.empty()) return {};  // empty: everything, or nothing with noop_with_empty_axes
+  bool reduced[EDGERT_MAX_RANK] = {};
+  for (int64_t a : axes) {
+    if (a < -x.rank || a >= x.rank) return {};
+    reduced[a < 0 ? a + x.rank : a] = true;
+  }
+  for (int i = 1; i < x.rank; ++i)
+    if (reduced[i - 1] && !reduced[i]) return {};  // not a suffix of the dims
+  return {{kReduceMeanRowsTactic, "f32-reduce-mean-rows-portable"}};
+}
 
 // outer x n x inner view of a shape around `axis`.
 struct AxisView {
@@ -38,16 +71,14 @@ class ReduceBase : public Op {
     dispatch(in[0].dtype, kNumeric, [](auto) {}, "data");
     bool keepdims = attrs.get_int("keepdims", 1) != 0;
     bool noop_with_empty_axes = attrs.get_int("noop_with_empty_axes", 0) != 0;
-    // axes moved from an attribute to an input: ReduceSum in opset 13, the others in opset 18.
-    bool axes_is_input = (kind_ == ReduceKind::Sum && node.opset >= 13) || node.opset >= 18;
-    std::vector<int64_t> axes;
-    if (axes_is_input) {
-      if (node.num_inputs > 1 && is_present(in[1])) {
-        info.data_dependent = 1;  // the output shape follows the values of axes
-        axes = read_ints(in[1], "axes");
-      }
-    } else {
-      axes = attrs.get_ints("axes");
+    bool known = false;
+    std::vector<int64_t> axes = reduce_axes(node, in, kind_ == ReduceKind::Sum, &known);
+    if (!known) {
+      info.data_dependent = 1;  // the output shape follows the values of axes
+      axes = read_ints(in[1], "axes");  // reports that the values are needed
+    } else if (node.num_inputs > 1 && is_present(in[1]) &&
+               ((kind_ == ReduceKind::Sum && node.opset >= 13) || node.opset >= 18)) {
+      info.data_dependent = 1;
     }
 
     int rank = in[0].rank;
@@ -83,11 +114,18 @@ class ReduceBase : public Op {
     }
     if (identity_) out_shape = shape_of(in[0]);
     set_output(out[0], in[0].dtype, out_shape);
+    // The tactic was offered only for trailing axes (reduce_mean_tactics).
+    rows_ = tactic() == kReduceMeanRowsTactic && kind_ == ReduceKind::Mean && !identity_;
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
     if (identity_) {
       if (numel(in[0]) > 0) std::memcpy(out[0].data, in[0].data, numel(in[0]) * dtype_size(in[0].dtype));
+      return;
+    }
+    if (rows_) {
+      const int64_t rows = numel(out[0]);
+      global_average_rows(data_as<float>(in[0]), data_as<float>(out[0]), rows, rows ? numel(in[0]) / rows : 0);
       return;
     }
     dispatch(in[0].dtype, kNumeric, [&](auto tag) {
@@ -186,6 +224,7 @@ class ReduceBase : public Op {
 
   ReduceKind kind_;
   bool identity_ = false;
+  bool rows_ = false;  // f32-reduce-mean-rows-portable
   int kept_rank_ = 0, red_rank_ = 0;
   int64_t red_count_ = 1;
   int64_t kept_dims_[EDGERT_MAX_RANK] = {}, kept_strides_[EDGERT_MAX_RANK] = {};
@@ -308,7 +347,7 @@ class CumSumOp : public Op {
 
 void register_reduce_kernels(KernelRegistry& r) {
   r.add<ReduceOp<ReduceKind::Sum>>("ReduceSum", "ref-reduce-sum");
-  r.add<ReduceOp<ReduceKind::Mean>>("ReduceMean", "ref-reduce-mean");
+  r.add<ReduceOp<ReduceKind::Mean>>("ReduceMean", "ref-reduce-mean", nullptr, reduce_mean_tactics);
   r.add<ReduceOp<ReduceKind::Max>>("ReduceMax", "ref-reduce-max");
   r.add<ReduceOp<ReduceKind::Min>>("ReduceMin", "ref-reduce-min");
   r.add<ReduceOp<ReduceKind::Prod>>("ReduceProd", "ref-reduce-prod");

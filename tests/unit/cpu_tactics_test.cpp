@@ -534,6 +534,33 @@ TEST(CpuTactics, GlobalAveragePoolTacticsMatchTheReference) {
   }
 }
 
+// ReduceMean over trailing axes runs GlobalAveragePool's row mean (ShuffleNet's head); other
+// axes keep only the reference.
+TEST(CpuTactics, ReduceMeanOverTrailingAxesMatchesTheReference) {
+  std::mt19937 rng(22);
+  struct Case {
+    std::vector<int64_t> dims, axes;
+    int64_t keepdims;
+  };
+  for (const Case& c : std::vector<Case>{{{2, 5, 7, 3}, {2, 3}, 1},
+                                         {{1, 1024, 7, 7}, {2, 3}, 0},
+                                         {{3, 17, 13}, {-1}, 1},
+                                         {{2, 3, 4, 5}, {1, -2, 3}, 0},
+                                         {{40000}, {0}, 1}}) {
+    std::vector<Input> in = {random_input(c.dims, rng)};
+    NodeSpec spec("", "ReduceMean", 1);
+    spec.ints("axes", c.axes).integer("keepdims", c.keepdims);
+    const std::vector<edgert_tactic> listed = list_tactics(kernel_named("ref-reduce-mean"), spec.node(), in);
+    ASSERT_EQ(listed.size(), 2u);
+    EXPECT_STREQ(listed[0].name, "f32-reduce-mean-rows-portable");
+    EXPECT_EQ(check_all_tactics("ref-reduce-mean", spec, in, "ReduceMean", -1, 1e-5f).size(), 1u);
+  }
+  std::vector<Input> in = {random_input({2, 3, 4, 5}, rng)};
+  NodeSpec inner("", "ReduceMean", 1);
+  inner.ints("axes", {1, 3});
+  EXPECT_EQ(list_tactics(kernel_named("ref-reduce-mean"), inner.node(), in).size(), 1u) << "only the reference";
+}
+
 TEST(CpuTactics, ActivationTacticsMatchTheReference) {
   std::mt19937 rng(8);
   for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{1}, {3, 5}, {1, 17, 13, 11}, {2, 40000}}) {

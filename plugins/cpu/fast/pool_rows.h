@@ -14,6 +14,7 @@ namespace edgert::cpu {
 constexpr int64_t kPoolRowsTactic = 50;
 constexpr int64_t kGlobalAverageRowsTactic = 51;
 constexpr int64_t kMaxPoolAvx512Tactic = 52;
+constexpr int64_t kReduceMeanRowsTactic = 53;  // ReduceMean over trailing axes (reduce.cpp)
 
 #if defined(__x86_64__)
 // x86/max_pool_avx512.cpp: the window shapes it runs, and one plane (CPU with AVX-512F only).
