@@ -12,6 +12,9 @@
 //   pool_kernel_shape, pool_strides, pool_pads  INTS, pool_ceil_mode INT: a trailing 2-D
 //                              MaxPool (the pool-fusion pass); no residual then
 //   input 4, S [N, C, 1, 1]    a channel scale applied to X first (channel-scale-fusion)
+//   inputs 5, 6: W_pre [E, C, 1, 1], B_pre [E]; pre_activation, pre_activation_params: a 1x1
+//                              convolution and its activation applied to X first, the node's
+//                              convolution depthwise over the E channels (expand-depthwise-fusion)
 #pragma once
 
 #include <algorithm>

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "activation.h"
+#include "fast/conv_expand_depthwise.h"
 #include "fast/conv_tactics.h"
 #include "fast/pool_rows.h"
 #include "kernel.h"
@@ -178,10 +179,16 @@ class ConvOp : public Op {
 // MaxPool of pool_kernel_shape, pool_strides, pool_pads and pool_ceil_mode, and Y is the pooled
 // tensor: the direct stem tactic pools band by band, the others pool their whole output, held in
 // the workspace.
+// With inputs 5 and 6, W_pre [E, C, 1, 1] and B_pre [E] (the builder's expand-depthwise fusion),
+// X [N, C, H, W] first goes through that 1x1 convolution and the pre_activation /
+// pre_activation_params activation (rounded to float as the separate FusedConv rounded it), and
+// the convolution is a depthwise one over the E expanded channels (no Z, S or pool then): the
+// banded tactic never holds the expanded tensor whole, the reference does, in its workspace.
 class FusedConvOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
                edgert_prepare_info& info) override {
+    if (has_input(node, in, 5)) return prepare_expanded(node, in, out, info);
     const edgert_tensor &x = in[0], &w = in[1];
     if (x.dtype != EDGERT_DTYPE_FLOAT32 || w.dtype != EDGERT_DTYPE_FLOAT32)
       fail(EDGERT_ERR_UNSUPPORTED, "X is %s and W is %s; FusedConv runs float32 only", dtype_name(x.dtype),
@@ -248,6 +255,7 @@ class FusedConvOp : public Op {
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    if (expanded_channels_ > 0) return execute_expanded(node, in, out, workspace);
     const edgert_tensor* b = optional_input(node, in, 2);
     const edgert_tensor* zt = optional_input(node, in, 3);
     const float* bias = b ? data_as<float>(*b) : nullptr;
@@ -272,7 +280,8 @@ class FusedConvOp : public Op {
           for (int64_t i = 0; i < plane; ++i) scaled[p * plane + i] = x[p * plane + i] * scale[p];
         x = scaled;
       }
-      reference_conv(x, in, bias, z, conv_out, static_cast<double*>(conv_workspace));
+      reference_conv(x, in[0].dims[0], in[0].dims[1], data_as<float>(in[1]), in[1].dims[0], bias, z, conv_out,
+                     static_cast<double*>(conv_workspace));
     }
     if (!pooled_) return;
     if (fast_pool_) return pool_.execute(conv_out, y);
@@ -282,10 +291,91 @@ class FusedConvOp : public Op {
   }
 
  private:
-  void reference_conv(const float* x, const edgert_tensor* in, const float* bias, const float* z, float* y,
-                      double* acc) const {
-    const float* w = data_as<float>(in[1]);
-    const int64_t batch = in[0].dims[0], channels = in[0].dims[1], out_channels = in[1].dims[0];
+  // The input-5 form: checks the pre-convolution and the depthwise one after it.
+  void prepare_expanded(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
+                        edgert_prepare_info& info) {
+    const edgert_tensor &x = in[0], &w = in[1], &w_pre = in[5];
+    for (const edgert_tensor* t : {&x, &w, &w_pre})
+      if (t->dtype != EDGERT_DTYPE_FLOAT32)
+        fail(EDGERT_ERR_UNSUPPORTED, "X, W and W_pre must be float32, got %s", dtype_name(t->dtype));
+    if (x.rank != 4 || w_pre.rank != 4 || w_pre.dims[1] != x.dims[1] || w_pre.dims[2] != 1 || w_pre.dims[3] != 1)
+      fail(EDGERT_ERR_SHAPE, "W_pre has shape %s, expected [E, %lld, 1, 1] for X %s",
+           shape_string(shape_of(w_pre)).c_str(), static_cast<long long>(x.rank > 1 ? x.dims[1] : 0),
+           shape_string(shape_of(x)).c_str());
+    const int64_t e = w_pre.dims[0];
+    if (const edgert_tensor* b_pre = optional_input(node, in, 6)) {
+      if (b_pre->dtype != x.dtype || b_pre->rank != 1 || b_pre->dims[0] != e)
+        fail(EDGERT_ERR_SHAPE, "B_pre has dtype %s shape %s, expected float32 [%lld]", dtype_name(b_pre->dtype),
+             shape_string(shape_of(*b_pre)).c_str(), static_cast<long long>(e));
+    }
+    const Attributes attrs(&node);
+    if (optional_input(node, in, 3) || optional_input(node, in, 4) || attrs.has("pool_kernel_shape"))
+      fail(EDGERT_ERR_INVALID_ARGUMENT, "a FusedConv with a pre-convolution (W_pre) takes no Z, S or pool");
+    group_ = attrs.get_int("group", 1);
+    if (group_ != e || w.dims[0] != e)
+      fail(EDGERT_ERR_SHAPE, "after a pre-convolution to %lld channels the convolution must be depthwise over "
+           "them (group %lld, W %s)", static_cast<long long>(e), static_cast<long long>(group_),
+           shape_string(shape_of(w)).c_str());
+    edgert_tensor expanded = x;  // the shape the depthwise convolution sees
+    expanded.dims[1] = e;
+    Shape out_shape;
+    g_ = conv_shapes(node, expanded, w, group_, out_shape);
+    if (const edgert_tensor* b = optional_input(node, in, 2)) {
+      if (b->dtype != x.dtype || b->rank != 1 || b->dims[0] != e)
+        fail(EDGERT_ERR_SHAPE, "B has dtype %s shape %s, expected float32 [%lld]", dtype_name(b->dtype),
+             shape_string(shape_of(*b)).c_str(), static_cast<long long>(e));
+    }
+    activation_ = Activation::from_node(node);
+    const std::vector<float> pre_params = attrs.get_floats("pre_activation_params");
+    pre_activation_ = Activation::parse(attrs.get_string("pre_activation", ""), pre_params.data(), pre_params.size());
+    expanded_channels_ = e;
+    set_output(out[0], x.dtype, out_shape);
+    gemm::Isa isa = gemm::Isa::Portable;
+    fast_ = expand_depthwise_tactic(tactic(), &isa) && w.data && w_pre.data &&
+            expand_depthwise_.prepare(isa, x.dims[0], x.dims[1], e, g_, data_as<float>(w_pre), data_as<float>(w),
+                                      info);
+    if (!fast_) {
+      // The expanded tensor (64-byte aligned), then the accumulators
+      expanded_bytes_ = (static_cast<size_t>(x.dims[0] * e * g_.in_size()) * sizeof(float) + 63) / 64 * 64;
+      // (the accumulators serve the pre-convolution's planes first: the larger ones with stride 2)
+      info.workspace_bytes = expanded_bytes_ + static_cast<size_t>(std::max(g_.in_size(), g_.out_size())) * sizeof(double);
+    }
+  }
+
+  void execute_expanded(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) {
+    const edgert_tensor* b = optional_input(node, in, 2);
+    const edgert_tensor* b_pre = optional_input(node, in, 6);
+    const float* bias = b ? data_as<float>(*b) : nullptr;
+    const float* bias_pre = b_pre ? data_as<float>(*b_pre) : nullptr;
+    float* y = data_as<float>(out[0]);
+    if (fast_) {
+      expand_depthwise_.execute(data_as<float>(in[0]), bias_pre, pre_activation_, bias, activation_, y, workspace);
+      return;
+    }
+    // The pre-convolution in full, as the separate FusedConv computed it: double sums from the
+    // bias, rounded to float, then its activation.
+    const float* x = data_as<float>(in[0]);
+    const float* w_pre = data_as<float>(in[5]);
+    const int64_t batch = in[0].dims[0], channels = in[0].dims[1], e = expanded_channels_, plane = g_.in_size();
+    float* expanded = static_cast<float*>(workspace);
+    double* acc = reinterpret_cast<double*>(static_cast<uint8_t*>(workspace) + expanded_bytes_);
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t m = 0; m < e; ++m) {
+        std::fill(acc, acc + plane, bias_pre ? static_cast<double>(bias_pre[m]) : 0.0);
+        for (int64_t c = 0; c < channels; ++c) {
+          const double wv = w_pre[m * channels + c];
+          const float* xp = x + (n * channels + c) * plane;
+          for (int64_t i = 0; i < plane; ++i) acc[i] += wv * static_cast<double>(xp[i]);
+        }
+        float* dst = expanded + (n * e + m) * plane;
+        for (int64_t i = 0; i < plane; ++i) dst[i] = pre_activation_.apply(static_cast<float>(acc[i]));
+      }
+    }
+    reference_conv(expanded, batch, e, data_as<float>(in[1]), e, bias, nullptr, y, acc);
+  }
+
+  void reference_conv(const float* x, int64_t batch, int64_t channels, const float* w, int64_t out_channels,
+                      const float* bias, const float* z, float* y, double* acc) const {
     const int64_t cg = channels / group_, mg = out_channels / group_;
     const int64_t in_plane = g_.in_size(), out_plane = g_.out_size(), k_plane = g_.kernel_size();
     for (int64_t n = 0; n < batch; ++n) {
@@ -342,6 +432,11 @@ class FusedConvOp : public Op {
   FastConv fast_conv_;
   bool pooled_ = false, pool_in_bands_ = false, fast_pool_ = false, scaled_ = false;
   size_t scaled_offset_ = 0;
+  // The input-5 form: the pre-convolution's output channels (0 without one), its activation.
+  int64_t expanded_channels_ = 0;
+  Activation pre_activation_;
+  size_t expanded_bytes_ = 0;
+  ExpandDepthwise expand_depthwise_;
   Shape conv_shape_;
   int64_t conv_elements_ = 0;
   size_t conv_bytes_ = 0;

@@ -369,6 +369,48 @@ TEST(CpuTactics, FusedConvWithAChannelScaleMatchesTheReference) {
   }
 }
 
+// FusedConv with a pre-convolution (inputs 5 and 6: the builder's expand-depthwise fusion): a
+// 1x1 convolution from C channels, its activation, then the node's depthwise convolution over
+// the expanded channels. The banded tactic holds a few rows of the expanded tensor at a time;
+// the wide cases make several bands per thread (rows shared between bands moved, not redone).
+struct ExpandCase {
+  int64_t channels;
+  ConvCase depthwise;  // channels = out_channels = group: the expanded count
+  const char* pre_activation;
+  std::vector<float> pre_params;
+  const char* activation;
+};
+
+TEST(CpuTactics, FusedConvWithAPreConvolutionMatchesTheReference) {
+  std::mt19937 rng(91);
+  const std::vector<ExpandCase> cases = {
+      {16, {1, 96, 96, 30, 112, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 96, true}, "Clip", {0.0f, 6.0f}, "Clip"},  // mobilenet_v2
+      {24, {1, 40, 40, 23, 301, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 40, false}, "SiLU", {}, "SiLU"},           // bands of 4
+      {5, {2, 7, 7, 9, 11, 3, 3, 1, 1, {0, 1, 2, 0}, 1, 7, true}, "", {}, "Relu"},                      // uneven pads
+      {3, {1, 33, 33, 17, 19, 5, 5, 2, 2, {1, 2, 2, 1}, 1, 33, false}, "HardSwish", {}, ""},            // 5x5 s2
+      {17, {1, 48, 48, 64, 75, 3, 3, 2, 2, {0, 0, 1, 1}, 1, 48, true}, "Relu", {}, "HardSwish"},        // pad below only
+  };
+  for (const ExpandCase& ec : cases) {
+    const ConvCase& c = ec.depthwise;
+    std::vector<Input> in;
+    in.push_back(random_input({c.batch, ec.channels, c.h, c.w}, rng));
+    in.push_back(random_input({c.out_channels, 1, c.kh, c.kw}, rng, true));
+    Input none;
+    none.absent = true;
+    in.push_back(c.bias ? random_input({c.out_channels}, rng, true) : none);
+    in.push_back(none);  // Z
+    in.push_back(none);  // S
+    in.push_back(random_input({c.out_channels, ec.channels, 1, 1}, rng, true));
+    in.push_back(c.bias ? none : random_input({c.out_channels}, rng, true));
+    NodeSpec spec = conv_node(c, "edgert", "FusedConv", 7);
+    spec.string("activation", ec.activation).string("pre_activation", ec.pre_activation);
+    if (!ec.pre_params.empty()) spec.floats("pre_activation_params", ec.pre_params);
+    if (std::string(ec.activation) == "Clip") spec.floats("activation_params", {0.0f, 6.0f});
+    const std::string what = "FusedConv with W_pre from " + std::to_string(ec.channels) + " channels, " + describe(c);
+    EXPECT_FALSE(check_all_tactics("ref-fused-conv", spec, in, what).empty()) << what;
+  }
+}
+
 // FusedConv with a trailing MaxPool (the builder's pool fusion): the stem tactic pools band by
 // band (bands of 7 pooled rows, rows shared between bands kept, 3x3 s2 pooled separably, other
 // windows by the generic pool kernel); the other tactics pool their whole output.

@@ -195,6 +195,47 @@ TEST(ChannelScaleFusion, TheExcitationMultiplyGoesIntoTheProjectionAndStaysBitId
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
+// An inverted residual's expansion (1x1 + Clip) and depthwise convolution (3x3 s2 + Relu): one
+// FusedConv with the 1x1 as its pre-convolution when the expanded tensor is large (64 x 112 x
+// 112 floats, 3.2 MB), computed band by band; kept apart when small or read by anyone else.
+void expansion_block(GraphMaker& g, int64_t size) {
+  g.input("x", {1, 8, size, size});
+  g.floats("w_exp", {64, 8, 1, 1}, ramp(512, 0.4f));
+  g.floats("b_exp", {64}, ramp(64, 0.3f, 1));
+  g.floats("lo", {}, {0});
+  g.floats("hi", {}, {6});
+  g.floats("w_dw", {64, 1, 3, 3}, ramp(576, 0.5f, 2));
+  g.node("Conv", {"x", "w_exp", "b_exp"}, {"e"}, "expand");
+  g.node("Clip", {"e", "lo", "hi"}, {"ec"}, "clip");
+  onnx::NodeProto& dw = g.node("Conv", {"ec", "w_dw"}, {"d"}, "dw");
+  M::attr(dw, "group", int64_t{64});
+  M::attr(dw, "strides", std::vector<int64_t>{2, 2});
+  M::attr(dw, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.node("Relu", {"d"}, {"y"}, "relu");
+  g.output("y");
+}
+
+TEST(ExpandDepthwiseFusion, ALargeExpansionAndItsDepthwiseBecomeOneBandedConv) {
+  GraphMaker g;
+  expansion_block(g, 112);
+  OptimizedBuild b = build_both(g.model(), {{1, 8, 112, 112}});
+  ASSERT_EQ(b.ops(), std::vector<std::string>{"edgert.FusedConv"});
+  EXPECT_EQ(b.optimized.model.graphs[0].nodes[0].name, "expand + clip + dw + relu");
+  // The same GEMM micro-kernel and depthwise kernel as the two nodes, band by band.
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+
+  GraphMaker small;
+  expansion_block(small, 40);
+  OptimizedBuild kept = build_both(small.model(), {{1, 8, 40, 40}});
+  EXPECT_EQ(kept.ops(), (std::vector<std::string>{"edgert.FusedConv", "edgert.FusedConv"})) << "0.4 MB stays in cache";
+
+  GraphMaker read;
+  expansion_block(read, 112);
+  read.output("ec");
+  EXPECT_EQ(build_both(read.model(), {{1, 8, 112, 112}}).ops(),
+            (std::vector<std::string>{"edgert.FusedConv", "edgert.FusedConv"})) << "the expanded tensor is an output";
+}
+
 TEST(PointwiseFusion, AChainOfElementwiseOpsBecomesOneKernel) {
   GraphMaker g;
   g.input("x", {3, 5});
@@ -253,7 +294,7 @@ TEST(PassManager, VerboseBuildLogsNodeCountsPerPass) {
   OptimizedBuild b = build_both(g.model(), {{4}});
   for (const char* pass : {"constant-folding", "identity-elimination", "shuffle-elimination", "common-subexpression",
                            "dead-code", "batchnorm-folding", "pattern-recognition", "activation-fusion",
-                           "pool-fusion", "channel-scale-fusion", "pointwise-fusion"})
+                           "pool-fusion", "channel-scale-fusion", "expand-depthwise-fusion", "pointwise-fusion"})
     EXPECT_NE(b.log.find(std::string("pass ") + pass + ": "), std::string::npos) << pass << "\n" << b.log;
   EXPECT_NE(b.log.find("pass identity-elimination: 2 -> 1 nodes (1 rewrites)"), std::string::npos) << b.log;
 }

@@ -14,34 +14,6 @@
 namespace edgert::builder {
 namespace {
 
-bool static_dims(const Value& v, std::vector<int64_t>& dims) {
-  if (!v.shape_is_static()) return false;
-  dims.clear();
-  for (const auto& d : v.shape) dims.push_back(d.value);
-  return true;
-}
-
-bool ints_equal(const Attribute* a, int64_t value) {
-  if (!a) return true;
-  for (int64_t v : a->ints)
-    if (v != value) return false;
-  return true;
-}
-
-bool pointwise_conv(const Graph& graph, const Node& conv) {
-  const bool plain = is_op(conv, "Conv");
-  const bool fused = conv.domain == kFusedDomain && conv.op_type == "FusedConv";
-  if (!(plain || fused) || conv.inputs.size() < 2 || conv.inputs.size() > 4 || conv.outputs.size() != 1) return false;
-  if (fused && conv.attribute("pool_kernel_shape")) return false;
-  const Attribute* group = conv.attribute("group");
-  if (group && group->i != 1) return false;
-  const Attribute* auto_pad = conv.attribute("auto_pad");
-  if (auto_pad && auto_pad->s != "NOTSET" && auto_pad->s != "VALID") return false;
-  std::vector<int64_t> w;
-  if (!static_dims(graph.values[conv.inputs[1]], w) || w.size() != 4 || w[2] != 1 || w[3] != 1) return false;
-  return ints_equal(conv.attribute("strides"), 1) && ints_equal(conv.attribute("pads"), 0);
-}
-
 bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, std::vector<bool>& dead) {
   Graph& graph = context.graph;
   const Node& mul = graph.nodes[m];
@@ -72,11 +44,7 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, std::vect
   fused.inputs[0] = x;
   fused.inputs.resize(5, -1);
   fused.inputs[4] = s;
-  dead[m] = true;
-  graph.nodes[m].inputs.clear();
-  graph.nodes[m].outputs.clear();
-  graph.nodes[reader] = std::move(fused);
-  return true;
+  return replace_pair(graph, m, reader, std::move(fused), dead);
 }
 
 }  // namespace

@@ -75,6 +75,42 @@ int rewrite_nodes(PassContext& context,
   return rewrites;
 }
 
+bool static_dims(const Value& v, std::vector<int64_t>& dims) {
+  if (!v.shape_is_static()) return false;
+  dims.clear();
+  for (const auto& d : v.shape) dims.push_back(d.value);
+  return true;
+}
+
+bool ints_equal(const Attribute* a, int64_t value) {
+  if (!a) return true;
+  for (int64_t v : a->ints)
+    if (v != value) return false;
+  return true;
+}
+
+bool pointwise_conv(const Graph& graph, const Node& conv) {
+  const bool plain = is_op(conv, "Conv");
+  const bool fused = conv.domain == kFusedDomain && conv.op_type == "FusedConv";
+  if (!(plain || fused) || conv.inputs.size() < 2 || conv.inputs.size() > 4 || conv.outputs.size() != 1) return false;
+  if (fused && conv.attribute("pool_kernel_shape")) return false;
+  const Attribute* group = conv.attribute("group");
+  if (group && group->i != 1) return false;
+  const Attribute* auto_pad = conv.attribute("auto_pad");
+  if (auto_pad && auto_pad->s != "NOTSET" && auto_pad->s != "VALID") return false;
+  std::vector<int64_t> w;
+  if (!static_dims(graph.values[conv.inputs[1]], w) || w.size() != 4 || w[2] != 1 || w[3] != 1) return false;
+  return ints_equal(conv.attribute("strides"), 1) && ints_equal(conv.attribute("pads"), 0);
+}
+
+bool replace_pair(Graph& graph, int32_t absorbed, int32_t into, Node fused, std::vector<bool>& dead) {
+  dead[absorbed] = true;
+  graph.nodes[absorbed].inputs.clear();
+  graph.nodes[absorbed].outputs.clear();
+  graph.nodes[into] = std::move(fused);
+  return true;
+}
+
 Node fused_conv_of(const Node& conv) {
   Node fused = conv;
   fused.domain = kFusedDomain;
@@ -102,6 +138,7 @@ PassManager PassManager::standard(PassOptions options) {
   manager.add("activation-fusion", fuse_activations);
   manager.add("pool-fusion", fuse_max_pools);
   manager.add("channel-scale-fusion", fuse_channel_scales);
+  manager.add("expand-depthwise-fusion", fuse_expand_depthwise);
   manager.add("pointwise-fusion", fuse_pointwise_chains);
   manager.add("dead-code", eliminate_dead_code);
   return manager;

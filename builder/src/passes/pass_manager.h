@@ -71,6 +71,7 @@ int fuse_activations(PassContext& context);          // activation_fusion.cpp
 int fuse_pointwise_chains(PassContext& context);     // pointwise_fusion.cpp
 int fuse_max_pools(PassContext& context);            // pool_fusion.cpp
 int fuse_channel_scales(PassContext& context);       // channel_scale_fusion.cpp
+int fuse_expand_depthwise(PassContext& context);     // expand_depthwise_fusion.cpp
 
 // The domain of the fused ops the CPU plugin implements (FusedConv, FusedGemm, FusedMatMul,
 // PointwiseChain); see plugins/cpu/activation.h for their attributes.
@@ -84,5 +85,17 @@ int rewrite_nodes(PassContext& context,
 
 // A Conv node as the edgert.FusedConv computing the same: no activation, no residual yet.
 Node fused_conv_of(const Node& conv);
+
+// A two-node fusion's edit: node `into` becomes `fused`; node `absorbed` is marked dead and
+// emptied (rewrite_nodes removes it). Returns true, a rewrite's result.
+bool replace_pair(Graph& graph, int32_t absorbed, int32_t into, Node fused, std::vector<bool>& dead);
+
+// The dims of a value with a static shape (false otherwise).
+bool static_dims(const Value& v, std::vector<int64_t>& dims);
+// Every value of an INTS attribute equals `value` (true when the attribute is absent).
+bool ints_equal(const Attribute* a, int64_t value);
+// A Conv, or a FusedConv without a pool, that is 1x1 with stride 1, no pads and group 1 (it may
+// have a residual or a channel scale: check its inputs).
+bool pointwise_conv(const Graph& graph, const Node& conv);
 
 }  // namespace edgert::builder

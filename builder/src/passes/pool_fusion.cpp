@@ -72,11 +72,7 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, std::vect
   for (Attribute& a : pool_attributes) fused.set_attribute(std::move(a));
   fused.name = fused_name(producer.name, pool.name);
   fused.outputs = {pool.outputs[0]};
-  dead[p] = true;
-  graph.nodes[p].inputs.clear();
-  graph.nodes[p].outputs.clear();
-  graph.nodes[reader] = std::move(fused);
-  return true;
+  return replace_pair(graph, p, reader, std::move(fused), dead);
 }
 
 }  // namespace

@@ -40,6 +40,10 @@ enum ConvTactic : int64_t {
   kConvGemvAvx2 = 101,
   kConvGemvAvx512 = 103,
   kConvDirectAvx512 = 113,
+  kConvExpandDepthwisePortable = 120,  // FusedConv with a pre-convolution (inputs 5, 6), banded
+  kConvExpandDepthwiseAvx2 = 121,
+  kConvExpandDepthwiseNeon = 122,
+  kConvExpandDepthwiseAvx512 = 123,
 };
 
 struct ConvShape {
@@ -111,10 +115,34 @@ void add_gemm_tactics(std::vector<TacticSpec>& out, int64_t first_id, const char
 
 }  // namespace
 
+bool expand_depthwise_tactic(int64_t tactic, gemm::Isa* isa) {
+  if (tactic < kConvExpandDepthwisePortable || tactic > kConvExpandDepthwiseAvx512) return false;
+  *isa = isa_of(tactic);
+  return true;
+}
+
 std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tensor* inputs) {
   const edgert_tensor &x = inputs[0], &w = inputs[1];
   std::vector<TacticSpec> out;
   if (w.dtype != EDGERT_DTYPE_FLOAT32 || !w.data) return out;
+  if (has_input(*node, inputs, 5)) {
+    // A pre-convolution: the banded tactics, when the depthwise one is a shape they take.
+    const edgert_tensor& w_pre = inputs[5];
+    if (x.dtype != EDGERT_DTYPE_FLOAT32 || x.rank != 4 || w.rank != 4 || w_pre.dtype != EDGERT_DTYPE_FLOAT32 ||
+        !w_pre.data || w_pre.rank != 4)
+      return out;
+    edgert_tensor expanded = x;
+    expanded.dims[1] = w_pre.dims[0];
+    const ConvShape s = conv_shape(*node, expanded, w);
+    const WindowGeometry& g = s.g;
+    if (!s.ok || !is_depthwise(s) ||
+        !depthwise::uses_padded_plane({g.in[0], g.in[1], g.out[0], g.out[1], g.kernel[0], g.kernel[1], g.stride[0],
+                                       g.stride[1], g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1]}))
+      return out;
+    add_gemm_tactics(out, kConvExpandDepthwisePortable, "f32-conv-1x1-dw-banded-avx512",
+                     "f32-conv-1x1-dw-banded-avx2", "f32-conv-1x1-dw-banded-neon", "f32-conv-1x1-dw-banded-portable");
+    return out;
+  }
   if (x.dtype != EDGERT_DTYPE_FLOAT32 && x.dtype != EDGERT_DTYPE_UNDEFINED) return out;
   const ConvShape s = conv_shape(*node, x, w);
   if (!s.ok) return out;

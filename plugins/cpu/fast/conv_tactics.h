@@ -6,8 +6,11 @@
 //                                pixels, with the tall tile (output channels in the lanes: no
 //                                columns rounded up to 32); wino23 also with 48x8 (16 tiles)
 //   f32-conv-dw-direct-*         depthwise (group == C == M): direct rows, vectorized
-//   f32-conv-direct-8x16-avx512  few input channels (stems), 3x3/5x5/7x7: direct, taps built once
+//   f32-conv-direct-8x16-avx512  few input channels (stems), 3x3/5x5/7x7: direct, over the input
+//                                split into its column phases (fast/conv_direct.h)
 //   f32-conv-wino23-gemm-*       dense 3x3 stride 1: Winograd F(2x2, 3x3) over the packed GEMM
+//   f32-conv-1x1-dw-banded-*     a FusedConv's pre-convolution (1x1) and its depthwise one, in
+//                                bands of rows (fast/conv_expand_depthwise.h)
 // The kernel's epilogue (bias, residual Z, activation) is fused in every tactic. Weights are
 // packed in prepare and owned by the FastConv; nothing is allocated in execute.
 #pragma once
@@ -28,6 +31,9 @@ namespace edgert::cpu {
 // The tactics worth timing for a Conv/FusedConv node, best guess first (float32 with constant
 // weights only; otherwise none, and the reference runs).
 std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tensor* inputs);
+// Whether `tactic` is one of the banded 1x1 + depthwise tactics of a FusedConv with a
+// pre-convolution (f32-conv-1x1-dw-banded-*, fast/conv_expand_depthwise.h), and its ISA.
+bool expand_depthwise_tactic(int64_t tactic, gemm::Isa* isa);
 
 class FastConv {
  public:
