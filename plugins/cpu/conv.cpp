@@ -299,7 +299,7 @@ class FusedConvOp : public Op {
       if (t->dtype != EDGERT_DTYPE_FLOAT32)
         fail(EDGERT_ERR_UNSUPPORTED, "X, W and W_pre must be float32, got %s", dtype_name(t->dtype));
     if (x.rank != 4 || w_pre.rank != 4 || w_pre.dims[1] != x.dims[1] || w_pre.dims[2] != 1 || w_pre.dims[3] != 1)
-      fail(EDGERT_ERR_SHAPE, "W_pre has shape %s, expected [E, %lld, 1, 1] for X %s",
+      fail(EDGERT_ERR_SHAPE, "W_pre has shape %s, expected [Ex%lldx1x1] (a 1x1 convolution) for X %s",
            shape_string(shape_of(w_pre)).c_str(), static_cast<long long>(x.rank > 1 ? x.dims[1] : 0),
            shape_string(shape_of(x)).c_str());
     const int64_t e = w_pre.dims[0];

@@ -411,6 +411,42 @@ TEST(CpuTactics, FusedConvWithAPreConvolutionMatchesTheReference) {
   }
 }
 
+// A malformed pre-convolution (an engine built elsewhere, or tampered with) is refused at
+// prepare with a message naming the input at fault.
+std::string prepare_error(const NodeSpec& spec, const std::vector<Input>& inputs) {
+  const edgert_kernel& k = kernel_named("ref-fused-conv");
+  const edgert_node node = spec.node();
+  std::vector<edgert_tensor> views;
+  for (const Input& in : inputs) views.push_back(view(in, true));
+  edgert_tensor out{};
+  void* state = nullptr;
+  edgert_prepare_info info{};
+  edgert_error error{};
+  if (k.prepare(&k, &node, 0, views.data(), &out, &state, &info, &error) == EDGERT_OK) {
+    k.release(&k, state);
+    return "";
+  }
+  return error.message;
+}
+
+TEST(CpuTactics, AMisshapenPreConvolutionIsRefusedNamingTheInput) {
+  std::mt19937 rng(5);
+  const ConvCase dw = {1, 8, 8, 6, 6, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 8, true};
+  const auto inputs = [&](std::vector<int64_t> w_pre, bool z) {
+    Input none;
+    none.absent = true;
+    return std::vector<Input>{random_input({1, 4, 6, 6}, rng), random_input({8, 1, 3, 3}, rng, true),
+                              random_input({8}, rng, true), z ? random_input({1, 8, 6, 6}, rng) : none, none,
+                              random_input(w_pre, rng, true), none};
+  };
+  const NodeSpec spec = conv_node(dw, "edgert", "FusedConv", 7);
+  EXPECT_EQ(prepare_error(spec, inputs({8, 4, 1, 1}, false)), "");
+  EXPECT_NE(prepare_error(spec, inputs({8, 5, 1, 1}, false)).find("W_pre has shape [8x5x1x1]"), std::string::npos);
+  EXPECT_NE(prepare_error(spec, inputs({8, 4, 3, 3}, false)).find("W_pre"), std::string::npos);
+  EXPECT_NE(prepare_error(spec, inputs({6, 4, 1, 1}, false)).find("depthwise"), std::string::npos);
+  EXPECT_NE(prepare_error(spec, inputs({8, 4, 1, 1}, true)).find("takes no Z"), std::string::npos);
+}
+
 // FusedConv with a trailing MaxPool (the builder's pool fusion): the stem tactic pools band by
 // band (bands of 7 pooled rows, rows shared between bands kept, 3x3 s2 pooled separably, other
 // windows by the generic pool kernel); the other tactics pool their whole output.
