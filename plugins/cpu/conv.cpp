@@ -233,7 +233,7 @@ class FusedConvOp : public Op {
       out_shape = {out_shape[0], out_shape[1], pool_g_.out[0], pool_g_.out[1]};
     }
     set_output(out[0], x.dtype, out_shape);
-    fast_ = tactic() != 0 && fast_conv_.prepare(tactic(), g_, group_, x, w, z != nullptr, info, scaled_);
+    fast_ = tactic() != 0 && fast_conv_.prepare(tactic(), g_, group_, x, w, z != nullptr, info, scaled_, activation_);
     const size_t conv_workspace = fast_ ? info.workspace_bytes : static_cast<size_t>(g_.out_size()) * sizeof(double);
     info.workspace_bytes = conv_workspace;
     if (scaled_ && !fast_) {

@@ -447,6 +447,31 @@ TEST(CpuTactics, AMisshapenPreConvolutionIsRefusedNamingTheInput) {
   EXPECT_NE(prepare_error(spec, inputs({8, 4, 1, 1}, true)).find("takes no Z"), std::string::npos);
 }
 
+// oneDNN's tactic (where the plugin was built with libdnnl) is listed for the activations it
+// computes as the graph does, and not for Relu and Clip (its pass NaN through); the CpuTactics
+// cases above run it against the reference wherever it is listed.
+TEST(CpuTactics, OneDnnIsListedOnlyForActivationsItComputesAlike) {
+  std::mt19937 rng(8);
+  const ConvCase c = {1, 16, 24, 14, 14, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true};
+  const std::vector<Input> in = conv_inputs(c, rng);
+  const auto lists_onednn = [&](const char* activation) {
+    NodeSpec spec = conv_node(c, "edgert", "FusedConv", 3);
+    spec.string("activation", activation);
+    if (std::string(activation) == "Clip") spec.floats("activation_params", {0.0f, 6.0f});
+    for (const edgert_tactic& t : list_tactics(kernel_named("ref-fused-conv"), spec.node(), in))
+      if (std::string(t.name).find("onednn") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_FALSE(lists_onednn("Relu"));
+  EXPECT_FALSE(lists_onednn("Clip"));
+#if defined(EDGERT_CPU_ONEDNN)
+  EXPECT_TRUE(lists_onednn("SiLU"));
+  EXPECT_TRUE(lists_onednn(""));
+#else
+  EXPECT_FALSE(lists_onednn("SiLU"));
+#endif
+}
+
 // FusedConv with a trailing MaxPool (the builder's pool fusion): the stem tactic pools band by
 // band (bands of 7 pooled rows, rows shared between bands kept, 3x3 s2 pooled separably, other
 // windows by the generic pool kernel); the other tactics pool their whole output.

@@ -1,7 +1,9 @@
 #include "fast/conv_tactics.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "fast/conv_onednn.h"
 #include "fast/depthwise.h"
 #include "fast/pool_rows.h"
 #include "thread_pool.h"
@@ -44,6 +46,8 @@ enum ConvTactic : int64_t {
   kConvExpandDepthwiseAvx2 = 121,
   kConvExpandDepthwiseNeon = 122,
   kConvExpandDepthwiseAvx512 = 123,
+  kConvOneDnnAvx2 = 131,  // oneDNN's choice (fast/conv_onednn.h), named by the best ISA here
+  kConvOneDnnAvx512 = 133,
 };
 
 struct ConvShape {
@@ -150,6 +154,19 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   // tactic takes one.
   const bool channel_scaled = optional_input(*node, inputs, 4) != nullptr;
   if (channel_scaled && (s.group != 1 || !is_pointwise(s.g))) return out;
+  // oneDNN, last of the optimized tactics (the tuner keeps it only where it is faster): plain
+  // 2-D convolutions without a pool or channel scale, with an activation it has as a post-op.
+  const bool fused = std::strcmp(node->op_type, "FusedConv") == 0;
+  const Activation activation = fused ? Activation::from_node(*node) : Activation{};
+  const bool onednn = onednn_available() && s.g.rank == 2 && !channel_scaled && onednn_takes(activation.kind) &&
+                      !(fused && Attributes(node).has("pool_kernel_shape"));
+  const auto add_onednn = [&] {
+    if (!onednn) return;
+#if defined(__x86_64__)
+    if (gemm::isa_available(gemm::Isa::Avx512)) return out.push_back({kConvOneDnnAvx512, "f32-conv-onednn-avx512"});
+    if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({kConvOneDnnAvx2, "f32-conv-onednn-avx2"});
+#endif
+  };
   if (is_depthwise(s)) {
 #if defined(__x86_64__)
     const WindowGeometry& g = s.g;
@@ -161,6 +178,7 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
       out.push_back({kConvDepthwiseAvx512, "f32-conv-dw-direct-avx512"});
     if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({kConvDepthwiseAvx2, "f32-conv-dw-direct-avx2"});
 #endif
+    add_onednn();
     out.push_back({kConvDepthwisePortable, "f32-conv-dw-direct-portable"});
     return out;
   }
@@ -205,11 +223,13 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   if (tall) out.push_back({kConvIm2colAvx512Tall, "f32-conv-im2col-gemm-48x7-avx512"});
   add_gemm_tactics(out, kConvIm2colPortable, "f32-conv-im2col-gemm-8x32-avx512", "f32-conv-im2col-gemm-6x16-avx2",
                    "f32-conv-im2col-gemm-6x16-neon", "f32-conv-im2col-gemm-6x16-portable");
+  add_onednn();
   return out;
 }
 
 bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, const edgert_tensor& x,
-                       const edgert_tensor& w, bool residual, edgert_prepare_info& info, bool channel_scaled) {
+                       const edgert_tensor& w, bool residual, edgert_prepare_info& info, bool channel_scaled,
+                       const Activation& activation) {
   pooled_ = false;
   if (x.dtype != EDGERT_DTYPE_FLOAT32 || w.dtype != EDGERT_DTYPE_FLOAT32 || !w.data) return false;
   if (x.rank != 3 && x.rank != 4) return false;
@@ -219,6 +239,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
       break;
     case kConvGemvPortable: case kConvGemvAvx2: case kConvGemvAvx512: algorithm_ = Algorithm::Gemv; break;
     case kConvDirectAvx512: algorithm_ = Algorithm::Direct; break;
+    case kConvOneDnnAvx2: case kConvOneDnnAvx512: algorithm_ = Algorithm::OneDnn; break;
     case kConvIm2colPortable: case kConvIm2colAvx2: case kConvIm2colNeon: case kConvIm2colAvx512:
     case kConvIm2colAvx512Tall:
       algorithm_ = Algorithm::Im2colGemm;
@@ -266,6 +287,28 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   pad_left_ = g.pad_begin[g.rank - 1];
 
   const int64_t taps = kernel_h_ * kernel_w_;
+  if (algorithm_ == Algorithm::OneDnn) {
+    // Its own threads (OpenMP) and scratch; a bias of zeros stands in for an absent B.
+    threads_ = ThreadPool::instance().num_threads();
+    onednn_zero_bias_.assign(static_cast<size_t>(out_channels_), 0.0f);
+    info.workspace_bytes = 0;
+    if (onednn_available() && onednn_.prepare(g, batch_, channels_, out_channels_, group_,
+                                              static_cast<const float*>(w.data), true, residual, activation,
+                                              threads_)) {
+      packed_from_ = w.data;
+      packed_tactic_ = tactic;
+      return true;
+    }
+    // An engine tuned where the plugin had oneDNN, run by one without it (or a shape it now
+    // refuses): the plugin's own algorithm for the shape, on the best ISA here, not the reference.
+    const bool depthwise = group_ > 1 && group_ == channels_ && group_ == out_channels_ && w.dims[1] == 1;
+    algorithm_ = depthwise ? Algorithm::Depthwise : is_pointwise(g) ? Algorithm::Gemm1x1 : Algorithm::Im2colGemm;
+#if defined(__x86_64__)
+    if (isa_ == gemm::Isa::Avx2Fma || isa_ == gemm::Isa::Avx512) depthwise_channel_ = depthwise::channel_avx2;
+    if (isa_ == gemm::Isa::Avx512) depthwise_channel_ = depthwise::channel_avx512;
+#endif
+    packed_from_ = nullptr;  // pack below
+  }
   if (algorithm_ == Algorithm::Depthwise) {
     if (!(group_ == channels_ && group_ == out_channels_ && w.dims[1] == 1)) return false;
     if (packed_from_ != w.data || packed_tactic_ != tactic) {
@@ -371,6 +414,7 @@ bool FastConv::prepare_pool(const WindowGeometry& pool, edgert_prepare_info& inf
 void FastConv::execute(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
                        void* workspace, const float* channel_scale) const {
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+  if (algorithm_ == Algorithm::OneDnn) return onednn_.execute(x, bias ? bias : onednn_zero_bias_.data(), z, y);
   if (algorithm_ == Algorithm::Depthwise) {
     const depthwise::Geometry dg = depthwise_geometry();
     const depthwise::ChannelFn channel = depthwise_channel_;

@@ -9,6 +9,7 @@
 //   f32-conv-direct-8x16-avx512  few input channels (stems), 3x3/5x5/7x7: direct, over the input
 //                                split into its column phases (fast/conv_direct.h)
 //   f32-conv-wino23-gemm-*       dense 3x3 stride 1: Winograd F(2x2, 3x3) over the packed GEMM
+//   f32-conv-onednn-*            oneDNN's implementation (fast/conv_onednn.h), when built with it
 //   f32-conv-1x1-dw-banded-*     a FusedConv's pre-convolution (1x1) and its depthwise one, in
 //                                bands of rows (fast/conv_expand_depthwise.h)
 // The kernel's epilogue (bias, residual Z, activation) is fused in every tactic. Weights are
@@ -19,6 +20,7 @@
 
 #include "activation.h"
 #include "fast/conv_direct.h"
+#include "fast/conv_onednn.h"
 #include "fast/conv_winograd.h"
 #include "fast/depthwise.h"
 #include "gemm/gemv.h"
@@ -42,8 +44,10 @@ class FastConv {
   // then runs the reference). Sizes info.workspace_bytes.
   // `channel_scaled`: execute will get a channel scale (FusedConv's input S); only the 1x1 GEMM
   // tactics take one (it is applied while packing B), the others then return false.
+  // `activation`: the one execute will get (the oneDNN tactic builds it into its primitive).
   bool prepare(int64_t tactic, const WindowGeometry& g, int64_t group, const edgert_tensor& x,
-               const edgert_tensor& w, bool residual, edgert_prepare_info& info, bool channel_scaled = false);
+               const edgert_tensor& w, bool residual, edgert_prepare_info& info, bool channel_scaled = false,
+               const Activation& activation = Activation{});
   // After prepare: makes execute also max-pool the result (a FusedConv's trailing pool, its
   // geometry over the convolution's output) without writing the convolution's output whole, and
   // sizes info.workspace_bytes for that. False when this tactic cannot (the caller then pools
@@ -56,7 +60,7 @@ class FastConv {
                void* workspace, const float* channel_scale = nullptr) const;
 
  private:
-  enum class Algorithm { Gemm1x1, Gemv, Im2colGemm, Depthwise, Winograd, Direct };
+  enum class Algorithm { Gemm1x1, Gemv, Im2colGemm, Depthwise, Winograd, Direct, OneDnn };
   depthwise::Geometry depthwise_geometry() const {
     return {in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
             pad_top_, pad_left_};
@@ -82,6 +86,8 @@ class FastConv {
   int threads_ = 1;
   int64_t scratch_floats_ = 0;  // depthwise: per task
   WinogradConv winograd_;
+  OneDnnConv onednn_;
+  std::vector<float> onednn_zero_bias_;
   std::vector<int64_t> winograd_key_;
   int64_t batch_ = 0, channels_ = 0, out_channels_ = 0, group_ = 1;
   int64_t in_h_ = 1, in_w_ = 1, out_h_ = 1, out_w_ = 1;

@@ -1,0 +1,43 @@
+// oneDNN (Debian's libdnnl) as a third-party tactic source for Conv / FusedConv:
+// f32-conv-onednn-<isa>, oneDNN's own choice of implementation (its name in inspect's log is
+// `OneDnnConv::implementation()`) for a plain NCHW input and output, weights reordered once in
+// prepare into the layout it asks for, bias, residual and activation as its post-ops. Listed
+// only where the plugin was built with oneDNN (x86-64 hosts with libdnnl-dev); the tuner keeps
+// it only where it measures faster than the plugin's own tactics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "activation.h"
+#include "nn_common.h"
+
+namespace edgert::cpu {
+
+// Whether this build has oneDNN, and whether it takes this activation as a post-op.
+bool onednn_available();
+bool onednn_takes(ActivationKind kind);
+
+class OneDnnConv {
+ public:
+  OneDnnConv();
+  ~OneDnnConv();
+  OneDnnConv(const OneDnnConv&) = delete;
+  OneDnnConv& operator=(const OneDnnConv&) = delete;
+
+  // A 2-D float32 convolution of X [batch, channels, in...] with W [out_channels, channels /
+  // group, k...]; `residual`: execute gets a Z (summed before the activation). False when oneDNN
+  // has no implementation (the caller then runs the reference).
+  bool prepare(const WindowGeometry& g, int64_t batch, int64_t channels, int64_t out_channels, int64_t group,
+               const float* w, bool has_bias, bool residual, const Activation& activation, int threads);
+  // y = act(conv(x, W) + bias + z); z may alias y.
+  void execute(const float* x, const float* bias, const float* z, float* y) const;
+  std::string implementation() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace edgert::cpu
