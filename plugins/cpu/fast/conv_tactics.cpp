@@ -288,13 +288,12 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
 
   const int64_t taps = kernel_h_ * kernel_w_;
   if (algorithm_ == Algorithm::OneDnn) {
-    // Its own threads (OpenMP) and scratch; a bias of zeros stands in for an absent B.
+    // One thread (see fast/conv_onednn.h), its own scratch; zeros stand in for an absent B.
     threads_ = ThreadPool::instance().num_threads();
     onednn_zero_bias_.assign(static_cast<size_t>(out_channels_), 0.0f);
     info.workspace_bytes = 0;
     if (onednn_available() && onednn_.prepare(g, batch_, channels_, out_channels_, group_,
-                                              static_cast<const float*>(w.data), true, residual, activation,
-                                              threads_)) {
+                                              static_cast<const float*>(w.data), true, residual, activation)) {
       packed_from_ = w.data;
       packed_tactic_ = tactic;
       return true;
