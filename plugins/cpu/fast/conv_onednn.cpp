@@ -1,6 +1,7 @@
 #include "fast/conv_onednn.h"
 
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #if defined(EDGERT_WITH_ONEDNN)
@@ -28,6 +29,7 @@ bool onednn_takes(ActivationKind kind) {
 
 struct OneDnnConv::State {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};  // in order, on the calling thread: one for all runs
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward primitive;
   dnnl::memory weights;  // reordered into pd.weights_desc()
@@ -82,15 +84,14 @@ bool OneDnnConv::prepare(const WindowGeometry& g, int64_t batch, int64_t channel
     // The primitive must read and write our plain NCHW tensors as they are.
     if (s->pd.src_desc() != s->src || s->pd.dst_desc() != s->dst) return false;
     s->primitive = dnnl::convolution_forward(s->pd);
-    dnnl::stream stream(s->engine);
     memory plain(w_plain, s->engine, const_cast<float*>(w));
     s->weights = memory(s->pd.weights_desc(), s->engine);
     // On the calling thread only: with OpenMP workers of its own beside the plugin's thread pool
     // (three threads spinning on two cores), mobilenet_v2 at 2 threads went from 2.7 to 4.3 ms,
     // its nodes without oneDNN too. At 2+ threads the tactic competes single-threaded.
     omp_set_num_threads(1);
-    dnnl::reorder(plain, s->weights).execute(stream, plain, s->weights);
-    stream.wait();
+    dnnl::reorder(plain, s->weights).execute(s->stream, plain, s->weights);
+    s->stream.wait();
     s->has_bias = has_bias;
     s->residual = residual;
     s->dst_bytes = s->dst.get_size();
@@ -111,17 +112,14 @@ void OneDnnConv::execute(const float* x, const float* bias, const float* z, floa
   // The sum post-op adds what Y holds: Z, copied there unless it is Y already.
   if (s.residual && z != y) std::memcpy(y, z, s.dst_bytes);
   omp_set_num_threads(1);  // see prepare
-  dnnl::stream stream(s.engine);
   dnnl::memory src(s.src, s.engine, const_cast<float*>(x));
   dnnl::memory dst(s.dst, s.engine, y);
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, s.weights}, {DNNL_ARG_DST, dst}};
   if (s.has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(s.bias, s.engine, const_cast<float*>(bias)));
-  s.primitive.execute(stream, args);
-  stream.wait();
+  s.primitive.execute(s.stream, args);
+  s.stream.wait();
 }
-
-std::string OneDnnConv::implementation() const { return state_ ? state_->pd.impl_info_str() : ""; }
 
 #else  // built without oneDNN: no tactic is listed
 
@@ -135,7 +133,6 @@ bool OneDnnConv::prepare(const WindowGeometry&, int64_t, int64_t, int64_t, int64
   return false;
 }
 void OneDnnConv::execute(const float*, const float*, const float*, float*) const {}
-std::string OneDnnConv::implementation() const { return ""; }
 
 #endif
 

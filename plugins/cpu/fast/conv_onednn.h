@@ -1,6 +1,6 @@
 // oneDNN (Debian's libdnnl) as a third-party tactic source for Conv / FusedConv:
-// f32-conv-onednn-<isa>, oneDNN's own choice of implementation (its name in inspect's log is
-// `OneDnnConv::implementation()`) for a plain NCHW input and output, weights reordered once in
+// f32-conv-onednn-<isa>, oneDNN's own choice of implementation (for these tensors x64:gemm:jit,
+// im2col and its GEMM) for a plain NCHW input and output, weights reordered once in
 // prepare into the layout it asks for, bias, residual and activation as its post-ops, run on the
 // calling thread alone (Debian's oneDNN brings OpenMP workers, which fought the plugin's own
 // threads for the cores: see conv_onednn.cpp). Listed
@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include "activation.h"
 #include "nn_common.h"
@@ -35,7 +34,6 @@ class OneDnnConv {
                const float* w, bool has_bias, bool residual, const Activation& activation);
   // y = act(conv(x, W) + bias + z); z may alias y.
   void execute(const float* x, const float* bias, const float* z, float* y) const;
-  std::string implementation() const;
 
  private:
   struct State;
