@@ -274,6 +274,7 @@ const std::vector<ConvCase>& conv_cases() {
       {1, 3, 12, 9, 224, 7, 7, 2, 2, {3, 3, 3, 3}, 1, 1, false},      // 112 wide, 7 blocks: 3 + 2 + 2
       {2, 3, 10, 15, 37, 3, 3, 2, 2, {0, 0, 0, 0}, 1, 1, true},       // squeezenet-like stem: no pads, batch 2
       {1, 4, 9, 12, 35, 5, 5, 2, 2, {2, 1, 1, 2}, 1, 1, false},       // 5x5 s2, uneven pads: phases of odd rows
+      {1, 260, 250, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true},      // Winograd with 4 MB of weights: spread at 2 threads
   };
   return cases;
 }
