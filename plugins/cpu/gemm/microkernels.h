@@ -20,6 +20,11 @@ void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, i
 // are broadcast).
 void ukernel_48x7_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void ukernel_48x8_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+// A tall tile's first 16 x `vectors` rows only (vectors 1 to 3), nr 7 or 8: for the last panel
+// of an A whose rows end early in it (the panel keeps the 48-row layout, zeros past A's rows).
+// A 960 -> 160 projection on a 7x7 image computed 192 rows to keep 160 with the full tile.
+void ukernel_tall_rows_avx512(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                              bool accumulate);
 
 // The epilogue one full tile can finish in registers (see sgemm.cpp, fused_epilogue_applies):
 // bias of the tile's rows, an addend with the tile's layout (may be C itself), then one of the

@@ -284,7 +284,16 @@ struct Job {
               kernel(kcl, ap, bp, c, y->row_stride, !first);
               continue;
             }
+#if defined(__x86_64__)
+            if (is_tall(a->isa) && mv <= 32) {
+              ukernel_tall_rows_avx512(static_cast<int>((mv + 15) / 16), static_cast<int>(nr), kcl, ap, bp, tile, nr,
+                                       false);
+            } else {
+              kernel(kcl, ap, bp, tile, nr, false);
+            }
+#else
             kernel(kcl, ap, bp, tile, nr, false);
+#endif
             for (int64_t r = 0; r < mv; ++r) {
               const float* t = tile + r * nr;
               if (last && inline_add) {

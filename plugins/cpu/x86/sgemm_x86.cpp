@@ -171,11 +171,13 @@ inline void transpose_8x8(__m256* v) {
 // With an epilogue (kEpilogue; A the activation, a constant), each row is finished as it leaves
 // the transpose, in finish_tile's order: + bias of its row, + addend (read before the store: it
 // may be C itself), activation.
-template <int N, bool kEpilogue = false, ActivationKind A = ActivationKind::None>
+// kV < 3: the first 16 kV rows of a 48-row panel only (its last panel, when A has no more rows).
+template <int N, bool kEpilogue = false, ActivationKind A = ActivationKind::None, int kV = 3>
 inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                         const TileEpilogue* e = nullptr) {
   static_assert(N == 7 || N == 8, "7 or 8 columns");
-  constexpr int kV = 3;  // vectors of A rows
+  static_assert(kV >= 1 && kV <= 3, "1 to 3 vectors of A rows");
+  constexpr int kPanelRows = 48;
   __m512 acc[N][kV];
 #pragma GCC unroll 8
   for (int j = 0; j < N; ++j)
@@ -191,7 +193,7 @@ inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, in
 #pragma GCC unroll 3
       for (int h = 0; h < kV; ++h) acc[j][h] = _mm512_fmadd_ps(av[h], bv, acc[j][h]);
     }
-    a += 16 * kV;
+    a += kPanelRows;
     b += N;
   }
   const __mmask8 columns = N == 8 ? 0xFF : 0x7F;
@@ -231,6 +233,18 @@ void ukernel_48x7_avx512_tall(int64_t kc, const float* a, const float* b, float*
 
 void ukernel_48x8_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   kernel_48xn<8>(kc, a, b, c, ldc, accumulate);
+}
+
+void ukernel_tall_rows_avx512(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                              bool accumulate) {
+  if (nr == 8) {
+    if (vectors == 1) return kernel_48xn<8, false, ActivationKind::None, 1>(kc, a, b, c, ldc, accumulate);
+    if (vectors == 2) return kernel_48xn<8, false, ActivationKind::None, 2>(kc, a, b, c, ldc, accumulate);
+    return kernel_48xn<8>(kc, a, b, c, ldc, accumulate);
+  }
+  if (vectors == 1) return kernel_48xn<7, false, ActivationKind::None, 1>(kc, a, b, c, ldc, accumulate);
+  if (vectors == 2) return kernel_48xn<7, false, ActivationKind::None, 2>(kc, a, b, c, ldc, accumulate);
+  kernel_48xn<7>(kc, a, b, c, ldc, accumulate);
 }
 
 namespace {
