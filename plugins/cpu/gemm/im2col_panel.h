@@ -55,6 +55,9 @@ struct Im2colRow {
 // stride, from src (x86/pack_b_avx512.cpp; AVX-512F only).
 void pack_strided_panel_avx512(const float* src, int64_t row_stride, int64_t kc, int64_t w, float* dst,
                                const float* row_scale = nullptr);
+// The same for a panel of nr = 7 or 8 columns (the tall tiles), w <= nr of them from src.
+void pack_strided_narrow_panel_avx512(const float* src, int64_t row_stride, int64_t kc, int64_t nr, int64_t w,
+                                      float* dst, const float* row_scale);
 // Rows [p0, p0 + kc) of the 32-column im2col panel of columns [jp, jp + w), for stride_w 1 or 2
 // (x86/pack_b_avx512.cpp; AVX-512F only).
 void pack_im2col_panel_avx512(const BSource& b, int64_t p0, int64_t kc, int64_t jp, int64_t w, float* dst);

@@ -108,11 +108,18 @@ void pack_im2col_panel(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int
 void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, int64_t j_end, float* dst) {
 #if defined(__x86_64__)
   static const bool avx512 = isa_available(Isa::Avx512);
+  static const bool avx512vl = avx512 && __builtin_cpu_supports("avx512vl");
   const bool wide_panels = avx512 && nr == kMaxPanelColumns;
 #endif
   for (int64_t jp = j0; jp < j_end; jp += nr) {
     const int64_t w = std::min<int64_t>(nr, j_end - jp);
 #if defined(__x86_64__)
+    if (avx512vl && (nr == 7 || nr == 8) && b.kind == BSource::Kind::Strided && b.col_stride == 1) {
+      pack_strided_narrow_panel_avx512(b.data + p0 * b.row_stride + jp, b.row_stride, kc, nr, w, dst,
+                                       b.row_scale ? b.row_scale + p0 : nullptr);
+      dst += nr * kc;
+      continue;
+    }
     if (wide_panels && b.kind == BSource::Kind::Strided && b.col_stride == 1) {
       pack_strided_panel_avx512(b.data + p0 * b.row_stride + jp, b.row_stride, kc, w, dst,
                                 b.row_scale ? b.row_scale + p0 : nullptr);
@@ -420,6 +427,10 @@ void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride,
   out.isa = isa;
   // The tall tile's C leaves the registers transposed, too dear to repeat for every k block.
   out.kc = one_k_block || is_tall(isa) ? std::max<int64_t>(k, 1) : k_block(k);
+    const int64_t cap = atoll(getenv("TALLKC"));
+    const int64_t blocks = std::max<int64_t>(1, (k + cap - 1) / cap);
+    out.kc = std::max<int64_t>(1, (k + blocks - 1) / blocks);
+  }
   const int64_t mr = tile_rows(isa);
   const int64_t kc = out.kc, m_padded = padded_rows(m, mr);
   out.data.assign(static_cast<size_t>(m_padded * k), 0.0f);
