@@ -425,12 +425,9 @@ void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride,
   out.m = m;
   out.k = k;
   out.isa = isa;
-  // The tall tile's C leaves the registers transposed, too dear to repeat for every k block.
+  // The tall tile's C leaves the registers transposed, too dear to repeat for every k block
+  // (k blocks of 96 to 256 rows, to keep the A panel in L1: 2-9% slower on 960 -> 160 at 7x7).
   out.kc = one_k_block || is_tall(isa) ? std::max<int64_t>(k, 1) : k_block(k);
-    const int64_t cap = atoll(getenv("TALLKC"));
-    const int64_t blocks = std::max<int64_t>(1, (k + cap - 1) / cap);
-    out.kc = std::max<int64_t>(1, (k + blocks - 1) / blocks);
-  }
   const int64_t mr = tile_rows(isa);
   const int64_t kc = out.kc, m_padded = padded_rows(m, mr);
   out.data.assign(static_cast<size_t>(m_padded * k), 0.0f);
