@@ -264,14 +264,17 @@ struct Job {
         for (int64_t ip = ip0; ip < ip1; ++ip) {
           const float* ap = a->data.data() + p0 * m_padded + ip * mr * kcl;
           const int64_t i0 = ip * mr, mv = std::min(mr, m - i0);
-          // Strips of whole tiles finish in the kernel; the others in finish_tile below.
-          const bool fused = fusable && last && mv == mr && (jb_end - jb) % nr == 0;
+          // Whole tiles of a strip of full height finish in the kernel; the rest (the block's last,
+          // narrower panel, or every tile of a shorter strip) in finish_tile below. A 1x1 conv on
+          // 13x13 (169 columns in blocks of 63) had its last block's whole tiles finished apart.
+          const bool fused_strip = fusable && last && mv == mr;
+          const int64_t fused_end = fused_strip ? jb + (jb_end - jb) / nr * nr : jb;
           for (int64_t jp = jb; jp < jb_end; jp += nr) {
             const float* bp = bblock + (jp - jb) * kcl;
             const int64_t nv = std::min(nr, jb_end - jp);
             float* c = y->data + i0 * y->row_stride + jp * y->col_stride;
 #if defined(__x86_64__)
-            if (fused) {
+            if (jp < fused_end) {
               TileEpilogue te;
               te.bias_row = ep->bias_row ? ep->bias_row + i0 : nullptr;
               te.addend = ep->addend ? ep->addend + i0 * ep->addend_row_stride + jp : nullptr;
@@ -338,7 +341,7 @@ struct Job {
           }
           // The epilogue once per row strip of the column block (still in L1): longer vector
           // loops and fewer calls than once per tile, which matters when K is small.
-          if (last && !fused) finish_tile(*y, *ep, i0, mv, jb, jb_end - jb, inline_add);
+          if (last && fused_end < jb_end) finish_tile(*y, *ep, i0, mv, fused_end, jb_end - fused_end, inline_add);
         }
       }
     }
