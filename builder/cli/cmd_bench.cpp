@@ -1,5 +1,5 @@
 // edgert bench ENGINE [--input NAME=FILE ...] [--iterations N] [--warmup N] [--duration S]
-//                    [--threads N] [--pin-threads] [--profile] [--json FILE|-]
+//                    [--threads N] [--pin-threads] [--profile] [--json FILE|-] [--versus OTHER]
 // trtexec in spirit: untimed warm-up runs, then timed runs until both --iterations runs and
 // --duration seconds are done; prints min / median / mean / p90 / p99 / max latency and the
 // throughput (timed runs per second of timed wall time). With --profile also every layer of the
@@ -7,7 +7,8 @@
 // account for. --json writes the same as one object (fields in README.md); with "-" it goes to
 // stdout and the text report to stderr.
 // Inputs not given are filled with reproducible pseudo-random values at the engine's static
-// shape, or the optimization profile's opt shape for dynamic dimensions.
+// shape, or the optimization profile's opt shape for dynamic dimensions. --versus OTHER times a
+// second engine in the same process, runs taking turns (bench_versus.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,35 +19,36 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "bench_versus.h"
 #include "build_error.h"
 #include "commands.h"
 #include "error.h"
 #include "execution_context.h"
 #include "loaded_engine.h"
 #include "engine_inputs.h"
+#include "latency_stats.h"
 #include "tensor_io.h"
 
 namespace edgert::cli {
+
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-// Nearest-rank percentile of sorted values (p in (0, 100]).
-double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
+// --json FILE: the object to FILE, or to stdout for "-".
+void write_json(const nlohmann::ordered_json& j, const std::string& path) {
+  if (path == "-") {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else if (!path.empty()) {
+    std::ofstream out(path);
+    out << j.dump(2) << "\n";
+    if (!out) builder::build_fail(EDGERT_ERR_IO, "cannot write --json file '%s'", path.c_str());
+  }
 }
 
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
   struct Options {
-    std::string engine, json;
+    std::string engine, json, versus;
     std::vector<std::string> inputs;
     int iterations = 20, warmup = 2;
     double duration_s = 0;
@@ -65,6 +67,9 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 86400.0));
   cmd->add_flag("--profile", options->profile, "Per-layer times (median over the timed runs), most expensive first");
   cmd->add_option("--json", options->json, "Also write the results as JSON to FILE ('-': stdout, text to stderr)");
+  cmd->add_option("--versus", options->versus,
+                  "Another engine to time in the same process, runs taking turns: prints the median of the pairs' "
+                  "OTHER / ENGINE ratios (--iterations pairs)");
   options->load.add_to(cmd);
   cmd->callback([options] {
     auto engine = options->load.load(options->engine);
@@ -78,6 +83,17 @@ void add_bench_command(CLI::App& app) {
     }
     std::vector<edgert_tensor> inputs;
     for (const HostTensor& h : host) inputs.push_back(h.view());
+    if (!options->versus.empty()) {
+      if (options->profile) builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--profile and --versus do not go together");
+      auto other = options->load.load(options->versus);
+      FILE* text = options->json == "-" ? stderr : stdout;
+      nlohmann::ordered_json j = bench_versus(*engine, options->engine, *other, options->versus, inputs,
+                                              {options->warmup, options->iterations, options->duration_s}, text);
+      j["threads"] = options->load.threads;
+      j["pin_threads"] = options->load.pin_threads;
+      write_json(j, options->json);
+      return;
+    }
 
     ExecutionContext context(*engine);
     const LoadedGraph& graph = engine->main_graph();
@@ -176,13 +192,7 @@ void add_bench_command(CLI::App& app) {
                    run_median > 0 ? 100.0 * total / run_median : 0.0, run_median);
       j["layers_total_ms"] = total;
     }
-    if (json_to_stdout) {
-      std::printf("%s\n", j.dump(2).c_str());
-    } else if (!options->json.empty()) {
-      std::ofstream out(options->json);
-      out << j.dump(2) << "\n";
-      if (!out) builder::build_fail(EDGERT_ERR_IO, "cannot write --json file '%s'", options->json.c_str());
-    }
+    write_json(j, options->json);
   });
 }
 

@@ -305,6 +305,53 @@ TEST_F(TacticTuningTest, BenchJsonHasTheDocumentedFields) {
   EXPECT_EQ(streamed["iterations"], 3);
 }
 
+// --versus: the slow tactic spins 2 ms a run, the fast one takes microseconds, so every pair
+// must come out the same way and the ratio far from 1 (in both directions).
+TEST_F(TacticTuningTest, BenchVersusTimesTwoEnginesInTurnsAndGivesThePairedRatio) {
+  ASSERT_EQ(build("fast.engine", "").exit_code, 0);
+  ASSERT_EQ(build("slow.engine", "--tactics first").exit_code, 0);
+  const std::string plugins = " --plugin-path " + tactics_plugin_dir() + ":" + cpu_plugin_dir();
+  auto versus = [&](const std::string& a, const std::string& b, const std::string& extra) {
+    return run_command(edgert_cli() + " bench " + dir_.file(a) + " --versus " + dir_.file(b) + " --threads 1" +
+                       plugins + " " + extra);
+  };
+  auto slower = versus("fast.engine", "slow.engine", "--iterations 6 --warmup 1 --json " + dir_.file("v.json"));
+  ASSERT_EQ(slower.exit_code, 0) << slower.output;
+  EXPECT_NE(slower.output.find("versus faster in 0 of 6 pairs"), std::string::npos) << slower.output;
+  std::vector<uint8_t> bytes = read_file(dir_.file("v.json"));
+  auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
+  for (const char* key : {"engine", "versus", "warmup_runs", "pairs", "duration_s", "latency_ms", "versus_latency_ms",
+                          "ratio", "versus_faster_pairs", "threads", "pin_threads"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["pairs"], 6);
+  EXPECT_EQ(j["versus_faster_pairs"], 0);
+  EXPECT_GT(j["ratio"].get<double>(), 2.0);
+  EXPECT_GT(j["versus_latency_ms"]["min"].get<double>(), 1.5);  // the 2 ms spin
+  EXPECT_LT(j["latency_ms"]["median"].get<double>(), j["versus_latency_ms"]["median"].get<double>());
+
+  auto faster = versus("slow.engine", "fast.engine", "--iterations 4 --json -");
+  ASSERT_EQ(faster.exit_code, 0) << faster.output;
+  auto streamed = nlohmann::json::parse(faster.output.substr(faster.output.find('{')));
+  EXPECT_EQ(streamed["versus_faster_pairs"], 4);
+  EXPECT_LT(streamed["ratio"].get<double>(), 0.5);
+
+  auto with_profile = versus("fast.engine", "slow.engine", "--profile");
+  EXPECT_NE(with_profile.exit_code, 0);
+  EXPECT_NE(with_profile.output.find("--profile and --versus"), std::string::npos) << with_profile.output;
+
+  // An engine whose inputs have other names would be fed the wrong tensors: refused, naming both.
+  onnx::ModelProto renamed = make_two_relu_model();
+  renamed.mutable_graph()->mutable_input(0)->set_name("pixels");
+  renamed.mutable_graph()->mutable_node(0)->set_input(0, "pixels");
+  save_model(renamed, dir_.file("renamed.onnx"));
+  auto built = run_command(edgert_cli() + " build " + dir_.file("renamed.onnx") + " -o " + dir_.file("renamed.engine") +
+                           plugins);
+  ASSERT_EQ(built.exit_code, 0) << built.output;
+  auto mismatch = versus("fast.engine", "renamed.engine", "");
+  EXPECT_NE(mismatch.exit_code, 0);
+  EXPECT_NE(mismatch.output.find("has inputs (pixels, x2) but"), std::string::npos) << mismatch.output;
+}
+
 TEST(TacticIsa, NamesEndingInAnIsaNeedItsFeatures) {
   using builder::tactic_isa_requirements;
   EXPECT_EQ(tactic_isa_requirements("f32-conv-im2col-gemm-8x32-avx512"), std::vector<std::string>{"avx512f"});
