@@ -19,6 +19,7 @@ enum ConvTactic : int64_t {
   kConv1x1Neon = 12,
   kConv1x1Avx512 = 13,
   kConv1x1Avx512Tall = 14,
+  kConv1x1Avx512InPlace = 15,  // the 8x32 tile reading the image's rows in place (no packed B)
   kConvIm2colPortable = 20,
   kConvIm2colAvx2 = 21,
   kConvIm2colNeon = 22,
@@ -99,6 +100,7 @@ gemm::Isa isa_of(int64_t tactic) {
   // Winograd tactics at 88.
   if (tactic == kConvWinogradAvx512Tall || tactic == kConvWinograd43Avx512Tall) return gemm::Isa::Avx512Tall;
   if (tactic == kConvWinogradAvx512Tall8) return gemm::Isa::Avx512Tall8;
+  if (tactic == kConv1x1Avx512InPlace) return gemm::Isa::Avx512;
   const bool wino43 = tactic >= kConvWinograd43Portable && tactic <= kConvWinograd43Avx512;
   switch (wino43 ? tactic - kConvWinograd43Portable : tactic % 10) {
     case 1: return gemm::Isa::Avx2Fma;
@@ -207,6 +209,8 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   if (is_pointwise(s.g))
     add_gemm_tactics(out, kConv1x1Portable, "f32-conv-1x1-gemm-8x32-avx512", "f32-conv-1x1-gemm-6x16-avx2",
                      "f32-conv-1x1-gemm-6x16-neon", "f32-conv-1x1-gemm-6x16-portable");
+  if (is_pointwise(s.g) && !channel_scaled && gemm::isa_available(gemm::Isa::Avx512))
+    out.push_back({kConv1x1Avx512InPlace, "f32-conv-1x1-gemm-8x32-inplace-avx512"});
   if (channel_scaled) return out;  // the 1x1 GEMMs above
   if (is_winograd_3x3(s)) {
     if (tall) {
@@ -235,6 +239,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   if (x.rank != 3 && x.rank != 4) return false;
   switch (tactic) {
     case kConv1x1Portable: case kConv1x1Avx2: case kConv1x1Neon: case kConv1x1Avx512: case kConv1x1Avx512Tall:
+    case kConv1x1Avx512InPlace:
       algorithm_ = Algorithm::Gemm1x1;
       break;
     case kConvGemvPortable: case kConvGemvAvx2: case kConvGemvAvx512: algorithm_ = Algorithm::Gemv; break;
@@ -255,6 +260,9 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     default: return false;
   }
   if (channel_scaled && algorithm_ != Algorithm::Gemm1x1) return false;
+  // B read in place has no packing pass to apply a channel scale in.
+  in_place_ = tactic == kConv1x1Avx512InPlace;
+  if (in_place_ && channel_scaled) return false;
   // An engine tuned on another CPU may name an ISA this one lacks: run the same algorithm on
   // the best ISA available here.
   isa_ = isa_of(tactic);
@@ -467,6 +475,7 @@ void FastConv::execute(const float* x, const float* bias, const float* z, float*
         b.row_stride = in_plane;
         b.col_stride = 1;
         b.row_scale = channel_scale ? channel_scale + n * channels_ + gi * cg : nullptr;
+        b.in_place = in_place_;
       } else {
         b.kind = gemm::BSource::Kind::Im2col;
         b.in_h = in_h_;

@@ -1,5 +1,6 @@
 // Optimized float32 tactics of Conv and edgert.FusedConv (1-D and 2-D, any group):
 //   f32-conv-1x1-gemm-6x16-*     1x1, stride 1, no pad: packed GEMM straight on NCHW
+//   f32-conv-1x1-gemm-8x32-inplace-avx512  the same with the image's rows read in place, unpacked
 //   f32-conv-1x1-gemv-16-*       the same on a 1x1 image (squeeze-and-excitation): packed GEMV
 //   f32-conv-im2col-gemm-6x16-*  any other dense or grouped conv: GEMM, im2col done while packing
 //   f32-conv-*-gemm-48x7-avx512  these and the Winograd tactics on images of fewer than 1024
@@ -72,6 +73,7 @@ class FastConv {
   gemm::Isa isa_ = gemm::Isa::Portable;
   depthwise::ChannelFn depthwise_channel_ = nullptr;
   bool depthwise_pairs_ = false;  // two channels at a time (depthwise::channel_pair_avx512)
+  bool in_place_ = false;         // the 1x1 GEMM reads B where it lies (gemm::BSource::in_place)
   std::vector<gemm::PackedA> packed_;  // one per group
   std::vector<float> depthwise_weights_;
   gemm::PackedPanels gemv_panels_;

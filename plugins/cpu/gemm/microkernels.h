@@ -12,6 +12,17 @@ namespace edgert::cpu::gemm {
 
 using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 
+// The epilogue one full tile can finish in registers (see sgemm.cpp, fused_epilogue_applies):
+// bias of the tile's rows, an addend with the tile's layout (may be C itself), then one of the
+// activations the kernel has (None, Relu, Clip, HardSwish, Sigmoid, SiLU).
+struct TileEpilogue {
+  const float* bias_row = nullptr;  // the tile's first row's bias, or null
+  const float* addend = nullptr;    // the tile's first element, or null
+  int64_t addend_ld = 0;
+  ActivationKind kind = ActivationKind::None;
+  float p0 = 0, p1 = 0;
+};
+
 void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 #if defined(__x86_64__)
 void ukernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
@@ -26,18 +37,15 @@ void ukernel_48x8_avx512_tall(int64_t kc, const float* a, const float* b, float*
 void ukernel_tall_rows_avx512(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                               bool accumulate);
 
-// The epilogue one full tile can finish in registers (see sgemm.cpp, fused_epilogue_applies):
-// bias of the tile's rows, an addend with the tile's layout (may be C itself), then one of the
-// activations the kernel has (None, Relu, Clip, HardSwish, Sigmoid, SiLU).
-struct TileEpilogue {
-  const float* bias_row = nullptr;  // the tile's first row's bias, or null
-  const float* addend = nullptr;    // the tile's first element, or null
-  int64_t addend_ld = 0;
-  ActivationKind kind = ActivationKind::None;
-  float p0 = 0, p1 = 0;
-};
+// The tiles finishing a TileEpilogue in registers: 8x32, the same on B read in place, the tall ones.
 void ukernel_8x32_avx512_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                                   const TileEpilogue& epilogue);
+// The 8x32 tile on B read where it lies: rows of the panel ldb floats apart (a strided B with
+// unit column stride, BSource::in_place), no alignment needed.
+void ukernel_8x32_avx512_in_place(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                  bool accumulate);
+void ukernel_8x32_avx512_in_place_epilogue(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                                           int64_t ldc, bool accumulate, const TileEpilogue& epilogue);
 // The same for the tall tiles, 48 x nr (nr 7 or 8).
 void ukernel_48xn_avx512_tall_epilogue(int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                                        bool accumulate, const TileEpilogue& epilogue);

@@ -152,6 +152,12 @@ void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, in
   }
 }
 
+// Whether sgemm reads b in place (BSource::in_place) with a's micro-kernel.
+bool reads_b_in_place(const PackedA& a, const BSource& b) {
+  return b.in_place && a.isa == Isa::Avx512 && b.kind == BSource::Kind::Strided && b.col_stride == 1 &&
+         !b.row_scale && isa_available(Isa::Avx512);
+}
+
 // Whether the last k block adds bias and addend as it stores each tile (beta 1, unit column
 // strides): the addend is then read right before the same element is written, which is what
 // makes an addend aliasing Y correct (with A packed as one k block; see sgemm.h).
@@ -238,6 +244,44 @@ struct Job {
     pack_b(*b, nr, p0, kcl, jp, std::min(n, jp + nr), shared_b + p0 * n_panels * nr + jp * kcl);
   }
 
+  // C (ldc apart) = [C +] A panel x B panel (ldb apart) for a strip of mv rows, with the
+  // micro-kernel for that: in place (8x32), a tall tile's first 16 or 32 rows, or the ISA's.
+  void multiply(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, bool accumulate,
+                int64_t mv) const {
+#if defined(__x86_64__)
+    if (ldb != nr) return ukernel_8x32_avx512_in_place(kc, ap, bp, ldb, c, ldc, accumulate);
+    if (is_tall(a->isa) && mv <= 32)
+      return ukernel_tall_rows_avx512(static_cast<int>((mv + 15) / 16), static_cast<int>(nr), kc, ap, bp, c, ldc,
+                                      accumulate);
+#else
+    (void)ldb, (void)mv;
+#endif
+    kernel(kc, ap, bp, c, ldc, accumulate);
+  }
+
+  // The same for a whole tile that finishes its epilogue in the kernel (fused_epilogue_applies).
+  void multiply_finished(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, bool accumulate,
+                         const TileEpilogue& te) const {
+#if defined(__x86_64__)
+    if (ldb != nr) return ukernel_8x32_avx512_in_place_epilogue(kc, ap, bp, ldb, c, y->row_stride, accumulate, te);
+    if (a->isa == Isa::Avx512) return ukernel_8x32_avx512_epilogue(kc, ap, bp, c, y->row_stride, accumulate, te);
+    ukernel_48xn_avx512_tall_epilogue(static_cast<int>(nr), kc, ap, bp, c, y->row_stride, accumulate, te);
+#else
+    (void)kc, (void)ap, (void)bp, (void)ldb, (void)c, (void)accumulate, (void)te;
+#endif
+  }
+
+  TileEpilogue tile_epilogue(int64_t i0, int64_t jp) const {
+    TileEpilogue te;
+    te.bias_row = ep->bias_row ? ep->bias_row + i0 : nullptr;
+    te.addend = ep->addend ? ep->addend + i0 * ep->addend_row_stride + jp : nullptr;
+    te.addend_ld = ep->addend_row_stride;
+    te.kind = ep->activation.kind;
+    te.p0 = ep->activation.p0;
+    te.p1 = ep->activation.p1;
+    return te;
+  }
+
   void run(int64_t task, int thread) const {
     const int64_t tm = task / n_tasks, tn = task % n_tasks;
     const int64_t ip0 = tm * m_panels / m_tasks, ip1 = (tm + 1) * m_panels / m_tasks;
@@ -250,13 +294,18 @@ struct Job {
     const bool inline_add = addend_inline(*y, *ep);
     const bool fusable = fused_epilogue_applies(a->isa, *y, *ep);
     alignas(64) float tile[kMaxTile];
+    const bool in_place = reads_b_in_place(*a, *b);
     for (int64_t jb = j0; jb < j1; jb += nc) {
       const int64_t jb_end = std::min(j1, jb + nc);
+      // In place, only a last, narrower panel is packed (its loads would run past B's columns).
+      const int64_t whole_end = in_place ? jb + (jb_end - jb) / nr * nr : jb;
       for (int64_t p0 = 0; p0 < k; p0 += kc) {
         const int64_t kcl = std::min(kc, k - p0);
         const bool first = p0 == 0, last = p0 + kcl == k;
         const float* bblock = bpack;
-        if (shared_b) {
+        if (in_place) {
+          if (whole_end < jb_end) pack_b(*b, nr, p0, kcl, whole_end, jb_end, bpack);
+        } else if (shared_b) {
           bblock = shared_b + p0 * n_panels * nr + jb * kcl;
         } else {
           pack_b(*b, nr, p0, kcl, jb, jb_end, bpack);
@@ -270,40 +319,23 @@ struct Job {
           const bool fused_strip = fusable && last && mv == mr;
           const int64_t fused_end = fused_strip ? jb + (jb_end - jb) / nr * nr : jb;
           for (int64_t jp = jb; jp < jb_end; jp += nr) {
-            const float* bp = bblock + (jp - jb) * kcl;
+            // In place, B's own rows (b's row stride apart); else the packed panel (nr apart).
+            const bool whole_in_place = jp < whole_end;
+            const float* bp = whole_in_place ? b->data + p0 * b->row_stride + jp
+                              : in_place     ? bpack  // the one packed panel
+                                             : bblock + (jp - jb) * kcl;
+            const int64_t ldb = whole_in_place ? b->row_stride : nr;
             const int64_t nv = std::min(nr, jb_end - jp);
             float* c = y->data + i0 * y->row_stride + jp * y->col_stride;
-#if defined(__x86_64__)
             if (jp < fused_end) {
-              TileEpilogue te;
-              te.bias_row = ep->bias_row ? ep->bias_row + i0 : nullptr;
-              te.addend = ep->addend ? ep->addend + i0 * ep->addend_row_stride + jp : nullptr;
-              te.addend_ld = ep->addend_row_stride;
-              te.kind = ep->activation.kind;
-              te.p0 = ep->activation.p0;
-              te.p1 = ep->activation.p1;
-              if (a->isa == Isa::Avx512) {
-                ukernel_8x32_avx512_epilogue(kcl, ap, bp, c, y->row_stride, !first, te);
-              } else {
-                ukernel_48xn_avx512_tall_epilogue(static_cast<int>(nr), kcl, ap, bp, c, y->row_stride, !first, te);
-              }
+              multiply_finished(kcl, ap, bp, ldb, c, !first, tile_epilogue(i0, jp));
               continue;
             }
-#endif
             if (mv == mr && nv == nr && y->col_stride == 1 && !(last && inline_add)) {
-              kernel(kcl, ap, bp, c, y->row_stride, !first);
+              multiply(kcl, ap, bp, ldb, c, y->row_stride, !first, mv);
               continue;
             }
-#if defined(__x86_64__)
-            if (is_tall(a->isa) && mv <= 32) {
-              ukernel_tall_rows_avx512(static_cast<int>((mv + 15) / 16), static_cast<int>(nr), kcl, ap, bp, tile, nr,
-                                       false);
-            } else {
-              kernel(kcl, ap, bp, tile, nr, false);
-            }
-#else
-            kernel(kcl, ap, bp, tile, nr, false);
-#endif
+            multiply(kcl, ap, bp, ldb, tile, nr, false, mv);
             for (int64_t r = 0; r < mv; ++r) {
               const float* t = tile + r * nr;
               if (last && inline_add) {
@@ -472,7 +504,7 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
   const int64_t mr = tile_rows(a.isa), nr = tile_cols(a.isa);
   Job job{micro_kernel(a.isa), mr, nr, &a, &b, n, &y, &epilogue, static_cast<float*>(workspace), 1, 1,
           (a.m + mr - 1) / mr, (n + nr - 1) / nr};
-  const int64_t shared_floats = shared_b_floats(threads, a.isa, a.m, a.k, n);
+  const int64_t shared_floats = reads_b_in_place(a, b) ? 0 : shared_b_floats(threads, a.isa, a.m, a.k, n);
   if (threads > 1) {
     if (split_columns(threads, a.isa, a.m, n)) {
       job.n_tasks = std::min(job.n_panels, 4 * threads);

@@ -51,6 +51,11 @@ struct BSource {
   // FusedConv's channel scale: squeeze-and-excitation's multiply, done while packing).
   int64_t row_stride = 0, col_stride = 1;
   const float* row_scale = nullptr;
+  // Strided with unit column stride and no row_scale only: the AVX-512 8x32 tile reads B's whole
+  // panels where they lie instead of packing them (tactic f32-conv-1x1-gemm-8x32-inplace-avx512).
+  // For few rows of K over many columns (a 1x1 convolution with 16-32 input channels on a large
+  // image) the copy cost about what the products did; with many rows, packing wins.
+  bool in_place = false;
   // Im2col of one image and one group of a 2-D convolution (data = the group's first input
   // channel, planes of in_h x in_w): p = (c, ky, kx), j = (oy, ox); outside the image reads 0.
   int64_t in_h = 0, in_w = 0, out_w = 0, kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;

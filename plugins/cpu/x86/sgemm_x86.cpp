@@ -95,9 +95,12 @@ namespace {
 // With an epilogue, each sum is finished in registers before its one store: + bias of its row,
 // + addend (read before the store: it may be C itself), activation — the order of
 // sgemm.cpp's finish_tile and of the unfused graph.
+// ldb: floats from one k row of the B panel to the next (32 packed; a strided B read in place:
+// its row stride).
 template <bool kEpilogue>
-__attribute__((always_inline)) inline void kernel_8x32(int64_t kc, const float* a, const float* b, float* c,
-                                                       int64_t ldc, bool accumulate, const TileEpilogue* e) {
+__attribute__((always_inline)) inline void kernel_8x32(int64_t kc, const float* a, const float* b, int64_t ldb,
+                                                       float* c, int64_t ldc, bool accumulate,
+                                                       const TileEpilogue* e) {
   __m512 acc[8][2];
 #pragma GCC unroll 8
   for (int r = 0; r < 8; ++r) {
@@ -105,8 +108,8 @@ __attribute__((always_inline)) inline void kernel_8x32(int64_t kc, const float* 
     acc[r][1] = _mm512_setzero_ps();
   }
   for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b0 = _mm512_load_ps(b);
-    const __m512 b1 = _mm512_load_ps(b + 16);
+    const __m512 b0 = _mm512_loadu_ps(b);
+    const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) {
       const __m512 av = _mm512_set1_ps(a[r]);
@@ -114,7 +117,7 @@ __attribute__((always_inline)) inline void kernel_8x32(int64_t kc, const float* 
       acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
     }
     a += 8;
-    b += 32;
+    b += ldb;
   }
 #pragma GCC unroll 8
   for (int r = 0; r < 8; ++r) {
@@ -266,12 +269,22 @@ void ukernel_48xn_avx512_tall_epilogue(int nr, int64_t kc, const float* a, const
 }
 
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  kernel_8x32<false>(kc, a, b, c, ldc, accumulate, nullptr);
+  kernel_8x32<false>(kc, a, b, 32, c, ldc, accumulate, nullptr);
 }
 
 void ukernel_8x32_avx512_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                                   const TileEpilogue& epilogue) {
-  kernel_8x32<true>(kc, a, b, c, ldc, accumulate, &epilogue);
+  kernel_8x32<true>(kc, a, b, 32, c, ldc, accumulate, &epilogue);
+}
+
+void ukernel_8x32_avx512_in_place(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                  bool accumulate) {
+  kernel_8x32<false>(kc, a, b, ldb, c, ldc, accumulate, nullptr);
+}
+
+void ukernel_8x32_avx512_in_place_epilogue(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                                           int64_t ldc, bool accumulate, const TileEpilogue& epilogue) {
+  kernel_8x32<true>(kc, a, b, ldb, c, ldc, accumulate, &epilogue);
 }
 
 #pragma GCC diagnostic pop
