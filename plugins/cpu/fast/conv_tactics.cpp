@@ -340,7 +340,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     direct_shape_ = {batch_, channels_, out_channels_, in_h_, in_w_, out_h_, out_w_, kernel_h_, stride_h_, pad_top_,
                      pad_left_};
     threads_ = ThreadPool::instance().num_threads();
-    info.workspace_bytes = direct_conv_workspace_bytes(direct_shape_);
+    info.workspace_bytes = direct_conv_workspace_bytes(direct_shape_, threads_);
 #else
     return false;
 #endif

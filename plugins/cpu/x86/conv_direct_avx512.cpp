@@ -42,16 +42,18 @@ struct PhaseImage {
   int64_t width, row, channel;
 };
 
-PhaseImage phase_image(const DirectConvShape& s, float* data) {
+// The phase rows of `out_rows` output rows at `data` (fast/conv_direct.h).
+PhaseImage phase_image(const DirectConvShape& s, float* data, int64_t out_rows) {
   const int64_t width = direct_conv_phase_width(s);
-  return {data, width, s.stride * width, direct_conv_phase_rows(s) * s.stride * width};
+  return {data, width, s.stride * width, direct_conv_phase_rows(s, out_rows) * s.stride * width};
 }
 
-// Padded row r of channel c of image x into its phases; rows and columns outside the image are
-// zeros. Stride 2: the even and odd lanes of each 32 columns, by two permutes.
+// Padded row r of channel c of image x into its phases, as row `at` of `im`; rows and columns
+// outside the image are zeros. Stride 2: the even and odd lanes of each 32 columns, by two
+// permutes.
 template <int S>
-void split_row(const DirectConvShape& s, const PhaseImage& im, const float* x, int64_t c, int64_t r) {
-  float* out = im.data + c * im.channel + r * im.row;
+void split_row(const DirectConvShape& s, const PhaseImage& im, const float* x, int64_t c, int64_t r, int64_t at) {
+  float* out = im.data + c * im.channel + at * im.row;
   const int64_t iy = r - s.pad_top;
   if (iy < 0 || iy >= s.in_h) {
     std::memset(out, 0, static_cast<size_t>(im.row) * sizeof(float));
@@ -77,16 +79,12 @@ void split_row(const DirectConvShape& s, const PhaseImage& im, const float* x, i
   }
 }
 
-// The phase image of image x, split over the threads by rows.
-template <int S>
-void split_image(const DirectConvShape& s, const PhaseImage& im, const float* x, int threads) {
-  const int64_t rows = direct_conv_phase_rows(s);
-  ThreadPool::instance().parallel_ranges(
-      s.channels * rows,
-      [&](int64_t begin, int64_t end, int) {
-        for (int64_t i = begin; i < end; ++i) split_row<S>(s, im, x, i / rows, i % rows);
-      },
-      threads);
+// The phase rows of output rows [oy0, oy1) of image x into `im` (its row 0: padded row oy0 S).
+template <int K, int S>
+void split_rows(const DirectConvShape& s, const PhaseImage& im, const float* x, int64_t oy0, int64_t oy1) {
+  const int64_t r0 = oy0 * S, r1 = (oy1 - 1) * S + K;
+  for (int64_t c = 0; c < s.channels; ++c)
+    for (int64_t r = r0; r < r1; ++r) split_row<S>(s, im, x, c, r, r - r0);
 }
 
 // NB blocks of 16 output columns of output row oy times every output channel, 8 at a time: each
@@ -143,8 +141,9 @@ inline void multiply_blocks(const DirectConvShape& s, const PhaseImage& im, cons
   }
 }
 
-// Output row oy of every output channel, stored as row out_row of planes out_plane floats apart
-// (the whole output: oy and its plane size; a band buffer: the row's place in the band).
+// Output row oy (counted from the first row `im` holds) of every output channel, stored as row
+// out_row of planes out_plane floats apart (the whole output: the row and its plane size; a band
+// buffer: the row's place in the band).
 template <int K, int S, ActivationKind A>
 void output_row(const DirectConvShape& s, const PhaseImage& im, const float* packed, const float* bias,
                 const float* z, float* y, const Activation& activation, int64_t oy, int64_t out_plane,
@@ -174,17 +173,20 @@ void output_row(const DirectConvShape& s, const PhaseImage& im, const float* pac
 template <int K, int S, ActivationKind A>
 void run(const DirectConvShape& s, const float* x, const float* packed, const float* bias, const float* z, float* y,
          const Activation& activation, float* workspace, int threads) {
-  const int64_t tasks = std::min<int64_t>(s.out_h, 4 * threads);
+  const int64_t tasks = std::min<int64_t>(s.out_h, 4 * threads), task_rows = direct_conv_task_rows(s, threads);
   const int64_t in_image = s.channels * s.in_h * s.in_w, out_image = s.out_channels * s.out_h * s.out_w;
-  const PhaseImage im = phase_image(s, workspace);
+  const int64_t per_thread = direct_conv_phase_floats(s, task_rows);
   for (int64_t n = 0; n < s.batch; ++n) {
-    split_image<S>(s, im, x + n * in_image, threads);
     ThreadPool::instance().parallel_for(
         tasks,
-        [&](int64_t task, int) {
-          for (int64_t oy = task * s.out_h / tasks; oy < (task + 1) * s.out_h / tasks; ++oy)
+        [&](int64_t task, int thread) {
+          const int64_t oy0 = task * s.out_h / tasks, oy1 = (task + 1) * s.out_h / tasks;
+          if (oy0 >= oy1) return;
+          const PhaseImage im = phase_image(s, workspace + thread * per_thread, task_rows);
+          split_rows<K, S>(s, im, x + n * in_image, oy0, oy1);
+          for (int64_t oy = oy0; oy < oy1; ++oy)
             output_row<K, S, A>(s, im, packed, bias, z ? z + n * out_image : nullptr, y + n * out_image, activation,
-                                oy, s.out_h * s.out_w, oy);
+                                oy - oy0, s.out_h * s.out_w, oy);
         },
         threads);
   }
@@ -202,15 +204,16 @@ void run_pooled(const DirectConvShape& s, const DirectConvPool& p, const float* 
   const int64_t bands = (p.out_h + p.band_rows - 1) / p.band_rows;
   const int64_t in_image = s.channels * s.in_h * s.in_w, pooled_plane = p.out_h * p.out_w;
   const int64_t band_plane = direct_conv_pool_band_conv_rows(p) * s.out_w;
+  const int64_t band_conv_rows = direct_conv_pool_band_conv_rows(p);
   const size_t per_thread = direct_conv_pool_thread_floats(s, p);
-  const PhaseImage im = phase_image(s, workspace);
-  float* const bands_at = workspace + direct_conv_phase_floats(s);
+  const size_t phase_per_thread = static_cast<size_t>(direct_conv_phase_floats(s, band_conv_rows));
+  float* const bands_at = workspace + static_cast<size_t>(std::max(threads, 1)) * phase_per_thread;
   for (int64_t n = 0; n < s.batch; ++n) {
-    split_image<S>(s, im, x + n * in_image, threads);
     ThreadPool::instance().parallel_ranges(
         bands,
         [&](int64_t begin, int64_t end, int thread) {
           float* band = bands_at + static_cast<size_t>(thread) * per_thread;
+          const PhaseImage im = phase_image(s, workspace + static_cast<size_t>(thread) * phase_per_thread, band_conv_rows);
           int64_t held0 = 0, held1 = 0;  // rows [held0, held1) are in the buffer
           for (int64_t b = begin; b < end; ++b) {
             const int64_t p0 = b * p.band_rows, p1 = std::min(p.out_h, p0 + p.band_rows);
@@ -226,8 +229,9 @@ void run_pooled(const DirectConvShape& s, const DirectConvPool& p, const float* 
                              static_cast<size_t>(kept * s.out_w) * sizeof(float));
               first_new = held1;
             }
+            if (first_new < r1) split_rows<K, S>(s, im, x + n * in_image, first_new, r1);
             for (int64_t oy = first_new; oy < r1; ++oy) {
-              output_row<K, S, A>(s, im, packed, bias, nullptr, band, activation, oy, band_plane, oy - r0);
+              output_row<K, S, A>(s, im, packed, bias, nullptr, band, activation, oy - first_new, band_plane, oy - r0);
               if (!activation_in_lanes(activation.kind))
                 for (int64_t m = 0; m < s.out_channels; ++m)
                   gemm::apply_activation(band + m * band_plane + (oy - r0) * s.out_w, s.out_w, activation);
