@@ -46,6 +46,13 @@ bool OneDnnConv::prepare(const WindowGeometry& g, int64_t batch, int64_t channel
                          const Activation& activation) {
   using dnnl::memory;
   if (g.rank != 2 || !onednn_takes(activation.kind)) return false;
+  // On the calling thread only: with OpenMP workers of its own beside the plugin's thread pool
+  // (three threads spinning on two cores), mobilenet_v2 at 2 threads went from 2.7 to 4.3 ms,
+  // its nodes without oneDNN too. At 2+ threads the tactic competes single-threaded. Set before
+  // the primitive is made: it keeps the thread count it was made with (made at 2, every run
+  // started a team of 2, whose worker then spun between runs: a third of a 1-thread resnet18
+  // process's samples).
+  omp_set_num_threads(1);
   try {
     auto s = std::make_unique<State>();
     const memory::dims src_dims = {batch, channels, g.in[0], g.in[1]};
@@ -86,10 +93,6 @@ bool OneDnnConv::prepare(const WindowGeometry& g, int64_t batch, int64_t channel
     s->primitive = dnnl::convolution_forward(s->pd);
     memory plain(w_plain, s->engine, const_cast<float*>(w));
     s->weights = memory(s->pd.weights_desc(), s->engine);
-    // On the calling thread only: with OpenMP workers of its own beside the plugin's thread pool
-    // (three threads spinning on two cores), mobilenet_v2 at 2 threads went from 2.7 to 4.3 ms,
-    // its nodes without oneDNN too. At 2+ threads the tactic competes single-threaded.
-    omp_set_num_threads(1);
     dnnl::reorder(plain, s->weights).execute(s->stream, plain, s->weights);
     s->stream.wait();
     s->has_bias = has_bias;
