@@ -5,6 +5,8 @@
 // 1 and 2 threads.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -472,6 +474,41 @@ TEST(CpuTactics, OneDnnIsListedOnlyForActivationsItComputesAlike) {
   EXPECT_FALSE(lists_onednn("SiLU"));
 #endif
 }
+
+#if defined(EDGERT_CPU_ONEDNN)
+size_t threads_of_this_process() {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) n += entry.is_directory();
+  return n;
+}
+
+// The oneDNN tactic runs on the calling thread: no OpenMP team of its own (a primitive made
+// while OpenMP's thread count was 2 started a team at every run, whose worker then spun beside
+// the plugin's threads). On a thread of its own, as a host's worker would run it: a new thread
+// starts with OpenMP's default thread count.
+TEST(CpuTactics, TheOneDnnTacticStartsNoThreads) {
+  std::mt19937 rng(12);
+  const ConvCase& c = conv_cases()[8];  // 3x3 s1, a plain Conv: oneDNN is listed
+  const std::vector<Input> in = conv_inputs(c, rng);
+  const edgert_kernel& k = kernel_named("ref-conv");
+  const NodeSpec spec = conv_node(c, "", "Conv", 3);
+  const edgert_node node = spec.node();
+  int64_t onednn = -1;
+  for (const edgert_tactic& t : list_tactics(k, node, in))
+    if (std::string(t.name).find("onednn") != std::string::npos) onednn = t.id;
+  ASSERT_GE(onednn, 0) << "oneDNN tactic not listed for " << describe(c);
+  set_threads(1);  // no pool workers come or go meanwhile
+  std::thread host([&] {
+    const size_t before = threads_of_this_process();
+    const std::vector<float> reference = run_tactic(k, node, in, 0);
+    const std::vector<float> got = run_tactic(k, node, in, onednn);
+    ASSERT_EQ(got.size(), reference.size());
+    EXPECT_EQ(threads_of_this_process(), before);
+  });
+  host.join();
+  set_threads(0);
+}
+#endif
 
 // FusedConv with a trailing MaxPool (the builder's pool fusion): the stem tactic pools band by
 // band (bands of 7 pooled rows, rows shared between bands kept, 3x3 s2 pooled separably, other
