@@ -236,13 +236,15 @@ void WinogradConv::prepare(gemm::Isa isa, int tile, const float* w, int64_t batc
     if (spread_steps_pays(tiles, tile_block_, nr, positions, threads, weight_bytes, whole_bytes)) tile_block_ = whole;
   }
 
-  // U = G g G^T, laid out [positions][M][C]: one output channel at a time into `rows`
-  // ([positions][C]), then row by row into place. Written straight into U, the positions of one
-  // filter lie M x C floats apart, and every write missed the cache (resnet18's layer4 took
-  // 40 ms a node at engine load).
-  std::vector<float> u(static_cast<size_t>(positions * out_channels * channels));
+  // U = G g G^T, one matrix [M][C] per position, packed for the GEMM as it is made: one output
+  // channel's filters at a time into `rows` ([positions][C]), then each position's row into its
+  // packed matrix. Written straight into [positions][M][C], the positions of one filter lay M x C
+  // floats apart and every write missed the cache (resnet18's layer4 took 40 ms a node at engine
+  // load); through a whole [positions][M][C] copy first, warm builds spent a tenth of their time
+  // faulting in and filling it.
+  u_.assign(static_cast<size_t>(positions), gemm::PackedA{});
+  for (gemm::PackedA& u : u_) gemm::pack_a_begin(isa, out_channels, channels, u);
   std::vector<float> rows(static_cast<size_t>(positions * channels));
-  const int64_t pos_stride = out_channels * channels;
   for (int64_t m = 0; m < out_channels; ++m) {
     for (int64_t c = 0; c < channels; ++c) {
       const float* g = w + (m * channels + c) * 9;
@@ -253,11 +255,8 @@ void WinogradConv::prepare(gemm::Isa isa, int tile, const float* w, int64_t batc
       }
     }
     for (int64_t pos = 0; pos < positions; ++pos)
-      std::copy_n(rows.data() + pos * channels, channels, u.data() + pos * pos_stride + m * channels);
+      gemm::pack_a_row(u_[static_cast<size_t>(pos)], m, rows.data() + pos * channels);
   }
-  u_.assign(static_cast<size_t>(positions), gemm::PackedA{});
-  for (int64_t pos = 0; pos < positions; ++pos)
-    gemm::pack_a(isa, u.data() + pos * pos_stride, out_channels, channels, channels, 1, u_[static_cast<size_t>(pos)]);
 }
 
 int64_t WinogradConv::positions() const { return (tile_ + 2) * (tile_ + 2); }

@@ -455,35 +455,38 @@ Isa best_isa() {
   return isa;
 }
 
-void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, PackedA& out,
-            bool one_k_block) {
+void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block) {
   out.m = m;
   out.k = k;
   out.isa = isa;
   // The tall tile's C leaves the registers transposed, too dear to repeat for every k block
   // (k blocks of 96 to 256 rows, to keep the A panel in L1: 2-9% slower on 960 -> 160 at 7x7).
   out.kc = one_k_block || is_tall(isa) ? std::max<int64_t>(k, 1) : k_block(k);
-  const int64_t mr = tile_rows(isa);
-  const int64_t kc = out.kc, m_padded = padded_rows(m, mr);
-  out.data.assign(static_cast<size_t>(m_padded * k), 0.0f);
-  // Row by row: each source row is read in order and its values go mr floats apart into a
-  // panel that stays in L1 (reading mr rows at once and branching on each value was ~10 cycles
-  // a value, most of an engine's load time). Rows past m stay zero.
-  float* dst = out.data.data();
-  for (int64_t p0 = 0; p0 < k; p0 += kc) {
-    const int64_t kcl = std::min(kc, k - p0);
-    for (int64_t i0 = 0; i0 < m_padded; i0 += mr, dst += mr * kcl) {
-      for (int64_t r = 0; r < std::min(mr, m - i0); ++r) {
-        const float* from = src + (i0 + r) * row_stride + p0 * col_stride;
-        float* to = dst + r;
-        if (col_stride == 1) {
-          for (int64_t p = 0; p < kcl; ++p) to[p * mr] = from[p];
-        } else {
-          for (int64_t p = 0; p < kcl; ++p) to[p * mr] = from[p * col_stride];
-        }
-      }
+  out.data.assign(static_cast<size_t>(padded_rows(m, tile_rows(isa)) * k), 0.0f);  // rows past m stay zero
+}
+
+// Row i's values go mr floats apart into its panel, k block by k block: each source row is read
+// in order into panels that stay in L1 (reading mr rows at once and branching on each value was
+// ~10 cycles a value, most of an engine's load time).
+void pack_a_row(PackedA& out, int64_t i, const float* src, int64_t col_stride) {
+  const int64_t mr = tile_rows(out.isa), m_padded = padded_rows(out.m, mr);
+  const int64_t panel = i / mr, r = i % mr;
+  for (int64_t p0 = 0; p0 < out.k; p0 += out.kc) {
+    const int64_t kcl = std::min(out.kc, out.k - p0);
+    float* to = out.data.data() + p0 * m_padded + panel * mr * kcl + r;
+    const float* from = src + p0 * col_stride;
+    if (col_stride == 1) {
+      for (int64_t p = 0; p < kcl; ++p) to[p * mr] = from[p];
+    } else {
+      for (int64_t p = 0; p < kcl; ++p) to[p * mr] = from[p * col_stride];
     }
   }
+}
+
+void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, PackedA& out,
+            bool one_k_block) {
+  pack_a_begin(isa, m, k, out, one_k_block);
+  for (int64_t i = 0; i < m; ++i) pack_a_row(out, i, src + i * row_stride, col_stride);
 }
 
 size_t workspace_bytes(int threads, int64_t kc) {
