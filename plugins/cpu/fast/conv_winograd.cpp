@@ -242,21 +242,28 @@ void WinogradConv::prepare(gemm::Isa isa, int tile, const float* w, int64_t batc
   // floats apart and every write missed the cache (resnet18's layer4 took 40 ms a node at engine
   // load); through a whole [positions][M][C] copy first, warm builds spent a tenth of their time
   // faulting in and filling it.
+  // Spread over the threads by whole panels of rows (no two threads write one panel's lines).
   u_.assign(static_cast<size_t>(positions), gemm::PackedA{});
   for (gemm::PackedA& u : u_) gemm::pack_a_begin(isa, out_channels, channels, u);
-  std::vector<float> rows(static_cast<size_t>(positions * channels));
-  for (int64_t m = 0; m < out_channels; ++m) {
-    for (int64_t c = 0; c < channels; ++c) {
-      const float* g = w + (m * channels + c) * 9;
-      if (tile_ == 4) {
-        transform_filter<4>(g, rows.data() + c, channels);
-      } else {
-        transform_filter<2>(g, rows.data() + c, channels);
-      }
-    }
-    for (int64_t pos = 0; pos < positions; ++pos)
-      gemm::pack_a_row(u_[static_cast<size_t>(pos)], m, rows.data() + pos * channels);
-  }
+  const int64_t mr = gemm::tile_rows(isa), panels = (out_channels + mr - 1) / mr;
+  ThreadPool::instance().parallel_ranges(
+      panels,
+      [&](int64_t p0, int64_t p1, int) {
+        std::vector<float> rows(static_cast<size_t>(positions * channels));
+        for (int64_t m = p0 * mr; m < std::min(out_channels, p1 * mr); ++m) {
+          for (int64_t c = 0; c < channels; ++c) {
+            const float* g = w + (m * channels + c) * 9;
+            if (tile_ == 4) {
+              transform_filter<4>(g, rows.data() + c, channels);
+            } else {
+              transform_filter<2>(g, rows.data() + c, channels);
+            }
+          }
+          for (int64_t pos = 0; pos < positions; ++pos)
+            gemm::pack_a_row(u_[static_cast<size_t>(pos)], m, rows.data() + pos * channels);
+        }
+      },
+      threads);
 }
 
 int64_t WinogradConv::positions() const { return (tile_ + 2) * (tile_ + 2); }

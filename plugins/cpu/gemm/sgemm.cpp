@@ -486,7 +486,12 @@ void pack_a_row(PackedA& out, int64_t i, const float* src, int64_t col_stride) {
 void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, PackedA& out,
             bool one_k_block) {
   pack_a_begin(isa, m, k, out, one_k_block);
-  for (int64_t i = 0; i < m; ++i) pack_a_row(out, i, src + i * row_stride, col_stride);
+  // Spread over the threads by whole panels (no two threads write one panel's lines): engine
+  // loads and the builder's shape inference and self-test pack every layer's weights.
+  const int64_t mr = tile_rows(isa), panels = (m + mr - 1) / mr;
+  ThreadPool::instance().parallel_ranges(panels, [&](int64_t p0, int64_t p1, int) {
+    for (int64_t i = p0 * mr; i < std::min(m, p1 * mr); ++i) pack_a_row(out, i, src + i * row_stride, col_stride);
+  });
 }
 
 size_t workspace_bytes(int threads, int64_t kc) {
