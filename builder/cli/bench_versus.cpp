@@ -27,14 +27,6 @@ struct Timed {
   }
 };
 
-nlohmann::ordered_json latency_json(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  double sum = 0;
-  for (double v : ms) sum += v;
-  return {{"min", ms.front()},          {"median", median(ms)},           {"mean", sum / static_cast<double>(ms.size())},
-          {"p90", percentile(ms, 90)}, {"p99", percentile(ms, 99)}, {"max", ms.back()}};
-}
-
 }  // namespace
 
 nlohmann::ordered_json bench_versus(const LoadedEngine& a, const std::string& a_path, const LoadedEngine& b,

@@ -151,8 +151,7 @@ void add_bench_command(CLI::App& app) {
         {"warmup_runs", options->warmup},
         {"iterations", runs_ms.size()},
         {"duration_s", wall_s},
-        {"latency_ms", {{"min", sorted.front()}, {"median", run_median}, {"mean", mean}, {"p90", p90}, {"p99", p99},
-                        {"max", sorted.back()}}},
+        {"latency_ms", latency_json(runs_ms)},
         {"throughput_ips", throughput},
         {"layers", nullptr}};
     if (options->profile) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 namespace edgert::cli {
@@ -18,6 +19,16 @@ inline double percentile(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
   size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
   return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
+}
+
+// {min, median, mean, p90, p99, max} of latency samples in ms: the JSON `latency_ms` object.
+inline nlohmann::ordered_json latency_json(std::vector<double> ms) {
+  if (ms.empty()) return nullptr;
+  std::sort(ms.begin(), ms.end());
+  double sum = 0;
+  for (double v : ms) sum += v;
+  return {{"min", ms.front()},          {"median", median(ms)},           {"mean", sum / static_cast<double>(ms.size())},
+          {"p90", percentile(ms, 90)}, {"p99", percentile(ms, 99)}, {"max", ms.back()}};
 }
 
 }  // namespace edgert::cli
