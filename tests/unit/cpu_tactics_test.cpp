@@ -277,6 +277,7 @@ const std::vector<ConvCase>& conv_cases() {
       {2, 3, 10, 15, 37, 3, 3, 2, 2, {0, 0, 0, 0}, 1, 1, true},       // squeezenet-like stem: no pads, batch 2
       {1, 4, 9, 12, 35, 5, 5, 2, 2, {2, 1, 1, 2}, 1, 1, false},       // 5x5 s2, uneven pads: phases of odd rows
       {1, 260, 250, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true},      // Winograd with 4 MB of weights: spread at 2 threads
+      {1, 300, 40, 9, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},     // 1x1, K = 300: one k block in place, two packed
   };
   return cases;
 }

@@ -381,13 +381,17 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     info.workspace_bytes = winograd_.workspace_bytes();
   } else {
     if (algorithm_ == Algorithm::Gemm1x1 && !is_pointwise(g)) return false;
-    if (packed_from_ != w.data || packed_tactic_ != tactic || packed_one_block_ != residual) {
+    // The in-place tile reads B's rows where they lie, so k blocks would keep no packed block in
+    // cache; they only add a pass over C per block (384 -> 64 on 14x14: 3.8% faster at 2
+    // threads as one block, 0.8% at 1).
+    const bool one_block = residual || tactic == kConv1x1Avx512InPlace;
+    if (packed_from_ != w.data || packed_tactic_ != tactic || packed_one_block_ != one_block) {
       const int64_t mg = out_channels_ / group_, k = (channels_ / group_) * taps;
-      packed_one_block_ = residual;
+      packed_one_block_ = one_block;
       packed_.assign(static_cast<size_t>(group_), gemm::PackedA{});
       for (int64_t gi = 0; gi < group_; ++gi)
         gemm::pack_a(isa_, static_cast<const float*>(w.data) + gi * mg * k, mg, k, k, 1, packed_[static_cast<size_t>(gi)],
-                     residual);
+                     one_block);
     }
     threads_ = ThreadPool::instance().num_threads();
     info.workspace_bytes = 0;
