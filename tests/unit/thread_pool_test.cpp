@@ -58,5 +58,40 @@ TEST(ThreadPoolGuard, AWorkerThatKeepsTheCallerWaitingIsLeftOutForAWhileThenTrie
   pool.configure(0, false);
 }
 
+// Workers spin for a while after a job, then sleep on a condition variable; a job publishes its
+// generation outside the pool's mutex, so a worker that checked the generation and is about to
+// sleep must still be woken (ThreadPool::run). Jobs here start after gaps around the spin time,
+// and each needs the worker: task 0 (taken by the caller, or by the worker) waits until the other
+// task has started on another thread. A lost wake-up leaves the worker asleep and that wait
+// runs out.
+TEST(ThreadPoolWake, AWorkerGoneToSleepJoinsTheNextJob) {
+  ThreadPool& pool = ThreadPool::instance();
+  pool.configure(2, false);
+  ASSERT_EQ(pool.num_threads(), 2);
+  int joined = 0, jobs = 0;
+  for (int gap_us = 100; gap_us <= 400; gap_us += 3, ++jobs) {
+    std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
+    std::atomic<int> started{0};
+    std::atomic<int> first_thread{-1};
+    bool both = false;
+    pool.parallel_for(2, [&](int64_t, int thread) {
+      int expected = -1;
+      if (first_thread.compare_exchange_strong(expected, thread)) {
+        started.fetch_add(1);
+        const auto until = std::chrono::steady_clock::now() + 500ms;
+        while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        both = started.load() == 2;
+      } else {
+        started.fetch_add(1);
+      }
+    });
+    joined += both;
+  }
+  // The second task runs on the other thread only if the worker came; on the caller it would
+  // start after the first gave up.
+  EXPECT_EQ(joined, jobs) << "the worker missed " << jobs - joined << " of " << jobs << " jobs";
+  pool.configure(0, false);
+}
+
 }  // namespace
 }  // namespace edgert::cpu
