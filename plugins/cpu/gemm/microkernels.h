@@ -27,6 +27,11 @@ void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c,
 #if defined(__x86_64__)
 void ukernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+// The first 16 of an 8x32 tile's columns (b: a 32-wide panel, ldb floats from one k row to the
+// next): a panel with at most 16 columns left of B's (a 14x14 image has 196 = 6 x 32 + 4), in half
+// the work of the whole tile. C's other 16 columns are not written.
+void ukernel_8x16_of_32_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                               bool accumulate);
 // MR 48, NR 7 (Isa::Avx512Tall) and NR 8 (Isa::Avx512Tall8): b need not be aligned (its values
 // are broadcast).
 void ukernel_48x7_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);

@@ -244,17 +244,19 @@ struct Job {
     pack_b(*b, nr, p0, kcl, jp, std::min(n, jp + nr), shared_b + p0 * n_panels * nr + jp * kcl);
   }
 
-  // C (ldc apart) = [C +] A panel x B panel (ldb apart) for a strip of mv rows, with the
-  // micro-kernel for that: in place (8x32), a tall tile's first 16 or 32 rows, or the ISA's.
+  // C (ldc apart) = [C +] A panel x B panel (ldb apart) for a strip of mv rows and nv columns,
+  // with the micro-kernel for that: in place (8x32), an 8x32 tile's first 16 columns, a tall
+  // tile's first 16 or 32 rows, or the ISA's.
   void multiply(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, bool accumulate,
-                int64_t mv) const {
+                int64_t mv, int64_t nv) const {
 #if defined(__x86_64__)
     if (ldb != nr) return ukernel_8x32_avx512_in_place(kc, ap, bp, ldb, c, ldc, accumulate);
+    if (a->isa == Isa::Avx512 && nv <= 16) return ukernel_8x16_of_32_avx512(kc, ap, bp, ldb, c, ldc, accumulate);
     if (is_tall(a->isa) && mv <= 32)
       return ukernel_tall_rows_avx512(static_cast<int>((mv + 15) / 16), static_cast<int>(nr), kc, ap, bp, c, ldc,
                                       accumulate);
 #else
-    (void)ldb, (void)mv;
+    (void)ldb, (void)mv, (void)nv;
 #endif
     kernel(kc, ap, bp, c, ldc, accumulate);
   }
@@ -332,10 +334,10 @@ struct Job {
               continue;
             }
             if (mv == mr && nv == nr && y->col_stride == 1 && !(last && inline_add)) {
-              multiply(kcl, ap, bp, ldb, c, y->row_stride, !first, mv);
+              multiply(kcl, ap, bp, ldb, c, y->row_stride, !first, mv, nv);
               continue;
             }
-            multiply(kcl, ap, bp, ldb, tile, nr, false, mv);
+            multiply(kcl, ap, bp, ldb, tile, nr, false, mv, nv);
             for (int64_t r = 0; r < mv; ++r) {
               const float* t = tile + r * nr;
               if (last && inline_add) {

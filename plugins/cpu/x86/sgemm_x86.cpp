@@ -302,6 +302,27 @@ void ukernel_48xn_avx512_tall_epilogue(int nr, int64_t kc, const float* a, const
   tall_epilogue<7>(kc, a, b, c, ldc, accumulate, &epilogue);
 }
 
+void ukernel_8x16_of_32_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                               bool accumulate) {
+  // Eight independent sums: as many FMAs in flight as the 8x32 tile's loop keeps busy per row
+  // pair, enough for the FMA latency.
+  __m512 acc[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_loadu_ps(b);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, acc[r]);
+    a += 8;
+    b += ldb;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+    float* row = c + r * ldc;
+    _mm512_storeu_ps(row, accumulate ? _mm512_add_ps(acc[r], _mm512_loadu_ps(row)) : acc[r]);
+  }
+}
+
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   kernel_8x32<false>(kc, a, b, 32, c, ldc, accumulate, nullptr);
 }
