@@ -22,10 +22,6 @@ bool max_pool_avx512_applies(int64_t kernel_h, int64_t kernel_w, int64_t stride_
                              int64_t dilation_h, int64_t dilation_w);
 void max_pool_plane_avx512(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w,
                            int64_t kernel, int64_t stride, int64_t pad_top, int64_t pad_left);
-// The 3x3 stride-2 window on a plane that is already in cache (x86/max_pool_avx512.cpp says
-// why that matters); false, nothing done, unless pad_left is 0, 1 or 2.
-bool max_pool_plane_3x3s2_cached_avx512(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out_h,
-                                        int64_t out_w, int64_t pad_top, int64_t pad_left);
 #endif
 
 // The tactics of a MaxPool/AveragePool node (float32 without an Indices output): the rows

@@ -240,10 +240,6 @@ void run_pooled(const DirectConvShape& s, const DirectConvPool& p, const float* 
             for (int64_t m = 0; m < s.out_channels; ++m) {
               const float* plane = band + m * band_plane;
               float* pooled = y + (n * s.out_channels + m) * pooled_plane + p0 * p.out_w;
-              if (p.kernel == 3 && p.stride == 2 &&
-                  max_pool_plane_3x3s2_cached_avx512(plane, pooled, rows, s.out_w, p1 - p0, p.out_w, r0 - lo,
-                                                     p.pad_left))
-                continue;
               max_pool_plane_avx512(plane, pooled, rows, s.out_w, p1 - p0, p.out_w, p.kernel, p.stride, r0 - lo,
                                     p.pad_left);
             }

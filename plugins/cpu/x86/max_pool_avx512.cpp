@@ -75,12 +75,12 @@ void max_plane(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out
 // input rows (plain loads, no permutes), then for each 16 outputs the even, odd and next-even
 // lanes of those maxima (three permutes; the window's left padding, 0-2 columns, shifts the
 // vectors by an alignr). The generic kernel above permutes every tap of every input row and
-// keeps 14 vectors live across a 7-row group. On a plane already in L2 (the band buffer of
-// FusedConv's pooled stem) this one is faster (squeezenet's fused stem 532 -> 491 us); on a
-// plane streamed from L3 or memory it is slower (squeezenet's unfused first pool 148 -> 248 us):
-// it has two rows' misses in flight where the 7-row groups have fifteen. The column maxima stay
-// in registers: stored to a row buffer and read back at other offsets, they stalled on
-// store-to-load forwarding.
+// keeps 14 vectors live across a 7-row group. First used only on planes already in L2 (the band
+// buffer of FusedConv's pooled stem: squeezenet's fused stem 532 -> 491 us): with a loop over
+// the window's rows it was slower on planes streamed from L3 (squeezenet's unfused first pool
+// 148 -> 248 us). With the rows' loads straight-line it is faster there too (squeezenet's
+// 128- and 256-plane pools 18-22%). The column maxima stay in registers: stored to a row buffer
+// and read back at other offsets, they stalled on store-to-load forwarding.
 template <int kPadLeft>
 void max_plane_3x3s2(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w,
                      int64_t pad_top) {
@@ -145,18 +145,15 @@ bool max_pool_avx512_applies(int64_t kernel_h, int64_t kernel_w, int64_t stride_
 
 void max_pool_plane_avx512(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w,
                            int64_t kernel, int64_t stride, int64_t pad_top, int64_t pad_left) {
+  if (kernel == 3 && stride == 2) {
+    if (pad_left == 0) return max_plane_3x3s2<0>(x, y, in_h, in_w, out_h, out_w, pad_top);
+    if (pad_left == 1) return max_plane_3x3s2<1>(x, y, in_h, in_w, out_h, out_w, pad_top);
+    if (pad_left == 2) return max_plane_3x3s2<2>(x, y, in_h, in_w, out_h, out_w, pad_top);
+  }
   const auto run = [&](auto plane) { plane(x, y, in_h, in_w, out_h, out_w, pad_top, pad_left); };
   if (kernel == 2) return stride == 1 ? run(max_plane<2, 1>) : run(max_plane<2, 2>);
   if (kernel == 3) return stride == 1 ? run(max_plane<3, 1>) : run(max_plane<3, 2>);
   return stride == 1 ? run(max_plane<5, 1>) : run(max_plane<5, 2>);
-}
-
-bool max_pool_plane_3x3s2_cached_avx512(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out_h,
-                                        int64_t out_w, int64_t pad_top, int64_t pad_left) {
-  if (pad_left == 0) return max_plane_3x3s2<0>(x, y, in_h, in_w, out_h, out_w, pad_top), true;
-  if (pad_left == 1) return max_plane_3x3s2<1>(x, y, in_h, in_w, out_h, out_w, pad_top), true;
-  if (pad_left == 2) return max_plane_3x3s2<2>(x, y, in_h, in_w, out_h, out_w, pad_top), true;
-  return false;
 }
 
 }  // namespace edgert::cpu
