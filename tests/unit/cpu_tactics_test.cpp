@@ -278,6 +278,7 @@ const std::vector<ConvCase>& conv_cases() {
       {1, 4, 9, 12, 35, 5, 5, 2, 2, {2, 1, 1, 2}, 1, 1, false},       // 5x5 s2, uneven pads: phases of odd rows
       {1, 260, 250, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true},      // Winograd with 4 MB of weights: spread at 2 threads
       {1, 300, 40, 9, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},     // 1x1, K = 300: one k block in place, two packed
+      {1, 24, 160, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},      // 1x1 on 7x7, 160 rows: 2 threads split a 48-row panel
   };
   return cases;
 }

@@ -51,9 +51,10 @@ void ukernel_8x32_avx512_in_place(int64_t kc, const float* a, const float* b, in
                                   bool accumulate);
 void ukernel_8x32_avx512_in_place_epilogue(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
                                            int64_t ldc, bool accumulate, const TileEpilogue& epilogue);
-// The same for the tall tiles, 48 x nr (nr 7 or 8).
-void ukernel_48xn_avx512_tall_epilogue(int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                                       bool accumulate, const TileEpilogue& epilogue);
+// The same for the tall tiles, 16 x `vectors` (1 to 3) rows x nr (nr 7 or 8): a whole 48-row
+// tile, or a strip of 16 or 32 of its rows (a reads from the strip's first row).
+void ukernel_48xn_avx512_tall_epilogue(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c,
+                                       int64_t ldc, bool accumulate, const TileEpilogue& epilogue);
 #endif
 #if defined(__aarch64__)
 void ukernel_6x16_neon(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);

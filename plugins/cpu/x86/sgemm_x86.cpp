@@ -286,20 +286,28 @@ void ukernel_tall_rows_avx512(int vectors, int nr, int64_t kc, const float* a, c
 
 namespace {
 
-template <int N>
+template <int N, int kV>
 void tall_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                    const TileEpilogue* e) {
   with_lane_activation(e->kind, [&](auto kind) {
-    kernel_48xn<N, true, decltype(kind)::value>(kc, a, b, c, ldc, accumulate, e);
+    kernel_48xn<N, true, decltype(kind)::value, kV>(kc, a, b, c, ldc, accumulate, e);
   });
+}
+
+template <int N>
+void tall_epilogue_rows(int vectors, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                        bool accumulate, const TileEpilogue* e) {
+  if (vectors == 1) return tall_epilogue<N, 1>(kc, a, b, c, ldc, accumulate, e);
+  if (vectors == 2) return tall_epilogue<N, 2>(kc, a, b, c, ldc, accumulate, e);
+  tall_epilogue<N, 3>(kc, a, b, c, ldc, accumulate, e);
 }
 
 }  // namespace
 
-void ukernel_48xn_avx512_tall_epilogue(int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                                       bool accumulate, const TileEpilogue& epilogue) {
-  if (nr == 8) return tall_epilogue<8>(kc, a, b, c, ldc, accumulate, &epilogue);
-  tall_epilogue<7>(kc, a, b, c, ldc, accumulate, &epilogue);
+void ukernel_48xn_avx512_tall_epilogue(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c,
+                                       int64_t ldc, bool accumulate, const TileEpilogue& epilogue) {
+  if (nr == 8) return tall_epilogue_rows<8>(vectors, kc, a, b, c, ldc, accumulate, &epilogue);
+  tall_epilogue_rows<7>(vectors, kc, a, b, c, ldc, accumulate, &epilogue);
 }
 
 void ukernel_8x16_of_32_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
