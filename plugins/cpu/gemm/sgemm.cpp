@@ -520,19 +520,21 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
   ThreadPool& pool = ThreadPool::instance();
   const int64_t threads = std::max(1, std::min(pool.num_threads(), max_threads));
   const int64_t mr = tile_rows(a.isa), nr = tile_cols(a.isa);
-  // A tall tile's rows go to tasks 16 at a time: 160 rows in 48-row panels made tasks of 48, 48,
-  // 48 and 16 rows, 96 against 64 for two threads (112 rows: 96 against 16).
-  const int64_t row_unit = is_tall(a.isa) ? 16 : mr;
+  // With fewer 48-row panels than four a thread, a tall tile's rows go to tasks 16 at a time:
+  // 160 rows made tasks of 48, 48, 48 and 16 rows, 96 against 64 for two threads (112 rows: 96
+  // against 16). With more, whole panels, claimed as threads come free.
+  const int64_t m_panels = (a.m + mr - 1) / mr;
+  const int64_t row_unit = is_tall(a.isa) && threads > 1 && m_panels < 4 * threads ? 16 : mr;
   Job job{micro_kernel(a.isa), mr, nr, &a, &b, n, &y, &epilogue, static_cast<float*>(workspace), 1, 1,
-          (a.m + mr - 1) / mr, (n + nr - 1) / nr, row_unit, (a.m + row_unit - 1) / row_unit};
+          m_panels, (n + nr - 1) / nr, row_unit, (a.m + row_unit - 1) / row_unit};
   const int64_t shared_floats = reads_b_in_place(a, b) ? 0 : shared_b_floats(threads, a.isa, a.m, a.k, n);
   if (threads > 1) {
     if (split_columns(threads, a.isa, a.m, n)) {
       job.n_tasks = std::min(job.n_panels, 4 * threads);
     } else if (shared_floats > 0) {
-      // Every task reads all of the shared B. Tall tiles: one task a thread, each its share of
-      // 16-row vectors (more tasks made strips of 16 and 32 rows, each a pass over B: a 960 ->
-      // 160 projection on 7x7 ran 32% slower with four a thread, 3% faster with one).
+      // Every task reads all of the shared B. In 16-row units: one task a thread, each its share
+      // (more tasks made strips of 16 and 32 rows, each a pass over B: a 960 -> 160 projection
+      // on 7x7 ran 32% slower with four a thread, 3% faster with one).
       job.m_tasks = std::min(job.m_units, (row_unit < mr ? 1 : 4) * threads);
     } else {
       job.n_tasks = job.n_panels;
