@@ -47,14 +47,15 @@ class ThreadPool {
         const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
-  // parallel_for over [0, count) cut into at most kRangesPerThread ranges a thread: calls
-  // fn(begin, end, thread). For many small items (a 7x7 plane each): every task is one claim on
-  // a shared counter, and with a task per item two threads spent their time passing that
-  // counter's cache line back and forth.
+  // parallel_for over [0, count) cut into at most kRangesPerThread ranges a thread (or
+  // `per_thread`, when > 0): calls fn(begin, end, thread). For many small items (a 7x7 plane
+  // each): every task is one claim on a shared counter, and with a task per item two threads
+  // spent their time passing that counter's cache line back and forth.
   template <typename Fn>
-  void parallel_ranges(int64_t count, Fn&& fn, int max_threads = 1 << 30) {
+  void parallel_ranges(int64_t count, Fn&& fn, int max_threads = 1 << 30, int per_thread = 0) {
     const int64_t threads = num_threads_ < max_threads ? num_threads_ : max_threads;
-    const int64_t tasks = count < kRangesPerThread * threads ? count : kRangesPerThread * threads;
+    const int64_t rpt = per_thread > 0 ? per_thread : kRangesPerThread;
+    const int64_t tasks = count < rpt * threads ? count : rpt * threads;
     parallel_for(
         tasks, [&](int64_t t, int thread) { fn(t * count / tasks, (t + 1) * count / tasks, thread); }, max_threads);
   }

@@ -108,7 +108,10 @@ void ExpandDepthwise::execute(const float* x, const float* b_pre, const Activati
                        yn + e * out_plane + oy0 * out_w, activation, dw_scratch);
           }
         },
-        threads_);
+        // One run of bands a thread: each run's first band expands the rows it shares with the
+        // band before it again, and starts on a cold buffer (efficientnet_b0 and mobilenet_v2
+        // 1.0-1.3% faster at 2 threads than with four runs a thread; two made no difference).
+        threads_, 1);
   }
 }
 
