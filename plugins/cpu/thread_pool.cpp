@@ -94,8 +94,8 @@ struct ThreadPool::State {
   std::vector<int> cpus;  // the affinity mask at creation, for pinning
   bool stopping = false;
 
-  // The current job; rewritten only under `mutex` while no worker is checked in (busy == 0).
-  // Spinning workers read `generation` all the time, every thread claims tasks from `next` and
+  // The current job: its fields rewritten only under `mutex` while no worker is checked in
+  // (busy == 0), then its generation published (ThreadPool::run). Spinning workers read `generation` all the time, every thread claims tasks from `next` and
   // the caller waits on `remaining`: each on a cache line of its own, so one thread's polling
   // does not take the line another is writing.
   alignas(64) std::atomic<uint64_t> generation{0};

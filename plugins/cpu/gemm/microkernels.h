@@ -36,9 +36,11 @@ void ukernel_8x16_of_32_avx512(int64_t kc, const float* a, const float* b, int64
 // are broadcast).
 void ukernel_48x7_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void ukernel_48x8_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
-// A tall tile's first 16 x `vectors` rows only (vectors 1 to 3), nr 7 or 8: for the last panel
-// of an A whose rows end early in it (the panel keeps the 48-row layout, zeros past A's rows).
-// A 960 -> 160 projection on a 7x7 image computed 192 rows to keep 160 with the full tile.
+// 16 x `vectors` rows of a tall tile only (vectors 1 to 3), nr 7 or 8, a pointing at the first
+// of them inside its 48-row panel: the last panel of an A whose rows end early in it (the panel
+// keeps the 48-row layout, zeros past A's rows), or a thread's share of rows that starts or ends
+// inside a panel. A 960 -> 160 projection on a 7x7 image computed 192 rows to keep 160 with the
+// full tile.
 void ukernel_tall_rows_avx512(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                               bool accumulate);
 

@@ -232,7 +232,7 @@ struct Job {
   const Output* y;
   const Epilogue* ep;
   float* scratch;
-  int64_t m_tasks, n_tasks, m_panels, n_panels;
+  int64_t m_tasks, n_tasks, n_panels;
   // Tasks split A's rows in units of this many (a tall tile's 16-row vectors; else whole
   // panels): m_units of them.
   int64_t row_unit, m_units;
@@ -248,8 +248,8 @@ struct Job {
   }
 
   // C (ldc apart) = [C +] A panel x B panel (ldb apart) for a strip of mv rows and nv columns,
-  // with the micro-kernel for that: in place (8x32), an 8x32 tile's first 16 columns, a tall
-  // tile's first 16 or 32 rows, or the ISA's.
+  // with the micro-kernel for that: in place (8x32), an 8x32 tile's first 16 columns, 16 or 32
+  // rows of a tall tile, or the ISA's.
   void multiply(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, bool accumulate,
                 int64_t mv, int64_t nv) const {
 #if defined(__x86_64__)
@@ -524,10 +524,9 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
   // made tasks of 48, 48, 48 and 16 rows, 96 against 64 for two threads (112 rows: 96 against
   // 16), and with more panels, tasks of 3 or 4 of them still left one thread a panel behind
   // (a 320 -> 1280 expansion on 7x7 8% faster in halves).
-  const int64_t m_panels = (a.m + mr - 1) / mr;
   const int64_t row_unit = is_tall(a.isa) && threads > 1 ? 16 : mr;
   Job job{micro_kernel(a.isa), mr, nr, &a, &b, n, &y, &epilogue, static_cast<float*>(workspace), 1, 1,
-          m_panels, (n + nr - 1) / nr, row_unit, (a.m + row_unit - 1) / row_unit};
+          (n + nr - 1) / nr, row_unit, (a.m + row_unit - 1) / row_unit};
   const int64_t shared_floats = reads_b_in_place(a, b) ? 0 : shared_b_floats(threads, a.isa, a.m, a.k, n);
   if (threads > 1) {
     if (split_columns(threads, a.isa, a.m, n)) {

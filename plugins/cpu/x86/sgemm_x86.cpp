@@ -233,7 +233,8 @@ __attribute__((noinline)) void store_48xn_apart(__m512 (&acc)[N][kV], float* c, 
 // With an epilogue (kEpilogue; A the activation, a constant), each row is finished as it leaves
 // the transpose, in finish_tile's order: + bias of its row, + addend (read before the store: it
 // may be C itself), activation.
-// kV < 3: the first 16 kV rows of a 48-row panel only (its last panel, when A has no more rows).
+// kV < 3: 16 kV rows of a 48-row panel only, a from the first of them (a panel's last rows
+// when A has no more, or a thread's share of A's rows that starts or ends inside the panel).
 template <int N, bool kEpilogue = false, ActivationKind A = ActivationKind::None, int kV = 3>
 inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                         const TileEpilogue* e = nullptr) {
