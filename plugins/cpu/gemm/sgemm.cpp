@@ -536,6 +536,12 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
       // (more tasks made strips of 16 and 32 rows, each a pass over B: a 960 -> 160 projection
       // on 7x7 ran 32% slower with four a thread, 3% faster with one).
       job.m_tasks = std::min(job.m_units, (row_unit < mr ? 1 : 4) * threads);
+    } else if (reads_b_in_place(a, b)) {
+      // Nothing to pack: one run of rows (output channels) a thread, over all the columns, so
+      // the depthwise after an expansion finds its planes in the cache of the core that wrote
+      // them (mobilenet_v2 1.7%, efficientnet_b0 1.0% faster at 2 threads than tasks of a row
+      // panel and a column panel, which mixed both halves on both cores).
+      job.m_tasks = std::min(job.m_units, threads);
     } else {
       job.n_tasks = job.n_panels;
       job.m_tasks = std::min(job.m_units, (4 * threads + job.n_tasks - 1) / job.n_tasks);
