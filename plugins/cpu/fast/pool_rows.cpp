@@ -109,17 +109,20 @@ bool FastPool::prepare(int64_t tactic, bool max, bool count_include_pad, const W
 
 void FastPool::execute(const float* x, float* y) const {
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+  // Runs of planes, not a task per plane: the 128-256 small planes of squeezenet's pools each
+  // claimed the pool's counter, whose cache line then went back and forth between the two
+  // threads (3.8-15% of these pools at 2 threads).
+  const auto each_plane = [&](auto&& pool_plane) {
+    ThreadPool::instance().parallel_ranges(planes_, [&](int64_t p0, int64_t p1, int) {
+      for (int64_t plane = p0; plane < p1; ++plane) pool_plane(plane);
+    });
+  };
 #if defined(__x86_64__)
   if (avx512_) {
-    // Runs of planes, not a task per plane: the 128-256 small planes of squeezenet's pools each
-    // claimed the pool's counter, whose cache line then went back and forth between the two
-    // threads (3.8-15% of these pools at 2 threads).
-    ThreadPool::instance().parallel_ranges(planes_, [&](int64_t p0, int64_t p1, int) {
-      for (int64_t plane = p0; plane < p1; ++plane)
-        max_pool_plane_avx512(x + plane * in_plane, y + plane * out_plane, in_h_, in_w_, out_h_, out_w_, kernel_h_,
-                              stride_h_, pad_top_, pad_left_);
+    return each_plane([&](int64_t plane) {
+      max_pool_plane_avx512(x + plane * in_plane, y + plane * out_plane, in_h_, in_w_, out_h_, out_w_, kernel_h_,
+                            stride_h_, pad_top_, pad_left_);
     });
-    return;
   }
 #endif
   const int64_t ow_n = out_w_, iw_n = in_w_, s = stride_w_;
@@ -159,9 +162,7 @@ void FastPool::execute(const float* x, float* y) const {
       }
     }
   };
-  ThreadPool::instance().parallel_ranges(planes_, [&](int64_t p0, int64_t p1, int) {
-    for (int64_t plane = p0; plane < p1; ++plane) pool_plane(plane);
-  });
+  each_plane(pool_plane);
 }
 
 }  // namespace edgert::cpu
