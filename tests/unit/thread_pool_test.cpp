@@ -61,9 +61,11 @@ TEST(ThreadPoolGuard, AWorkerThatKeepsTheCallerWaitingIsLeftOutForAWhileThenTrie
 // Workers spin for a while after a job, then sleep on a condition variable; a job publishes its
 // generation outside the pool's mutex, so a worker that checked the generation and is about to
 // sleep must still be woken (ThreadPool::run). Jobs here start after gaps around the spin time,
-// and each needs the worker: task 0 (taken by the caller, or by the worker) waits until the other
-// task has started on another thread. A lost wake-up leaves the worker asleep and that wait
-// runs out.
+// and each needs the worker: the task taken first (by the caller, or by the worker) waits until
+// the other has started on another thread. A lost wake-up leaves the worker asleep and that
+// wait runs out. Each task also works 20 us, as a kernel's would: tasks of no work made the
+// straggler guard's estimate of the caller alone (its busy time times tasks over its share)
+// near zero whenever the worker took the first task, and the guard then ran jobs alone.
 TEST(ThreadPoolWake, AWorkerGoneToSleepJoinsTheNextJob) {
   ThreadPool& pool = ThreadPool::instance();
   pool.configure(2, false);
@@ -76,13 +78,13 @@ TEST(ThreadPoolWake, AWorkerGoneToSleepJoinsTheNextJob) {
     bool both = false;
     pool.parallel_for(2, [&](int64_t, int thread) {
       int expected = -1;
-      if (first_thread.compare_exchange_strong(expected, thread)) {
-        started.fetch_add(1);
+      const bool first = first_thread.compare_exchange_strong(expected, thread);
+      started.fetch_add(1);
+      busy_for(20us);
+      if (first) {
         const auto until = std::chrono::steady_clock::now() + 500ms;
         while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
         both = started.load() == 2;
-      } else {
-        started.fetch_add(1);
       }
     });
     joined += both;
@@ -90,6 +92,35 @@ TEST(ThreadPoolWake, AWorkerGoneToSleepJoinsTheNextJob) {
   // The second task runs on the other thread only if the worker came; on the caller it would
   // start after the first gave up.
   EXPECT_EQ(joined, jobs) << "the worker missed " << jobs - joined << " of " << jobs << " jobs";
+  pool.configure(0, false);
+}
+
+// A worker learns the job generation it starts from when configure() makes it, not when its
+// thread first runs: read by the thread, a job published before the thread got a core looked
+// old to it, so the first job after every configure() (an engine load) ran without the worker.
+TEST(ThreadPoolWake, ANewWorkerJoinsTheFirstJobAfterConfigure) {
+  ThreadPool& pool = ThreadPool::instance();
+  int joined = 0;
+  constexpr int kTries = 20;
+  for (int i = 0; i < kTries; ++i) {
+    pool.configure(2, false);
+    std::atomic<int> started{0};
+    std::atomic<int> first_thread{-1};
+    bool both = false;
+    pool.parallel_for(2, [&](int64_t, int thread) {
+      int expected = -1;
+      const bool first = first_thread.compare_exchange_strong(expected, thread);
+      started.fetch_add(1);
+      busy_for(20us);
+      if (first) {
+        const auto until = std::chrono::steady_clock::now() + 500ms;
+        while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        both = started.load() == 2;
+      }
+    });
+    joined += both;
+  }
+  EXPECT_EQ(joined, kTries) << "the new worker missed the first job " << kTries - joined << " times";
   pool.configure(0, false);
 }
 
