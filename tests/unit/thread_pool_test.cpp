@@ -58,14 +58,35 @@ TEST(ThreadPoolGuard, AWorkerThatKeepsTheCallerWaitingIsLeftOutForAWhileThenTrie
   pool.configure(0, false);
 }
 
+// One job of two tasks that needs both threads: the task taken first (by the caller, or by the
+// worker) waits until the other has started on another thread, up to 500 ms. True when it did:
+// the second task runs on the other thread only if the worker came; on the caller it would
+// start after the first gave up. Each task also works 20 us, as a kernel's would: tasks of no
+// work made the straggler guard's estimate of the caller alone (its busy time times tasks over
+// its share) near zero whenever the worker took the first task, and the guard then ran jobs
+// alone.
+bool job_with_both_threads() {
+  std::atomic<int> started{0};
+  std::atomic<int> first_thread{-1};
+  bool both = false;
+  ThreadPool::instance().parallel_for(2, [&](int64_t, int thread) {
+    int expected = -1;
+    const bool first = first_thread.compare_exchange_strong(expected, thread);
+    started.fetch_add(1);
+    busy_for(20us);
+    if (first) {
+      const auto until = std::chrono::steady_clock::now() + 500ms;
+      while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      both = started.load() == 2;
+    }
+  });
+  return both;
+}
+
 // Workers spin for a while after a job, then sleep on a condition variable; a job publishes its
 // generation outside the pool's mutex, so a worker that checked the generation and is about to
 // sleep must still be woken (ThreadPool::run). Jobs here start after gaps around the spin time,
-// and each needs the worker: the task taken first (by the caller, or by the worker) waits until
-// the other has started on another thread. A lost wake-up leaves the worker asleep and that
-// wait runs out. Each task also works 20 us, as a kernel's would: tasks of no work made the
-// straggler guard's estimate of the caller alone (its busy time times tasks over its share)
-// near zero whenever the worker took the first task, and the guard then ran jobs alone.
+// and each needs the worker (job_with_both_threads): a lost wake-up leaves the worker asleep.
 TEST(ThreadPoolWake, AWorkerGoneToSleepJoinsTheNextJob) {
   ThreadPool& pool = ThreadPool::instance();
   pool.configure(2, false);
@@ -73,24 +94,8 @@ TEST(ThreadPoolWake, AWorkerGoneToSleepJoinsTheNextJob) {
   int joined = 0, jobs = 0;
   for (int gap_us = 100; gap_us <= 400; gap_us += 3, ++jobs) {
     std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
-    std::atomic<int> started{0};
-    std::atomic<int> first_thread{-1};
-    bool both = false;
-    pool.parallel_for(2, [&](int64_t, int thread) {
-      int expected = -1;
-      const bool first = first_thread.compare_exchange_strong(expected, thread);
-      started.fetch_add(1);
-      busy_for(20us);
-      if (first) {
-        const auto until = std::chrono::steady_clock::now() + 500ms;
-        while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-        both = started.load() == 2;
-      }
-    });
-    joined += both;
+    joined += job_with_both_threads();
   }
-  // The second task runs on the other thread only if the worker came; on the caller it would
-  // start after the first gave up.
   EXPECT_EQ(joined, jobs) << "the worker missed " << jobs - joined << " of " << jobs << " jobs";
   pool.configure(0, false);
 }
@@ -104,21 +109,7 @@ TEST(ThreadPoolWake, ANewWorkerJoinsTheFirstJobAfterConfigure) {
   constexpr int kTries = 20;
   for (int i = 0; i < kTries; ++i) {
     pool.configure(2, false);
-    std::atomic<int> started{0};
-    std::atomic<int> first_thread{-1};
-    bool both = false;
-    pool.parallel_for(2, [&](int64_t, int thread) {
-      int expected = -1;
-      const bool first = first_thread.compare_exchange_strong(expected, thread);
-      started.fetch_add(1);
-      busy_for(20us);
-      if (first) {
-        const auto until = std::chrono::steady_clock::now() + 500ms;
-        while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-        both = started.load() == 2;
-      }
-    });
-    joined += both;
+    joined += job_with_both_threads();
   }
   EXPECT_EQ(joined, kTries) << "the new worker missed the first job " << kTries - joined << " times";
   pool.configure(0, false);
