@@ -61,6 +61,12 @@ void pack_strided_narrow_panel_avx512(const float* src, int64_t row_stride, int6
 // Rows [p0, p0 + kc) of the 32-column im2col panel of columns [jp, jp + w), for stride_w 1 or 2
 // (x86/pack_b_avx512.cpp; AVX-512F only).
 void pack_im2col_panel_avx512(const BSource& b, int64_t p0, int64_t kc, int64_t jp, int64_t w, float* dst);
+// The same for the tall tiles' panels of nr = 7 or 8 columns (w <= nr of them); false (nothing
+// written) when it does not apply: a stride along the row other than 1 or 2, or a kernel of
+// more than kMaxNarrowIm2colTaps taps (AVX-512F and VL only).
+constexpr int64_t kMaxNarrowIm2colTaps = 49;
+bool pack_im2col_narrow_panel_avx512(const BSource& b, int64_t p0, int64_t kc, int64_t nr, int64_t jp, int64_t w,
+                                     float* dst);
 #endif
 
 }  // namespace edgert::cpu::gemm

@@ -126,6 +126,11 @@ void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, in
       dst += nr * kc;
       continue;
     }
+    if (avx512vl && (nr == 7 || nr == 8) && b.kind == BSource::Kind::Im2col &&
+        pack_im2col_narrow_panel_avx512(b, p0, kc, nr, jp, w, dst)) {
+      dst += nr * kc;
+      continue;
+    }
     if (wide_panels && b.kind == BSource::Kind::Im2col && (b.stride_w == 1 || b.stride_w == 2)) {
       pack_im2col_panel_avx512(b, p0, kc, jp, w, dst);
       dst += nr * kc;
