@@ -1,5 +1,5 @@
 // B-panel packing for the 8x32 AVX-512 tile (32-column panels): each panel row is built in two
-// registers and stored whole; and for the tall tiles' 7- and 8-column panels (strided B only).
+// registers and stored whole; and for the tall tiles' 7- and 8-column panels, a register a row.
 //  - Strided B with unit column stride (1x1 convolutions read the image itself): two loads per
 //    row, masked on the last panel. The portable loop, compiled for the baseline ISA, copied 4
 //    floats at a time and took 7% of MobileNetV2.
@@ -7,7 +7,8 @@
 //    shifted to their lanes, stride-2 runs the even lanes of two loads; lanes outside the image
 //    (or past the panel's columns) stay zero. The portable packer copied element by element
 //    (stride 2) or through memcpy calls of a few dozen floats, a third of a 3x3 convolution's
-//    time.
+//    time; for the tall tiles it still did until kernel revision 42 (resnet18's 3x3/2
+//    convolutions on 14x14 and 7x7 ran 10-20% faster with this one).
 // Called only when the CPU reports AVX-512F.
 #if defined(__x86_64__)
 #include <immintrin.h>
