@@ -161,14 +161,16 @@ class GlobalPoolOp : public Op {
     out_shape[0] = x.dims[0];
     out_shape[1] = x.dims[1];
     set_output(out[0], x.dtype, out_shape);
-    fast_ = K == PoolKind::Average && tactic() == kGlobalAverageRowsTactic && x.dtype == EDGERT_DTYPE_FLOAT32;
+    const bool rows = tactic() == kGlobalAverageRowsTactic || tactic() == kGlobalAverageAvx512Tactic;
+    fast_ = K == PoolKind::Average && rows && x.dtype == EDGERT_DTYPE_FLOAT32;
+    avx512_ = tactic() == kGlobalAverageAvx512Tactic;
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
     if (fast_) {
       const int64_t planes = in[0].dims[0] * in[0].dims[1];
       global_average_rows(data_as<float>(in[0]), data_as<float>(out[0]), planes,
-                          planes ? numel(in[0]) / planes : 0);
+                          planes ? numel(in[0]) / planes : 0, avx512_);
       return;
     }
     dispatch(in[0].dtype, kFloats, [&](auto tag) {
@@ -199,6 +201,7 @@ class GlobalPoolOp : public Op {
  private:
   float p_ = 2;
   bool fast_ = false;
+  bool avx512_ = false;  // tactic f32-global-avgpool-rows-avx512
 };
 
 // Inputs X, I (flat indices into Y, as MaxPool's Indices), optional output_shape.

@@ -28,10 +28,24 @@ std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tenso
 
 std::vector<TacticSpec> global_average_tactics(const edgert_node*, const edgert_tensor* inputs) {
   if (inputs[0].dtype != EDGERT_DTYPE_FLOAT32) return {};
-  return {{kGlobalAverageRowsTactic, "f32-global-avgpool-rows-portable"}};
+  std::vector<TacticSpec> out;
+#if defined(__x86_64__)
+  if (gemm::isa_available(gemm::Isa::Avx512)) out.push_back({kGlobalAverageAvx512Tactic, "f32-global-avgpool-rows-avx512"});
+#endif
+  out.push_back({kGlobalAverageRowsTactic, "f32-global-avgpool-rows-portable"});
+  return out;
 }
 
-void global_average_rows(const float* x, float* y, int64_t planes, int64_t size) {
+void global_average_rows(const float* x, float* y, int64_t planes, int64_t size, bool avx512) {
+#if defined(__x86_64__)
+  if (avx512) {
+    auto means = [&](int64_t begin, int64_t end, int) { plane_means_avx512(x + begin * size, y + begin, end - begin, size); };
+    if (planes * size < (1 << 15)) return means(0, planes, 0);
+    return ThreadPool::instance().parallel_ranges(planes, means);
+  }
+#else
+  (void)avx512;
+#endif
   auto plane_mean = [&](int64_t p) {
     const float* xp = x + p * size;
     float acc[8] = {};

@@ -15,6 +15,7 @@ constexpr int64_t kPoolRowsTactic = 50;
 constexpr int64_t kGlobalAverageRowsTactic = 51;
 constexpr int64_t kMaxPoolAvx512Tactic = 52;
 constexpr int64_t kReduceMeanRowsTactic = 53;  // ReduceMean over trailing axes (reduce.cpp)
+constexpr int64_t kGlobalAverageAvx512Tactic = 54;
 
 #if defined(__x86_64__)
 // x86/max_pool_avx512.cpp: the window shapes it runs, and one plane (CPU with AVX-512F only).
@@ -22,6 +23,8 @@ bool max_pool_avx512_applies(int64_t kernel_h, int64_t kernel_w, int64_t stride_
                              int64_t dilation_h, int64_t dilation_w);
 void max_pool_plane_avx512(const float* x, float* y, int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w,
                            int64_t kernel, int64_t stride, int64_t pad_top, int64_t pad_left);
+// x86/global_average_avx512.cpp: y[p] = the mean of the size floats of plane p (AVX-512F only).
+void plane_means_avx512(const float* x, float* y, int64_t planes, int64_t size);
 #endif
 
 // The tactics of a MaxPool/AveragePool node (float32 without an Indices output): the rows
@@ -29,9 +32,10 @@ void max_pool_plane_avx512(const float* x, float* y, int64_t in_h, int64_t in_w,
 std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs);
 
 // GlobalAveragePool float32, tactic f32-global-avgpool-rows-portable (id 51): eight float
-// partial sums per plane (vectorized), planes spread over the thread pool.
+// partial sums per plane (vectorized), planes spread over the thread pool; and on AVX-512
+// f32-global-avgpool-rows-avx512 (id 54), the same spread over plane_means_avx512.
 std::vector<TacticSpec> global_average_tactics(const edgert_node* node, const edgert_tensor* inputs);
-void global_average_rows(const float* x, float* y, int64_t planes, int64_t size);
+void global_average_rows(const float* x, float* y, int64_t planes, int64_t size, bool avx512 = false);
 
 class FastPool {
  public:
