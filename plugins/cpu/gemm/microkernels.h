@@ -48,11 +48,13 @@ void ukernel_tall_rows_avx512(int vectors, int nr, int64_t kc, const float* a, c
 void ukernel_8x32_avx512_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                                   const TileEpilogue& epilogue);
 // The 8x32 tile on B read where it lies: rows of the panel ldb floats apart (a strided B with
-// unit column stride, BSource::in_place), no alignment needed.
+// unit column stride, BSource::in_place), no alignment needed. prefetch_next: each k step also
+// prefetches the same row of the next panel (32 floats on).
 void ukernel_8x32_avx512_in_place(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
-                                  bool accumulate);
+                                  bool accumulate, bool prefetch_next);
 void ukernel_8x32_avx512_in_place_epilogue(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
-                                           int64_t ldc, bool accumulate, const TileEpilogue& epilogue);
+                                           int64_t ldc, bool accumulate, const TileEpilogue& epilogue,
+                                           bool prefetch_next);
 // The same for the tall tiles, 16 x `vectors` (1 to 3) rows x nr (nr 7 or 8): a whole 48-row
 // tile, or a strip of 16 or 32 of its rows (a reads from the strip's first row).
 void ukernel_48xn_avx512_tall_epilogue(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c,

@@ -97,7 +97,8 @@ namespace {
 // sgemm.cpp's finish_tile and of the unfused graph.
 // ldb: floats from one k row of the B panel to the next (32 packed; a strided B read in place:
 // its row stride).
-template <bool kEpilogue>
+// kPrefetchNext: see ukernel_8x32_avx512_in_place.
+template <bool kEpilogue, bool kPrefetchNext = false>
 __attribute__((always_inline)) inline void kernel_8x32(int64_t kc, const float* a, const float* b, int64_t ldb,
                                                        float* c, int64_t ldc, bool accumulate,
                                                        const TileEpilogue* e) {
@@ -110,6 +111,10 @@ __attribute__((always_inline)) inline void kernel_8x32(int64_t kc, const float* 
   for (int64_t p = 0; p < kc; ++p) {
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
+    if (kPrefetchNext) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + 32), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + 48), _MM_HINT_T0);
+    }
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) {
       const __m512 av = _mm512_set1_ps(a[r]);
@@ -342,12 +347,15 @@ void ukernel_8x32_avx512_epilogue(int64_t kc, const float* a, const float* b, fl
 }
 
 void ukernel_8x32_avx512_in_place(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
-                                  bool accumulate) {
+                                  bool accumulate, bool prefetch_next) {
+  if (prefetch_next) return kernel_8x32<false, true>(kc, a, b, ldb, c, ldc, accumulate, nullptr);
   kernel_8x32<false>(kc, a, b, ldb, c, ldc, accumulate, nullptr);
 }
 
 void ukernel_8x32_avx512_in_place_epilogue(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
-                                           int64_t ldc, bool accumulate, const TileEpilogue& epilogue) {
+                                           int64_t ldc, bool accumulate, const TileEpilogue& epilogue,
+                                           bool prefetch_next) {
+  if (prefetch_next) return kernel_8x32<true, true>(kc, a, b, ldb, c, ldc, accumulate, &epilogue);
   kernel_8x32<true>(kc, a, b, ldb, c, ldc, accumulate, &epilogue);
 }
 
