@@ -103,7 +103,14 @@ struct ThreadPool::State {
   void* ctx = nullptr;
   int64_t count = 0;
   int max_threads = 1;
+  // A job of one task a thread (count <= the threads it may use): thread t runs task t, then
+  // takes any task still unclaimed (`claimed`, a bit a task), so a late worker's task is not
+  // waited for. Kernels split their work this way where the next kernel splits alike (a tall
+  // tile's rows, then the depthwise over the same channels) and reads what this thread wrote,
+  // from its own cache; with the shared counter either thread could take task 0.
+  bool affine = false;
   alignas(64) std::atomic<int64_t> next{0};
+  alignas(64) std::atomic<uint64_t> claimed{0};
   alignas(64) std::atomic<int64_t> remaining{0};
   alignas(64) std::atomic<int> busy{0};
   // Workers inside the mutex on their way to (or in) the condition variable's wait: the caller
@@ -117,8 +124,24 @@ struct ThreadPool::State {
   std::chrono::steady_clock::time_point alone_until{};
   std::chrono::milliseconds alone_period = kFirstAlonePeriod;
 
+  bool claim(int64_t task) {
+    const uint64_t bit = uint64_t{1} << task;
+    return (claimed.fetch_or(bit, std::memory_order_acq_rel) & bit) == 0;
+  }
+  void run_task(int64_t t, int thread) {
+    fn(ctx, t, thread);
+    remaining.fetch_sub(1, std::memory_order_release);
+  }
+
   // Runs tasks until none is left to claim; returns how many this thread ran.
   int64_t run_tasks(int thread) {
+    if (affine) {
+      int64_t ran = 0;
+      if (thread < count && claim(thread)) run_task(thread, thread), ++ran;
+      for (int64_t t = 0; t < count; ++t)
+        if (t != thread && claim(t)) run_task(t, thread), ++ran;
+      return ran;
+    }
     for (int64_t ran = 0;; ++ran) {
       const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
       if (t >= count) return ran;
@@ -239,6 +262,8 @@ void ThreadPool::run(int64_t count, int max_threads, void (*fn)(void*, int64_t, 
     s.count = count;
     s.max_threads = max_threads;
     s.next.store(0, std::memory_order_relaxed);
+    s.affine = count <= std::min(max_threads, num_threads_) && count <= 64;
+    s.claimed.store(0, std::memory_order_relaxed);
     s.remaining.store(count, std::memory_order_relaxed);
   }
   // Published after the mutex is free: a spinning worker that saw the new generation while the

@@ -115,5 +115,30 @@ TEST(ThreadPoolWake, ANewWorkerJoinsTheFirstJobAfterConfigure) {
   pool.configure(0, false);
 }
 
+// A job of one task a thread runs task t on thread t (the next kernel, split alike, then reads
+// what the same thread wrote); each task waits for the other to start, so both threads are in.
+// With tasks taken from a shared counter, the worker took task 0 whenever it came first.
+TEST(ThreadPoolAffinity, OneTaskAThreadRunsTaskTOnThreadT) {
+  ThreadPool& pool = ThreadPool::instance();
+  pool.configure(2, false);
+  int both = 0, matched = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::atomic<int> started{0};
+    std::atomic<int> thread_of[2] = {-1, -1};
+    pool.parallel_for(2, [&](int64_t task, int thread) {
+      thread_of[task].store(thread);
+      started.fetch_add(1);
+      const auto until = std::chrono::steady_clock::now() + 500ms;
+      while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    });
+    if (thread_of[0].load() == thread_of[1].load()) continue;  // the worker came late: the caller ran both
+    ++both;
+    matched += thread_of[0].load() == 0 && thread_of[1].load() == 1;
+  }
+  ASSERT_GT(both, 100) << "the worker joined too few jobs to judge";
+  EXPECT_EQ(matched, both) << "tasks ran on the other thread in " << both - matched << " of " << both << " jobs";
+  pool.configure(0, false);
+}
+
 }  // namespace
 }  // namespace edgert::cpu
