@@ -128,10 +128,17 @@ template <int M>
 void transform_filter(const float* g, float* u, int64_t pos_stride) {
   using T = Transforms<M>;
   constexpr int A = T::kAlpha;
+  // Unrolled, so combine() sees constant coefficients and drops the zeros at compile time; as
+  // loops it tested every coefficient at run time, and the transforms of resnet18's filters
+  // were a fifth of a warm build (the builder's prepare, then the self-test's engine load).
   float gg[A][3];
+#pragma GCC unroll 8
   for (int i = 0; i < A; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < 3; ++j) gg[i][j] = combine(T::kG[i], g + j, 3);
+#pragma GCC unroll 8
   for (int i = 0; i < A; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < A; ++j) u[(i * A + j) * pos_stride] = combine(T::kG[j], &gg[i][0], 1);
 }
 
@@ -236,31 +243,41 @@ void WinogradConv::prepare(gemm::Isa isa, int tile, const float* w, int64_t batc
     if (spread_steps_pays(tiles, tile_block_, nr, positions, threads, weight_bytes, whole_bytes)) tile_block_ = whole;
   }
 
-  // U = G g G^T, one matrix [M][C] per position, packed for the GEMM as it is made: one output
-  // channel's filters at a time into `rows` ([positions][C]), then each position's row into its
-  // packed matrix. Written straight into [positions][M][C], the positions of one filter lay M x C
-  // floats apart and every write missed the cache (resnet18's layer4 took 40 ms a node at engine
-  // load); through a whole [positions][M][C] copy first, warm builds spent a tenth of their time
-  // faulting in and filling it.
+  // U = G g G^T, one matrix [M][C] per position, packed for the GEMM as it is made: the filters of
+  // one panel of output channels and up to kChannelStep input channels at a time into `rows`
+  // ([positions][panel rows][channels of the step]), then each position's part into its packed
+  // matrix (gemm::pack_a_panel). Written straight into [positions][M][C], the positions of one
+  // filter lay M x C floats apart and every write missed the cache (resnet18's layer4 took 40 ms
+  // a node at engine load); through a whole [positions][M][C] copy first, warm builds spent a
+  // tenth of their time faulting in and filling it.
   // Spread over the threads by whole panels of rows (no two threads write one panel's lines).
+  constexpr int64_t kChannelStep = 16;
   u_.assign(static_cast<size_t>(positions), gemm::PackedA{});
   for (gemm::PackedA& u : u_) gemm::pack_a_begin(isa, out_channels, channels, u);
   const int64_t mr = gemm::tile_rows(isa), panels = (out_channels + mr - 1) / mr;
+  const int64_t step = std::min(channels, kChannelStep);
   ThreadPool::instance().parallel_ranges(
       panels,
       [&](int64_t p0, int64_t p1, int) {
-        std::vector<float> rows(static_cast<size_t>(positions * channels));
-        for (int64_t m = p0 * mr; m < std::min(out_channels, p1 * mr); ++m) {
-          for (int64_t c = 0; c < channels; ++c) {
-            const float* g = w + (m * channels + c) * 9;
-            if (tile_ == 4) {
-              transform_filter<4>(g, rows.data() + c, channels);
-            } else {
-              transform_filter<2>(g, rows.data() + c, channels);
+        std::vector<float> rows(static_cast<size_t>(positions * mr * step));
+        for (int64_t panel = p0; panel < p1; ++panel) {
+          const int64_t m0 = panel * mr, m1 = std::min(out_channels, m0 + mr);
+          for (int64_t c0 = 0; c0 < channels; c0 += step) {
+            const int64_t c1 = std::min(channels, c0 + step);
+            for (int64_t m = m0; m < m1; ++m) {
+              for (int64_t c = c0; c < c1; ++c) {
+                const float* g = w + (m * channels + c) * 9;
+                float* u = rows.data() + (m - m0) * step + (c - c0);
+                if (tile_ == 4) {
+                  transform_filter<4>(g, u, mr * step);
+                } else {
+                  transform_filter<2>(g, u, mr * step);
+                }
+              }
             }
+            for (int64_t pos = 0; pos < positions; ++pos)
+              gemm::pack_a_panel(u_[static_cast<size_t>(pos)], panel, rows.data() + pos * mr * step, step, 1, c0, c1);
           }
-          for (int64_t pos = 0; pos < positions; ++pos)
-            gemm::pack_a_row(u_[static_cast<size_t>(pos)], m, rows.data() + pos * channels);
         }
       },
       threads);

@@ -41,11 +41,13 @@ struct PackedA {
 // blocks, or in one block when an Epilogue's addend may alias the output (see Epilogue).
 void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, PackedA& out,
             bool one_k_block = false);
-// The same in steps, for an A made a row at a time (Winograd's transformed filters): sizes `out`
-// for an m x k A (zeros), then places row i, A(i, p) = src[p * col_stride], without a copy of
-// the whole A first.
+// The same in steps, for an A made a few rows and columns at a time (Winograd's transformed
+// filters), without a copy of the whole A first: sizes `out` for an m x k A (zeros), then places
+// columns [k_begin, k_end) of the rows of one panel (tile_rows(isa) rows from panel *
+// tile_rows), A(i, p) = src[(i - panel * tile_rows) * row_stride + (p - k_begin) * col_stride].
 void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block = false);
-void pack_a_row(PackedA& out, int64_t i, const float* src, int64_t col_stride = 1);
+void pack_a_panel(PackedA& out, int64_t panel, const float* src, int64_t row_stride, int64_t col_stride,
+                  int64_t k_begin, int64_t k_end);
 
 // Where B [k, n] comes from. Pointers are borrowed for the duration of one sgemm() call.
 struct BSource {
