@@ -487,7 +487,17 @@ void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block)
   // The tall tile's C leaves the registers transposed, too dear to repeat for every k block
   // (k blocks of 96 to 256 rows, to keep the A panel in L1: 2-9% slower on 960 -> 160 at 7x7).
   out.kc = one_k_block || is_tall(isa) ? std::max<int64_t>(k, 1) : k_block(k);
-  out.data.assign(static_cast<size_t>(padded_rows(m, tile_rows(isa)) * k), 0.0f);  // rows past m stay zero
+  const int64_t mr = tile_rows(isa), m_padded = padded_rows(m, mr);
+  out.data.clear();
+  out.data.resize(static_cast<size_t>(m_padded * k));  // uninitialized: pack_a_panel writes rows [0, m)
+  // Rows past m are zeros: the last panel's, in every k block.
+  const int64_t last = m_padded - mr, rows = m - last;
+  if (rows == mr) return;
+  for (int64_t p0 = 0; p0 < k; p0 += out.kc) {
+    const int64_t kcl = std::min(out.kc, k - p0);
+    float* panel = out.data.data() + p0 * m_padded + last * kcl;
+    for (int64_t p = 0; p < kcl; ++p) std::fill(panel + p * mr + rows, panel + (p + 1) * mr, 0.0f);
+  }
 }
 
 // Columns [k_begin, k_end) of the rows of one panel, 16 columns at a time: the 16 x mr floats
