@@ -36,6 +36,20 @@ inline void inside_columns(int64_t ix0, int64_t stride, int64_t in_w, int64_t le
   *hi = ix0 >= in_w ? *lo : std::max(*lo, std::min(len, (in_w - 1 - ix0) / stride + 1));
 }
 
+// Where segment g reads for tap (ky, kx): image row iy, the input column ix0 of its first
+// column, and its columns [lo, hi) that fall inside the row; false when row iy is outside the
+// image (the segment reads zeros).
+struct SegmentRead {
+  int64_t iy, ix0, lo, hi;
+};
+inline bool segment_read(const BSource& b, const PanelSegment& g, int64_t ky, int64_t kx, SegmentRead* r) {
+  r->iy = g.oy * b.stride_h - b.pad_top + ky * b.dilation_h;
+  if (r->iy < 0 || r->iy >= b.in_h) return false;
+  r->ix0 = g.ox * b.stride_w - b.pad_left + kx * b.dilation_w;
+  inside_columns(r->ix0, b.stride_w, b.in_w, g.len, &r->lo, &r->hi);
+  return true;
+}
+
 // (channel, ky, kx) of im2col row p, and the step to row p + 1.
 struct Im2colRow {
   int64_t c, ky, kx;

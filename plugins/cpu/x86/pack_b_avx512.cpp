@@ -127,24 +127,21 @@ void pack_im2col_panel_avx512(const BSource& b, int64_t p0, int64_t kc, int64_t 
     int n[2] = {0, 0};
     for (int s = 0; s < count; ++s) {
       const PanelSegment& g = segments[s];
-      const int64_t iy = g.oy * b.stride_h - b.pad_top + ky * b.dilation_h;
-      if (iy < 0 || iy >= b.in_h) continue;
-      const int64_t ix0 = g.ox * sw - b.pad_left + kx * b.dilation_w;
-      int64_t lo, hi;
-      inside_columns(ix0, sw, b.in_w, g.len, &lo, &hi);
+      SegmentRead sr;
+      if (!segment_read(b, g, ky, kx, &sr)) continue;
       for (int h = 0; h < 2; ++h) {
         // This half's lanes [a, e) hold columns lo .. hi of the segment.
-        const int64_t a = std::max<int64_t>(g.j + lo, 16 * h) - 16 * h;
-        const int64_t e = std::min<int64_t>(g.j + hi, 16 * h + 16) - 16 * h;
+        const int64_t a = std::max<int64_t>(g.j + sr.lo, 16 * h) - 16 * h;
+        const int64_t e = std::min<int64_t>(g.j + sr.hi, 16 * h + 16) - 16 * h;
         if (e <= a) continue;
         HalfRead& r = reads[h][n[h]++];
         r.lanes = lanes(a, e);
         if (sw == 1) {
-          r.offset = iy * b.in_w + ix0 + 16 * h - g.j;  // lane l reads ix0 + 16h + l - g.j
+          r.offset = sr.iy * b.in_w + sr.ix0 + 16 * h - g.j;  // lane l reads ix0 + 16h + l - g.j
         } else {
           // Lane l reads element 2l of the 32 from ix0 + 2 (16h - g.j); the elements the lanes
           // need, [2a, 2e - 1), lie inside the row.
-          r.offset = iy * b.in_w + ix0 + 2 * (16 * h - g.j);
+          r.offset = sr.iy * b.in_w + sr.ix0 + 2 * (16 * h - g.j);
           r.first = lanes(2 * a, std::min<int64_t>(2 * e - 1, 16));
           r.second = lanes(std::max<int64_t>(2 * a - 16, 0), 2 * e - 1 - 16);
         }
@@ -179,17 +176,14 @@ bool pack_im2col_narrow_panel_avx512(const BSource& b, int64_t p0, int64_t kc, i
     n[tap] = 0;
     for (int s = 0; s < count; ++s) {
       const PanelSegment& g = segments[s];
-      const int64_t iy = g.oy * b.stride_h - b.pad_top + ky * b.dilation_h;
-      if (iy < 0 || iy >= b.in_h) continue;
-      const int64_t ix0 = g.ox * sw - b.pad_left + kx * b.dilation_w;
-      int64_t lo, hi;
-      inside_columns(ix0, sw, b.in_w, g.len, &lo, &hi);
-      const int64_t a = g.j + lo, e = g.j + hi;
+      SegmentRead sr;
+      if (!segment_read(b, g, ky, kx, &sr)) continue;
+      const int64_t a = g.j + sr.lo, e = g.j + sr.hi;
       if (e <= a) continue;
       NarrowRead& r = reads[tap][n[tap]++];
       r.lanes = static_cast<__mmask8>(lanes(a, e));
       // Lane l reads ix0 + sw (l - g.j): element l (stride 1) or 2l (stride 2) from offset.
-      r.offset = iy * b.in_w + ix0 - sw * g.j;
+      r.offset = sr.iy * b.in_w + sr.ix0 - sw * g.j;
       r.load = sw == 1 ? lanes(a, e) : lanes(2 * a, 2 * e - 1);
     }
   }
