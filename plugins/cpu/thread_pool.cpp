@@ -95,9 +95,10 @@ struct ThreadPool::State {
   bool stopping = false;
 
   // The current job: its fields rewritten only under `mutex` while no worker is checked in
-  // (busy == 0), then its generation published (ThreadPool::run). Spinning workers read `generation` all the time, every thread claims tasks from `next` and
-  // the caller waits on `remaining`: each on a cache line of its own, so one thread's polling
-  // does not take the line another is writing.
+  // (busy == 0), then its generation published (ThreadPool::run). Spinning workers read
+  // `generation` all the time, every thread claims tasks from `next` (or `claimed`) and the
+  // caller waits on `remaining`: each on a cache line of its own, so one thread's polling does
+  // not take the line another is writing.
   alignas(64) std::atomic<uint64_t> generation{0};
   void (*fn)(void*, int64_t, int) = nullptr;
   void* ctx = nullptr;
@@ -145,8 +146,7 @@ struct ThreadPool::State {
     for (int64_t ran = 0;; ++ran) {
       const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
       if (t >= count) return ran;
-      fn(ctx, t, thread);
-      remaining.fetch_sub(1, std::memory_order_release);
+      run_task(t, thread);
     }
   }
 

@@ -37,15 +37,6 @@ std::vector<TacticSpec> global_average_tactics(const edgert_node*, const edgert_
 }
 
 void global_average_rows(const float* x, float* y, int64_t planes, int64_t size, bool avx512) {
-#if defined(__x86_64__)
-  if (avx512) {
-    auto means = [&](int64_t begin, int64_t end, int) { plane_means_avx512(x + begin * size, y + begin, end - begin, size); };
-    if (planes * size < (1 << 15)) return means(0, planes, 0);
-    return ThreadPool::instance().parallel_ranges(planes, means);
-  }
-#else
-  (void)avx512;
-#endif
   auto plane_mean = [&](int64_t p) {
     const float* xp = x + p * size;
     float acc[8] = {};
@@ -56,13 +47,16 @@ void global_average_rows(const float* x, float* y, int64_t planes, int64_t size,
     for (; i < size; ++i) sum += xp[i];
     y[p] = size > 0 ? sum / static_cast<float>(size) : 0.0f;
   };
-  if (planes * size < (1 << 15)) {
-    for (int64_t p = 0; p < planes; ++p) plane_mean(p);
-    return;
-  }
-  ThreadPool::instance().parallel_ranges(planes, [&](int64_t begin, int64_t end, int) {
+  auto means = [&](int64_t begin, int64_t end, int) {
+#if defined(__x86_64__)
+    if (avx512) return plane_means_avx512(x + begin * size, y + begin, end - begin, size);
+#else
+    (void)avx512;
+#endif
     for (int64_t p = begin; p < end; ++p) plane_mean(p);
-  });
+  };
+  if (planes * size < (1 << 15)) return means(0, planes, 0);
+  ThreadPool::instance().parallel_ranges(planes, means);
 }
 
 namespace {

@@ -500,6 +500,18 @@ void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block)
   }
 }
 
+// The 4 x 4 block of floats at src (rows src_stride apart) stored transposed at dst (rows
+// dst_stride apart), turned in registers.
+inline void store_4x4_transposed(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
+  Vec4 v[4];
+  for (int q = 0; q < 4; ++q) std::memcpy(&v[q], src + q * src_stride, sizeof(Vec4));
+  const Vec4 t0 = __builtin_shuffle(v[0], v[1], Vec4i{0, 4, 1, 5}), t1 = __builtin_shuffle(v[0], v[1], Vec4i{2, 6, 3, 7});
+  const Vec4 t2 = __builtin_shuffle(v[2], v[3], Vec4i{0, 4, 1, 5}), t3 = __builtin_shuffle(v[2], v[3], Vec4i{2, 6, 3, 7});
+  const Vec4 column[4] = {__builtin_shuffle(t0, t2, Vec4i{0, 1, 4, 5}), __builtin_shuffle(t0, t2, Vec4i{2, 3, 6, 7}),
+                          __builtin_shuffle(t1, t3, Vec4i{0, 1, 4, 5}), __builtin_shuffle(t1, t3, Vec4i{2, 3, 6, 7})};
+  for (int q = 0; q < 4; ++q) std::memcpy(dst + q * dst_stride, &column[q], sizeof(Vec4));
+}
+
 // Columns [k_begin, k_end) of the rows of one panel, 16 columns at a time: the 16 x mr floats
 // those fill in the panel (3 KB for the tall tile) stay in L1 while every row adds its 16, read
 // as one cache line. Row by row, each value went mr floats past the last (the whole panel, up to
@@ -524,19 +536,7 @@ void pack_a_panel(PackedA& out, int64_t panel, const float* src, int64_t row_str
           const float* from = src + r * row_stride + (pb - k_begin);
           float* to = block + (pb - p0) * mr + r;
           int64_t p = 0;
-          for (; p + 4 <= len; p += 4) {
-            Vec4 v[4], t[4];
-            for (int q = 0; q < 4; ++q) std::memcpy(&v[q], from + q * row_stride + p, sizeof(Vec4));
-            t[0] = __builtin_shuffle(v[0], v[1], Vec4i{0, 4, 1, 5});
-            t[1] = __builtin_shuffle(v[0], v[1], Vec4i{2, 6, 3, 7});
-            t[2] = __builtin_shuffle(v[2], v[3], Vec4i{0, 4, 1, 5});
-            t[3] = __builtin_shuffle(v[2], v[3], Vec4i{2, 6, 3, 7});
-            const Vec4 column[4] = {__builtin_shuffle(t[0], t[2], Vec4i{0, 1, 4, 5}),
-                                    __builtin_shuffle(t[0], t[2], Vec4i{2, 3, 6, 7}),
-                                    __builtin_shuffle(t[1], t[3], Vec4i{0, 1, 4, 5}),
-                                    __builtin_shuffle(t[1], t[3], Vec4i{2, 3, 6, 7})};
-            for (int q = 0; q < 4; ++q) std::memcpy(to + (p + q) * mr, &column[q], sizeof(Vec4));
-          }
+          for (; p + 4 <= len; p += 4) store_4x4_transposed(from + p, row_stride, to + p * mr, mr);
           for (; p < len; ++p)
             for (int q = 0; q < 4; ++q) to[p * mr + q] = from[q * row_stride + p];
         }

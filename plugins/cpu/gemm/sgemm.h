@@ -66,7 +66,8 @@ struct PackedA {
 void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, PackedA& out,
             bool one_k_block = false);
 // The same in steps, for an A made a few rows and columns at a time (Winograd's transformed
-// filters), without a copy of the whole A first: sizes `out` for an m x k A (zeros), then places
+// filters), without a copy of the whole A first: sizes `out` for an m x k A (rows past m zero,
+// the others left for pack_a_panel to write, every one of them), then places
 // columns [k_begin, k_end) of the rows of one panel (tile_rows(isa) rows from panel *
 // tile_rows), A(i, p) = src[(i - panel * tile_rows) * row_stride + (p - k_begin) * col_stride].
 void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block = false);
