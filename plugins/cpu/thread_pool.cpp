@@ -96,7 +96,7 @@ struct ThreadPool::State {
 
   // The current job: its fields rewritten only under `mutex` while no worker is checked in
   // (busy == 0), then its generation published (ThreadPool::run). Spinning workers read
-  // `generation` all the time, every thread claims tasks from `next` (or `claimed`) and the
+  // `generation` all the time, every thread claims tasks from its range (or `next`) and the
   // caller waits on `remaining`: each on a cache line of its own, so one thread's polling does
   // not take the line another is writing.
   alignas(64) std::atomic<uint64_t> generation{0};
@@ -104,14 +104,25 @@ struct ThreadPool::State {
   void* ctx = nullptr;
   int64_t count = 0;
   int max_threads = 1;
-  // A job of one task a thread (count <= the threads it may use): thread t runs task t, then
-  // takes any task still unclaimed (`claimed`, a bit a task), so a late worker's task is not
-  // waited for. Kernels split their work this way where the next kernel splits alike (a tall
-  // tile's rows, then the depthwise over the same channels) and reads what this thread wrote,
-  // from its own cache; with the shared counter either thread could take task 0.
-  bool affine = false;
+  // Tasks are dealt out in owned ranges: participating thread t owns [t count / P, (t + 1) count
+  // / P) of the P threads the job may use, runs it from the front, then takes tasks still
+  // unclaimed from the back of the others' ranges. A kernel's thread keeps to its part of the
+  // data, split alike from one kernel to the next (a tall tile's rows, then the depthwise over
+  // the same channels), and reads what it wrote from its own cache; a thread whose core is taken
+  // by another process (a shared vCPU runs at half speed) has the end of its range done by the
+  // others. With a shared counter either thread could take any task; with fixed halves a slow
+  // core held every job up. More than kMaxOwners threads use the counter (`next`).
+  static constexpr int kMaxOwners = 64;
+  int owners = 0;
   alignas(64) std::atomic<int64_t> next{0};
-  alignas(64) std::atomic<uint64_t> claimed{0};
+  // One range a thread, each on a cache line of its own: the next task from the front in the
+  // low 32 bits, the end (exclusive) in the high 32. The owner moves the front with one
+  // fetch_add; others move the end down by compare-exchange. Both halves in one word, a task is
+  // taken once: whichever change comes first leaves front >= end for the other.
+  struct alignas(64) OwnedRange {
+    std::atomic<uint64_t> span{0};
+  };
+  OwnedRange ranges[kMaxOwners];
   alignas(64) std::atomic<int64_t> remaining{0};
   alignas(64) std::atomic<int> busy{0};
   // Workers inside the mutex on their way to (or in) the condition variable's wait: the caller
@@ -125,9 +136,26 @@ struct ThreadPool::State {
   std::chrono::steady_clock::time_point alone_until{};
   std::chrono::milliseconds alone_period = kFirstAlonePeriod;
 
-  bool claim(int64_t task) {
-    const uint64_t bit = uint64_t{1} << task;
-    return (claimed.fetch_or(bit, std::memory_order_acq_rel) & bit) == 0;
+  static constexpr uint64_t kEndOne = uint64_t{1} << 32;
+  static uint64_t span_of(int64_t begin, int64_t end) {
+    return static_cast<uint64_t>(end) << 32 | static_cast<uint64_t>(begin);
+  }
+  // The next task of `owner`'s range from the front, or -1 when none is left. (A failed take
+  // moves the front past the end; each thread fails once a job, far from the end's bits.)
+  int64_t take_front(int owner) {
+    const uint64_t v = ranges[owner].span.fetch_add(1, std::memory_order_acq_rel);
+    const uint64_t front = v & 0xFFFFFFFFu, end = v >> 32;
+    return front < end ? static_cast<int64_t>(front) : -1;
+  }
+  // The last unclaimed task of `owner`'s range, or -1.
+  int64_t take_back(int owner) {
+    uint64_t v = ranges[owner].span.load(std::memory_order_acquire);
+    for (;;) {
+      const uint64_t front = v & 0xFFFFFFFFu, end = v >> 32;
+      if (front >= end) return -1;
+      if (ranges[owner].span.compare_exchange_weak(v, v - kEndOne, std::memory_order_acq_rel))
+        return static_cast<int64_t>(end - 1);
+    }
   }
   void run_task(int64_t t, int thread) {
     fn(ctx, t, thread);
@@ -136,18 +164,18 @@ struct ThreadPool::State {
 
   // Runs tasks until none is left to claim; returns how many this thread ran.
   int64_t run_tasks(int thread) {
-    if (affine) {
-      int64_t ran = 0;
-      if (thread < count && claim(thread)) run_task(thread, thread), ++ran;
-      for (int64_t t = 0; t < count; ++t)
-        if (t != thread && claim(t)) run_task(t, thread), ++ran;
+    int64_t ran = 0;
+    if (owners == 0) {
+      for (int64_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < count; ++ran) run_task(t, thread);
       return ran;
     }
-    for (int64_t ran = 0;; ++ran) {
-      const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
-      if (t >= count) return ran;
-      run_task(t, thread);
+    if (thread < owners)
+      for (int64_t t; (t = take_front(thread)) >= 0; ++ran) run_task(t, thread);
+    for (int i = 1; i < owners; ++i) {
+      const int victim = (thread + i) % owners;
+      for (int64_t t; (t = take_back(victim)) >= 0; ++ran) run_task(t, thread);
     }
+    return ran;
   }
 
   // One finished job: `tasks` in all, `mine` of them on the caller, which was busy for `own` of
@@ -261,9 +289,12 @@ void ThreadPool::run(int64_t count, int max_threads, void (*fn)(void*, int64_t, 
     s.ctx = ctx;
     s.count = count;
     s.max_threads = max_threads;
+    const int participants = std::min(max_threads, num_threads_);
+    s.owners = participants <= State::kMaxOwners && count < (int64_t{1} << 31) ? participants : 0;
     s.next.store(0, std::memory_order_relaxed);
-    s.affine = count <= std::min(max_threads, num_threads_) && count <= 64;
-    s.claimed.store(0, std::memory_order_relaxed);
+    for (int t = 0; t < s.owners; ++t)
+      s.ranges[t].span.store(State::span_of(t * count / s.owners, (t + 1) * count / s.owners),
+                             std::memory_order_relaxed);
     s.remaining.store(count, std::memory_order_relaxed);
   }
   // Published after the mutex is free: a spinning worker that saw the new generation while the

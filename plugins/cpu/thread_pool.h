@@ -30,7 +30,12 @@ class ThreadPool {
   // Calls fn(ctx, task, thread) once for every task in [0, count), spread over at most
   // max_threads threads; thread is in [0, min(num_threads(), max_threads)) and tells which
   // per-thread scratch a task may use (a kernel sized its workspace for some thread count in
-  // prepare; the pool may have grown since). Returns when every task has finished. While the
+  // prepare; the pool may have grown since). Thread t of the P taking part owns tasks
+  // [t count / P, (t + 1) count / P) and runs them in order; tasks of a range its owner has not
+  // reached yet are taken from the range's end by threads done with their own. A kernel that
+  // splits its data alike from one job to the next (same count) so finds on each thread what
+  // that thread wrote; one that wants its parts to end at given places makes count a multiple
+  // of P. Returns when every task has finished. While the
   // workers keep the caller waiting longer than it would take alone (their cores busy with
   // other processes), jobs run on the caller alone for a while (thread_pool.cpp: the guard).
   void run(int64_t count, int max_threads, void (*fn)(void* ctx, int64_t task, int thread), void* ctx);

@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "thread_pool.h"
 
@@ -137,6 +139,81 @@ TEST(ThreadPoolAffinity, OneTaskAThreadRunsTaskTOnThreadT) {
   }
   ASSERT_GT(both, 100) << "the worker joined too few jobs to judge";
   EXPECT_EQ(matched, both) << "tasks ran on the other thread in " << both - matched << " of " << both << " jobs";
+  pool.configure(0, false);
+}
+
+// Tasks run in one job of 8 on 2 threads, in the order each thread took them. `hold_task`, when
+// >= 0, waits (up to 500 ms) until `hold_until` tasks ran on the other thread. Every task first
+// waits for both threads to have started one; false when the worker never came (the caller ran
+// all 8).
+struct Taken {
+  std::vector<int64_t> on[2];
+};
+bool job_of_eight(Taken& taken, int64_t hold_task = -1, int hold_until = 0) {
+  std::atomic<int> started{0};
+  std::mutex mutex;
+  std::atomic<int> ran[2] = {0, 0};
+  ThreadPool::instance().parallel_for(8, [&](int64_t task, int thread) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (taken.on[thread].empty()) started.fetch_add(1);
+      taken.on[thread].push_back(task);
+    }
+    const auto until = std::chrono::steady_clock::now() + 500ms;
+    while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    if (task == hold_task)
+      while (ran[1 - thread].load() < hold_until && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    busy_for(20us);
+    ran[thread].fetch_add(1);
+  });
+  return !taken.on[1].empty();
+}
+
+// Thread t owns tasks [4t, 4t + 4) of 8 and starts at the front of its range, in order; tasks
+// it takes from the other range come from that range's end. With a shared counter the worker's
+// first task was whichever came next (1, or 0 when it came first).
+TEST(ThreadPoolOwnedRanges, EachThreadStartsAtTheFrontOfItsOwnRange) {
+  ThreadPool& pool = ThreadPool::instance();
+  pool.configure(2, false);
+  int both = 0;
+  for (int i = 0; i < 100; ++i) {
+    Taken taken;
+    if (!job_of_eight(taken)) continue;
+    ++both;
+    for (int t = 0; t < 2; ++t) {
+      const std::vector<int64_t>& on = taken.on[t];
+      ASSERT_EQ(on.front(), 4 * t) << "thread " << t << " started elsewhere";
+      size_t own = 0;
+      while (own < on.size() && on[own] / 4 == t) ++own;
+      for (size_t j = 1; j < own; ++j) EXPECT_EQ(on[j], on[j - 1] + 1) << "thread " << t << "'s own tasks out of order";
+      for (size_t j = own; j < on.size(); ++j)
+        EXPECT_EQ(on[j], j == own ? 4 * (1 - t) + 3 : on[j - 1] - 1) << "thread " << t << " took another's tasks not from the end";
+    }
+  }
+  ASSERT_GT(both, 50) << "the worker joined too few jobs to judge";
+  pool.configure(0, false);
+}
+
+// A thread held up in its first task (its core taken) has the rest of its range done by the other
+// thread, from the end: the caller runs 0-3, then 7, 6, 5 while the worker is held in task 4
+// until three tasks ran on the caller... after its own four. With fixed halves the caller
+// would wait; with a shared counter the worker's task would not be 4.
+TEST(ThreadPoolOwnedRanges, AThreadLeftBehindHasTheEndOfItsRangeTakenByTheOther) {
+  ThreadPool& pool = ThreadPool::instance();
+  pool.configure(2, false);
+  int judged = 0;
+  for (int i = 0; i < 100 && judged < 20; ++i) {
+    Taken taken;
+    if (!job_of_eight(taken, 4, 7)) continue;
+    if (taken.on[1].front() != 4) {
+      ADD_FAILURE() << "the worker's first task was " << taken.on[1].front();
+      break;
+    }
+    ++judged;
+    EXPECT_EQ(taken.on[0], (std::vector<int64_t>{0, 1, 2, 3, 7, 6, 5}));
+    EXPECT_EQ(taken.on[1], (std::vector<int64_t>{4}));
+  }
+  EXPECT_EQ(judged, 20) << "the worker joined too few jobs to judge";
   pool.configure(0, false);
 }
 

@@ -244,8 +244,22 @@ struct Job {
   float* scratch;
   int64_t m_tasks, n_tasks, n_panels;
   // Tasks split A's rows in units of this many (a tall tile's 16-row vectors; else whole
-  // panels): m_units of them.
+  // panels): m_units of them, in m_parts runs; a run is cut at A's panel boundaries into
+  // part_chunks tasks (row tasks m_tasks = m_parts x part_chunks), the last ones empty where a
+  // run has fewer panels.
   int64_t row_unit, m_units;
+  int64_t m_parts = 1, part_chunks = 1;
+
+  // Rows [r0, r1) of row task tm (empty when r0 >= r1).
+  void task_rows(int64_t tm, int64_t& r0, int64_t& r1) const {
+    const int64_t part = tm / part_chunks, c = tm % part_chunks;
+    const int64_t u0 = part * m_units / m_parts, u1 = (part + 1) * m_units / m_parts;
+    const int64_t per_panel = mr / row_unit, first_panel = u0 / per_panel;
+    const int64_t c0 = c == 0 ? u0 : (first_panel + c) * per_panel;
+    const int64_t c1 = c == part_chunks - 1 ? u1 : std::min(u1, (first_panel + c + 1) * per_panel);
+    r0 = c0 * row_unit;
+    r1 = c0 >= u1 ? r0 : std::min(a->m, c1 * row_unit);
+  }
   // B packed whole (k block p0 at p0 * n_panels * nr, its panels kc x nr each), or null:
   // each task packs the columns it needs.
   float* shared_b = nullptr;
@@ -304,7 +318,9 @@ struct Job {
 
   void run(int64_t task, int thread) const {
     const int64_t tm = task / n_tasks, tn = task % n_tasks;
-    const int64_t r0 = tm * m_units / m_tasks * row_unit, r1 = std::min(a->m, (tm + 1) * m_units / m_tasks * row_unit);
+    int64_t r0, r1;
+    task_rows(tm, r0, r1);
+    if (r0 >= r1) return;
     const int64_t j0 = tn * n_panels / n_tasks * nr, j1 = std::min(n, (tn + 1) * n_panels / n_tasks * nr);
     const int64_t m = a->m, k = a->k, kc = a->kc, m_padded = padded_rows(m, mr);
     const int64_t scratch_floats = thread_scratch_floats(kc);
@@ -594,19 +610,33 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
     if (split_columns(threads, a.isa, a.m, n)) {
       job.n_tasks = std::min(job.n_panels, 4 * threads);
     } else if (shared_floats > 0) {
-      // Every task reads all of the shared B. In 16-row units: one task a thread, each its share
-      // (more tasks made strips of 16 and 32 rows, each a pass over B: a 960 -> 160 projection
-      // on 7x7 ran 32% slower with four a thread, 3% faster with one).
-      job.m_tasks = std::min(job.m_units, (row_unit < mr ? 1 : 4) * threads);
+      // Every task reads all of the shared B. Tall tiles: one run of 16-row units a thread, each
+      // its share, cut where A's panels end (tasks of a few 16-row units made strips of 16 and 32
+      // rows, each a pass over B: a 960 -> 160 projection on 7x7 ran 32% slower with four a
+      // thread, 3% faster with one); the pool runs a thread's own chunks in order and gives a
+      // thread left behind (its core taken) the help of the other from the end of its run.
+      if (row_unit < mr) {
+        job.m_parts = std::min(job.m_units, threads);
+        const int64_t per_panel = mr / row_unit;
+        for (int64_t part = 0; part < job.m_parts; ++part) {
+          const int64_t u0 = part * job.m_units / job.m_parts, u1 = (part + 1) * job.m_units / job.m_parts;
+          job.part_chunks = std::max(job.part_chunks, (u1 + per_panel - 1) / per_panel - u0 / per_panel);
+        }
+        job.m_tasks = job.m_parts * job.part_chunks;
+      } else {
+        job.m_tasks = job.m_parts = std::min(job.m_units, 4 * threads);
+      }
     } else if (reads_b_in_place(a, b)) {
-      // Nothing to pack: one run of rows (output channels) a thread, over all the columns, so
-      // the depthwise after an expansion finds its planes in the cache of the core that wrote
-      // them (mobilenet_v2 1.7%, efficientnet_b0 1.0% faster at 2 threads than tasks of a row
-      // panel and a column panel, which mixed both halves on both cores).
-      job.m_tasks = std::min(job.m_units, threads);
+      // Nothing to pack: one run of rows (output channels) a thread, so the depthwise after an
+      // expansion finds its planes in the cache of the core that wrote them (mobilenet_v2 1.7%,
+      // efficientnet_b0 1.0% faster at 2 threads than tasks of a row panel and a column panel
+      // dealt out in turn, which mixed both halves on both cores); the columns in a few tasks
+      // each, the pool's owned ranges keeping a thread to its rows while it keeps up.
+      job.m_tasks = job.m_parts = std::min(job.m_units, threads);
+      job.n_tasks = std::min<int64_t>(job.n_panels, ThreadPool::kRangesPerThread);
     } else {
       job.n_tasks = job.n_panels;
-      job.m_tasks = std::min(job.m_units, (4 * threads + job.n_tasks - 1) / job.n_tasks);
+      job.m_tasks = job.m_parts = std::min(job.m_units, (4 * threads + job.n_tasks - 1) / job.n_tasks);
     }
   }
   if (a.k == 0) {
