@@ -24,8 +24,20 @@ constexpr int64_t kNC = 128;  // columns per B block (rounded down to whole pane
 constexpr int kMaxTile = 48 * 8;  // the largest tile (48x8 > 8x32)
 constexpr int64_t kMaxNR = kMaxPanelColumns;
 
-// Per-thread B block: kKC x kNC, or (A packed as one long k block) kc rows of at least one panel.
-int64_t thread_scratch_floats(int64_t kc) { return std::max(kKC * kNC, kc * kMaxNR); }
+// A tall tile packs A as one k block, and each B block of nc columns has all of A stream past
+// it (from L3 for the 2 MB of squeezenet's classifier, 600 KB of a 960-wide projection):
+// its B blocks are up to kTallNC columns and kTallBlockFloats (384 KB, beside A's 48-row panel
+// in a 1 MB L2). With 128 KB blocks, squeezenet's classifier (K 512, 169 columns) streamed A
+// three times, mobilenet_v2's 7x7 projections (K 960, 49 columns) twice.
+constexpr int64_t kTallNC = 256;
+constexpr int64_t kTallBlockFloats = 96 << 10;
+
+// Per-thread B block: kKC x kNC, or (A packed as one long k block) kc rows of at least one
+// panel and up to a tall tile's block.
+int64_t thread_scratch_floats(int64_t kc) {
+  const int64_t tall_block = kc > kKC ? std::min(kTallBlockFloats, kc * kTallNC) : 0;
+  return std::max({kKC * kNC, kc * kMaxNR, tall_block});
+}
 
 int64_t k_block(int64_t k) {
   const int64_t blocks = std::max<int64_t>(1, (k + kKC - 1) / kKC);
@@ -325,8 +337,9 @@ struct Job {
     const int64_t m = a->m, k = a->k, kc = a->kc, m_padded = padded_rows(m, mr);
     const int64_t scratch_floats = thread_scratch_floats(kc);
     float* bpack = scratch + static_cast<size_t>(thread) * static_cast<size_t>(scratch_floats);
-    // Columns per B block: kNC, fewer when the k block is longer than kKC.
-    const int64_t nc = std::max(nr, std::min(kNC, scratch_floats / kc) / nr * nr);
+    // Columns per B block: kNC (a tall tile: kTallNC), fewer when the k block is long.
+    const int64_t nc_cap = is_tall(a->isa) ? kTallNC : kNC;
+    const int64_t nc = std::max(nr, std::min(nc_cap, scratch_floats / kc) / nr * nr);
     const bool inline_add = addend_inline(*y, *ep);
     const bool fusable = fused_epilogue_applies(a->isa, *y, *ep);
     alignas(64) float tile[kMaxTile];
