@@ -279,6 +279,7 @@ const std::vector<ConvCase>& conv_cases() {
       {1, 260, 250, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true},      // Winograd with 4 MB of weights: spread at 2 threads
       {1, 300, 40, 9, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},     // 1x1, K = 300: one k block in place, two packed
       {1, 24, 160, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},      // 1x1 on 7x7, 160 rows: 2 threads split a 48-row panel
+      {1, 20, 50, 10, 10, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, false},    // 1x1, 100 columns: a tall tile's last panel 2 of 7
       {1, 64, 20, 65, 64, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true},     // 1x1 with 1 MB of B: in place, next panels prefetched
   };
   return cases;

@@ -43,6 +43,11 @@ void ukernel_48x8_avx512_tall(int64_t kc, const float* a, const float* b, float*
 // full tile.
 void ukernel_tall_rows_avx512(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                               bool accumulate);
+// The last panel of a B whose width leaves `live` (1 to 3) of its nr columns: those only are
+// multiplied (a 13x13 image's 169 columns leave 1 of 7, and the whole tile cost 1/25 of the
+// layer for 1/169 of its columns); the tile's other columns are zeros. Rows as above.
+void ukernel_tall_narrow_avx512(int vectors, int nr, int live, int64_t kc, const float* a, const float* b, float* c,
+                                int64_t ldc, bool accumulate);
 
 // The tiles finishing a TileEpilogue in registers: 8x32, the same on B read in place, the tall ones.
 void ukernel_8x32_avx512_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,

@@ -30,6 +30,8 @@ constexpr int64_t kMaxNR = kMaxPanelColumns;
 // in a 1 MB L2). With 128 KB blocks, squeezenet's classifier (K 512, 169 columns) streamed A
 // three times, mobilenet_v2's 7x7 projections (K 960, 49 columns) twice.
 constexpr int64_t kTallNC = 256;
+// A tall tile's last panel with this many columns or fewer multiplies those only.
+constexpr int64_t kTallNarrowColumns = 3;
 constexpr int64_t kTallBlockFloats = 96 << 10;
 
 // Per-thread B block: kKC x kNC, or (A packed as one long k block) kc rows of at least one
@@ -294,6 +296,9 @@ struct Job {
 #if defined(__x86_64__)
     if (ldb != nr) return ukernel_8x32_avx512_in_place(kc, ap, bp, ldb, c, ldc, accumulate, prefetch_b);
     if (a->isa == Isa::Avx512 && nv <= 16) return ukernel_8x16_of_32_avx512(kc, ap, bp, ldb, c, ldc, accumulate);
+    if (is_tall(a->isa) && nv <= kTallNarrowColumns)
+      return ukernel_tall_narrow_avx512(static_cast<int>((mv + 15) / 16), static_cast<int>(nr), static_cast<int>(nv), kc,
+                                        ap, bp, c, ldc, accumulate);
     if (is_tall(a->isa) && mv <= 32)
       return ukernel_tall_rows_avx512(static_cast<int>((mv + 15) / 16), static_cast<int>(nr), kc, ap, bp, c, ldc,
                                       accumulate);

@@ -240,11 +240,14 @@ __attribute__((noinline)) void store_48xn_apart(__m512 (&acc)[N][kV], float* c, 
 // may be C itself), activation.
 // kV < 3: 16 kV rows of a 48-row panel only, a from the first of them (a panel's last rows
 // when A has no more, or a thread's share of A's rows that starts or ends inside the panel).
-template <int N, bool kEpilogue = false, ActivationKind A = ActivationKind::None, int kV = 3>
+// kLive < N: a panel's last kLive columns only are B's (the last panel of a B whose width is
+// not a multiple of N): the others are not multiplied and leave the tile as zeros.
+template <int N, bool kEpilogue = false, ActivationKind A = ActivationKind::None, int kV = 3, int kLive = N>
 inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
                         const TileEpilogue* e = nullptr) {
   static_assert(N == 7 || N == 8, "7 or 8 columns");
   static_assert(kV >= 1 && kV <= 3, "1 to 3 vectors of A rows");
+  static_assert(kLive >= 1 && kLive <= N, "1 to N live columns");
   constexpr int kPanelRows = 48;
   __m512 acc[N][kV];
 #pragma GCC unroll 8
@@ -256,7 +259,7 @@ inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, in
 #pragma GCC unroll 3
     for (int h = 0; h < kV; ++h) av[h] = _mm512_loadu_ps(a + 16 * h);
 #pragma GCC unroll 8
-    for (int j = 0; j < N; ++j) {
+    for (int j = 0; j < kLive; ++j) {
       const __m512 bv = _mm512_set1_ps(b[j]);
 #pragma GCC unroll 3
       for (int h = 0; h < kV; ++h) acc[j][h] = _mm512_fmadd_ps(av[h], bv, acc[j][h]);
@@ -288,6 +291,31 @@ void ukernel_tall_rows_avx512(int vectors, int nr, int64_t kc, const float* a, c
   if (vectors == 1) return kernel_48xn<7, false, ActivationKind::None, 1>(kc, a, b, c, ldc, accumulate);
   if (vectors == 2) return kernel_48xn<7, false, ActivationKind::None, 2>(kc, a, b, c, ldc, accumulate);
   kernel_48xn<7>(kc, a, b, c, ldc, accumulate);
+}
+
+namespace {
+
+template <int N, int kLive>
+void tall_live_rows(int vectors, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
+  if (vectors == 1) return kernel_48xn<N, false, ActivationKind::None, 1, kLive>(kc, a, b, c, ldc, accumulate);
+  if (vectors == 2) return kernel_48xn<N, false, ActivationKind::None, 2, kLive>(kc, a, b, c, ldc, accumulate);
+  kernel_48xn<N, false, ActivationKind::None, 3, kLive>(kc, a, b, c, ldc, accumulate);
+}
+
+template <int N>
+void tall_narrow(int vectors, int live, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                 bool accumulate) {
+  if (live == 1) return tall_live_rows<N, 1>(vectors, kc, a, b, c, ldc, accumulate);
+  if (live == 2) return tall_live_rows<N, 2>(vectors, kc, a, b, c, ldc, accumulate);
+  tall_live_rows<N, 3>(vectors, kc, a, b, c, ldc, accumulate);
+}
+
+}  // namespace
+
+void ukernel_tall_narrow_avx512(int vectors, int nr, int live, int64_t kc, const float* a, const float* b, float* c,
+                                int64_t ldc, bool accumulate) {
+  if (nr == 8) return tall_narrow<8>(vectors, live, kc, a, b, c, ldc, accumulate);
+  tall_narrow<7>(vectors, live, kc, a, b, c, ldc, accumulate);
 }
 
 namespace {
