@@ -20,6 +20,7 @@ enum ConvTactic : int64_t {
   kConv1x1Avx512 = 13,
   kConv1x1Avx512Tall = 14,
   kConv1x1Avx512InPlace = 15,  // the 8x32 tile reading the image's rows in place (no packed B)
+  kConv1x1Avx512TallInPlace = 16,  // the 48x7 tile the same way
   kConvIm2colPortable = 20,
   kConvIm2colAvx2 = 21,
   kConvIm2colNeon = 22,
@@ -101,6 +102,7 @@ gemm::Isa isa_of(int64_t tactic) {
   if (tactic == kConvWinogradAvx512Tall || tactic == kConvWinograd43Avx512Tall) return gemm::Isa::Avx512Tall;
   if (tactic == kConvWinogradAvx512Tall8) return gemm::Isa::Avx512Tall8;
   if (tactic == kConv1x1Avx512InPlace) return gemm::Isa::Avx512;
+  if (tactic == kConv1x1Avx512TallInPlace) return gemm::Isa::Avx512Tall;
   const bool wino43 = tactic >= kConvWinograd43Portable && tactic <= kConvWinograd43Avx512;
   switch (wino43 ? tactic - kConvWinograd43Portable : tactic % 10) {
     case 1: return gemm::Isa::Avx2Fma;
@@ -206,6 +208,8 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   const bool tall = false;
 #endif
   if (is_pointwise(s.g) && tall) out.push_back({kConv1x1Avx512Tall, "f32-conv-1x1-gemm-48x7-avx512"});
+  if (is_pointwise(s.g) && tall && !channel_scaled)
+    out.push_back({kConv1x1Avx512TallInPlace, "f32-conv-1x1-gemm-48x7-inplace-avx512"});
   if (is_pointwise(s.g))
     add_gemm_tactics(out, kConv1x1Portable, "f32-conv-1x1-gemm-8x32-avx512", "f32-conv-1x1-gemm-6x16-avx2",
                      "f32-conv-1x1-gemm-6x16-neon", "f32-conv-1x1-gemm-6x16-portable");
@@ -239,7 +243,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   if (x.rank != 3 && x.rank != 4) return false;
   switch (tactic) {
     case kConv1x1Portable: case kConv1x1Avx2: case kConv1x1Neon: case kConv1x1Avx512: case kConv1x1Avx512Tall:
-    case kConv1x1Avx512InPlace:
+    case kConv1x1Avx512InPlace: case kConv1x1Avx512TallInPlace:
       algorithm_ = Algorithm::Gemm1x1;
       break;
     case kConvGemvPortable: case kConvGemvAvx2: case kConvGemvAvx512: algorithm_ = Algorithm::Gemv; break;
@@ -261,7 +265,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   }
   if (channel_scaled && algorithm_ != Algorithm::Gemm1x1) return false;
   // B read in place has no packing pass to apply a channel scale in.
-  in_place_ = tactic == kConv1x1Avx512InPlace;
+  in_place_ = tactic == kConv1x1Avx512InPlace || tactic == kConv1x1Avx512TallInPlace;
   if (in_place_ && channel_scaled) return false;
   // An engine tuned on another CPU may name an ISA this one lacks: run the same algorithm on
   // the best ISA available here.
@@ -384,7 +388,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
     // The in-place tile reads B's rows where they lie, so k blocks would keep no packed block in
     // cache; they only add a pass over C per block (384 -> 64 on 14x14: 3.8% faster at 2
     // threads as one block, 0.8% at 1).
-    const bool one_block = residual || tactic == kConv1x1Avx512InPlace;
+    const bool one_block = residual || in_place_;
     if (packed_from_ != w.data || packed_tactic_ != tactic || packed_one_block_ != one_block) {
       const int64_t mg = out_channels_ / group_, k = (channels_ / group_) * taps;
       packed_one_block_ = one_block;

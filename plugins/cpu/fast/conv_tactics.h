@@ -1,6 +1,7 @@
 // Optimized float32 tactics of Conv and edgert.FusedConv (1-D and 2-D, any group):
 //   f32-conv-1x1-gemm-6x16-*     1x1, stride 1, no pad: packed GEMM straight on NCHW
 //   f32-conv-1x1-gemm-8x32-inplace-avx512  the same with the image's rows read in place, unpacked
+//   f32-conv-1x1-gemm-48x7-inplace-avx512  the tall tile (below) the same way
 //   f32-conv-1x1-gemv-16-*       the same on a 1x1 image (squeeze-and-excitation): packed GEMV
 //   f32-conv-im2col-gemm-6x16-*  any other dense or grouped conv: GEMM, im2col done while packing
 //   f32-conv-*-gemm-48x7-avx512  these and the Winograd tactics on images of fewer than 1024

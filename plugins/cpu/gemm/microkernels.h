@@ -62,8 +62,13 @@ void ukernel_8x32_avx512_in_place_epilogue(int64_t kc, const float* a, const flo
                                            bool prefetch_next);
 // The same for the tall tiles, 16 x `vectors` (1 to 3) rows x nr (nr 7 or 8): a whole 48-row
 // tile, or a strip of 16 or 32 of its rows (a reads from the strip's first row).
-void ukernel_48xn_avx512_tall_epilogue(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c,
-                                       int64_t ldc, bool accumulate, const TileEpilogue& epilogue);
+void ukernel_48xn_avx512_tall_epilogue(int vectors, int nr, int64_t kc, const float* a, const float* b, int64_t ldb,
+                                       float* c, int64_t ldc, bool accumulate, const TileEpilogue& epilogue);
+// A 48x7 tile (16 x `vectors` rows) reading B where it lies, its k rows ldb floats apart
+// (f32-conv-1x1-gemm-48x7-inplace-avx512): the 7 values of a row are the broadcasts, so B needs
+// no packing (a whole panel of columns inside B; the last, narrower one is packed).
+void ukernel_tall_in_place_avx512(int vectors, int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                                  int64_t ldc, bool accumulate);
 #endif
 #if defined(__aarch64__)
 void ukernel_6x16_neon(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);

@@ -178,8 +178,8 @@ void pack_b(const BSource& b, int64_t nr, int64_t p0, int64_t kc, int64_t j0, in
 
 // Whether sgemm reads b in place (BSource::in_place) with a's micro-kernel.
 bool reads_b_in_place(const PackedA& a, const BSource& b) {
-  return b.in_place && a.isa == Isa::Avx512 && b.kind == BSource::Kind::Strided && b.col_stride == 1 &&
-         !b.row_scale && isa_available(Isa::Avx512);
+  return b.in_place && (a.isa == Isa::Avx512 || a.isa == Isa::Avx512Tall) && b.kind == BSource::Kind::Strided &&
+         b.col_stride == 1 && !b.row_scale && isa_available(Isa::Avx512);
 }
 
 // Whether the last k block adds bias and addend as it stores each tile (beta 1, unit column
@@ -264,6 +264,17 @@ struct Job {
   int64_t row_unit, m_units;
   int64_t m_parts = 1, part_chunks = 1;
 
+  // A's rows in one run of row units a thread, each cut where A's panels end.
+  void split_rows_in_runs(int64_t threads) {
+    m_parts = std::min(m_units, threads);
+    const int64_t per_panel = mr / row_unit;
+    for (int64_t part = 0; part < m_parts; ++part) {
+      const int64_t u0 = part * m_units / m_parts, u1 = (part + 1) * m_units / m_parts;
+      part_chunks = std::max(part_chunks, (u1 + per_panel - 1) / per_panel - u0 / per_panel);
+    }
+    m_tasks = m_parts * part_chunks;
+  }
+
   // Rows [r0, r1) of row task tm (empty when r0 >= r1).
   void task_rows(int64_t tm, int64_t& r0, int64_t& r1) const {
     const int64_t part = tm / part_chunks, c = tm % part_chunks;
@@ -294,6 +305,8 @@ struct Job {
   void multiply(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, bool accumulate,
                 int64_t mv, int64_t nv) const {
 #if defined(__x86_64__)
+    if (ldb != nr && a->isa == Isa::Avx512Tall)
+      return ukernel_tall_in_place_avx512(static_cast<int>((mv + 15) / 16), kc, ap, bp, ldb, c, ldc, accumulate);
     if (ldb != nr) return ukernel_8x32_avx512_in_place(kc, ap, bp, ldb, c, ldc, accumulate, prefetch_b);
     if (a->isa == Isa::Avx512 && nv <= 16) return ukernel_8x16_of_32_avx512(kc, ap, bp, ldb, c, ldc, accumulate);
     if (is_tall(a->isa) && nv <= kTallNarrowColumns)
@@ -312,11 +325,11 @@ struct Job {
   void multiply_finished(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, bool accumulate,
                          const TileEpilogue& te, int64_t mv) const {
 #if defined(__x86_64__)
-    if (ldb != nr)
+    if (ldb != nr && a->isa == Isa::Avx512)
       return ukernel_8x32_avx512_in_place_epilogue(kc, ap, bp, ldb, c, y->row_stride, accumulate, te, prefetch_b);
     if (a->isa == Isa::Avx512) return ukernel_8x32_avx512_epilogue(kc, ap, bp, c, y->row_stride, accumulate, te);
-    ukernel_48xn_avx512_tall_epilogue(static_cast<int>(mv / 16), static_cast<int>(nr), kc, ap, bp, c, y->row_stride,
-                                      accumulate, te);
+    ukernel_48xn_avx512_tall_epilogue(static_cast<int>(mv / 16), static_cast<int>(nr), kc, ap, bp, ldb, c,
+                                      y->row_stride, accumulate, te);
 #else
     (void)kc, (void)ap, (void)bp, (void)ldb, (void)c, (void)accumulate, (void)te, (void)mv;
 #endif
@@ -634,16 +647,13 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
       // thread, 3% faster with one); the pool runs a thread's own chunks in order and gives a
       // thread left behind (its core taken) the help of the other from the end of its run.
       if (row_unit < mr) {
-        job.m_parts = std::min(job.m_units, threads);
-        const int64_t per_panel = mr / row_unit;
-        for (int64_t part = 0; part < job.m_parts; ++part) {
-          const int64_t u0 = part * job.m_units / job.m_parts, u1 = (part + 1) * job.m_units / job.m_parts;
-          job.part_chunks = std::max(job.part_chunks, (u1 + per_panel - 1) / per_panel - u0 / per_panel);
-        }
-        job.m_tasks = job.m_parts * job.part_chunks;
+        job.split_rows_in_runs(threads);
       } else {
         job.m_tasks = job.m_parts = std::min(job.m_units, 4 * threads);
       }
+    } else if (reads_b_in_place(a, b) && row_unit < mr) {
+      // A tall tile on B in place: as on a shared B (all of B read by every task), rows in runs.
+      job.split_rows_in_runs(threads);
     } else if (reads_b_in_place(a, b)) {
       // Nothing to pack: one run of rows (output channels) a thread, so the depthwise after an
       // expansion finds its planes in the cache of the core that wrote them (mobilenet_v2 1.7%,

@@ -243,7 +243,7 @@ __attribute__((noinline)) void store_48xn_apart(__m512 (&acc)[N][kV], float* c, 
 // kLive < N: a panel's last kLive columns only are B's (the last panel of a B whose width is
 // not a multiple of N): the others are not multiplied and leave the tile as zeros.
 template <int N, bool kEpilogue = false, ActivationKind A = ActivationKind::None, int kV = 3, int kLive = N>
-inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
+inline void kernel_48xn(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
                         const TileEpilogue* e = nullptr) {
   static_assert(N == 7 || N == 8, "7 or 8 columns");
   static_assert(kV >= 1 && kV <= 3, "1 to 3 vectors of A rows");
@@ -265,7 +265,7 @@ inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, in
       for (int h = 0; h < kV; ++h) acc[j][h] = _mm512_fmadd_ps(av[h], bv, acc[j][h]);
     }
     a += kPanelRows;
-    b += N;
+    b += ldb;
   }
   if (kEpilogue) return store_48xn_apart<N, kEpilogue, A, kV>(acc, c, ldc, accumulate, e);
   store_48xn<N, kEpilogue, A, kV>(acc, c, ldc, accumulate, e);
@@ -274,32 +274,32 @@ inline void kernel_48xn(int64_t kc, const float* a, const float* b, float* c, in
 }  // namespace
 
 void ukernel_48x7_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  kernel_48xn<7>(kc, a, b, c, ldc, accumulate);
+  kernel_48xn<7>(kc, a, b, 7, c, ldc, accumulate);
 }
 
 void ukernel_48x8_avx512_tall(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  kernel_48xn<8>(kc, a, b, c, ldc, accumulate);
+  kernel_48xn<8>(kc, a, b, 8, c, ldc, accumulate);
 }
 
 void ukernel_tall_rows_avx512(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                               bool accumulate) {
   if (nr == 8) {
-    if (vectors == 1) return kernel_48xn<8, false, ActivationKind::None, 1>(kc, a, b, c, ldc, accumulate);
-    if (vectors == 2) return kernel_48xn<8, false, ActivationKind::None, 2>(kc, a, b, c, ldc, accumulate);
-    return kernel_48xn<8>(kc, a, b, c, ldc, accumulate);
+    if (vectors == 1) return kernel_48xn<8, false, ActivationKind::None, 1>(kc, a, b, 8, c, ldc, accumulate);
+    if (vectors == 2) return kernel_48xn<8, false, ActivationKind::None, 2>(kc, a, b, 8, c, ldc, accumulate);
+    return kernel_48xn<8>(kc, a, b, 8, c, ldc, accumulate);
   }
-  if (vectors == 1) return kernel_48xn<7, false, ActivationKind::None, 1>(kc, a, b, c, ldc, accumulate);
-  if (vectors == 2) return kernel_48xn<7, false, ActivationKind::None, 2>(kc, a, b, c, ldc, accumulate);
-  kernel_48xn<7>(kc, a, b, c, ldc, accumulate);
+  if (vectors == 1) return kernel_48xn<7, false, ActivationKind::None, 1>(kc, a, b, 7, c, ldc, accumulate);
+  if (vectors == 2) return kernel_48xn<7, false, ActivationKind::None, 2>(kc, a, b, 7, c, ldc, accumulate);
+  kernel_48xn<7>(kc, a, b, 7, c, ldc, accumulate);
 }
 
 namespace {
 
 template <int N, int kLive>
 void tall_live_rows(int vectors, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
-  if (vectors == 1) return kernel_48xn<N, false, ActivationKind::None, 1, kLive>(kc, a, b, c, ldc, accumulate);
-  if (vectors == 2) return kernel_48xn<N, false, ActivationKind::None, 2, kLive>(kc, a, b, c, ldc, accumulate);
-  kernel_48xn<N, false, ActivationKind::None, 3, kLive>(kc, a, b, c, ldc, accumulate);
+  if (vectors == 1) return kernel_48xn<N, false, ActivationKind::None, 1, kLive>(kc, a, b, N, c, ldc, accumulate);
+  if (vectors == 2) return kernel_48xn<N, false, ActivationKind::None, 2, kLive>(kc, a, b, N, c, ldc, accumulate);
+  kernel_48xn<N, false, ActivationKind::None, 3, kLive>(kc, a, b, N, c, ldc, accumulate);
 }
 
 template <int N>
@@ -321,27 +321,34 @@ void ukernel_tall_narrow_avx512(int vectors, int nr, int live, int64_t kc, const
 namespace {
 
 template <int N, int kV>
-void tall_epilogue(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate,
+void tall_epilogue(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
                    const TileEpilogue* e) {
   with_lane_activation(e->kind, [&](auto kind) {
-    kernel_48xn<N, true, decltype(kind)::value, kV>(kc, a, b, c, ldc, accumulate, e);
+    kernel_48xn<N, true, decltype(kind)::value, kV>(kc, a, b, ldb, c, ldc, accumulate, e);
   });
 }
 
 template <int N>
-void tall_epilogue_rows(int vectors, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+void tall_epilogue_rows(int vectors, int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
                         bool accumulate, const TileEpilogue* e) {
-  if (vectors == 1) return tall_epilogue<N, 1>(kc, a, b, c, ldc, accumulate, e);
-  if (vectors == 2) return tall_epilogue<N, 2>(kc, a, b, c, ldc, accumulate, e);
-  tall_epilogue<N, 3>(kc, a, b, c, ldc, accumulate, e);
+  if (vectors == 1) return tall_epilogue<N, 1>(kc, a, b, ldb, c, ldc, accumulate, e);
+  if (vectors == 2) return tall_epilogue<N, 2>(kc, a, b, ldb, c, ldc, accumulate, e);
+  tall_epilogue<N, 3>(kc, a, b, ldb, c, ldc, accumulate, e);
 }
 
 }  // namespace
 
-void ukernel_48xn_avx512_tall_epilogue(int vectors, int nr, int64_t kc, const float* a, const float* b, float* c,
-                                       int64_t ldc, bool accumulate, const TileEpilogue& epilogue) {
-  if (nr == 8) return tall_epilogue_rows<8>(vectors, kc, a, b, c, ldc, accumulate, &epilogue);
-  tall_epilogue_rows<7>(vectors, kc, a, b, c, ldc, accumulate, &epilogue);
+void ukernel_48xn_avx512_tall_epilogue(int vectors, int nr, int64_t kc, const float* a, const float* b, int64_t ldb,
+                                       float* c, int64_t ldc, bool accumulate, const TileEpilogue& epilogue) {
+  if (nr == 8) return tall_epilogue_rows<8>(vectors, kc, a, b, ldb, c, ldc, accumulate, &epilogue);
+  tall_epilogue_rows<7>(vectors, kc, a, b, ldb, c, ldc, accumulate, &epilogue);
+}
+
+void ukernel_tall_in_place_avx512(int vectors, int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                                  int64_t ldc, bool accumulate) {
+  if (vectors == 1) return kernel_48xn<7, false, ActivationKind::None, 1>(kc, a, b, ldb, c, ldc, accumulate);
+  if (vectors == 2) return kernel_48xn<7, false, ActivationKind::None, 2>(kc, a, b, ldb, c, ldc, accumulate);
+  kernel_48xn<7>(kc, a, b, ldb, c, ldc, accumulate);
 }
 
 void ukernel_8x16_of_32_avx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
