@@ -25,8 +25,11 @@ int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 // there when it costs the busiest thread no more panel products and V and M stay within 2.5 MB.
 // Measured as whole models, runs of the two alternated in one process at 2 threads: resnet18
 // 3% faster (its 14x14 and 7x7 stages spread); squeezenet's 196-tile layers (weights under 0.3
-// MB) 4% slower spread, hence the weights' threshold.
-constexpr int64_t kSpreadMinWeights = 3 << 20;
+// MB) 4% slower spread, hence the weights' threshold. Its 13x13 layers (1-2.4 MB of weights,
+// F(4x4)'s 16 tiles made two blocks of 8, each GEMM computing 16 columns and each thread
+// streaming all the weights) run twice as fast spread (0.33 -> 0.16 ms each), so the threshold
+// is 1 MB, not the 3 MB first chosen from resnet18's layers.
+constexpr int64_t kSpreadMinWeights = 1 << 20;
 constexpr int64_t kSpreadMaxBytes = 5 << 19;
 
 bool spread_steps_pays(int64_t tiles, int64_t block, int64_t nr, int64_t positions, int64_t threads,
