@@ -30,9 +30,9 @@ constexpr int64_t kMaxNR = kMaxPanelColumns;
 // in a 1 MB L2). With 128 KB blocks, squeezenet's classifier (K 512, 169 columns) streamed A
 // three times, mobilenet_v2's 7x7 projections (K 960, 49 columns) twice.
 constexpr int64_t kTallNC = 256;
+constexpr int64_t kTallBlockFloats = 96 << 10;
 // A tall tile's last panel with this many columns or fewer multiplies those only.
 constexpr int64_t kTallNarrowColumns = 3;
-constexpr int64_t kTallBlockFloats = 96 << 10;
 
 // Per-thread B block: kKC x kNC, or (A packed as one long k block) kc rows of at least one
 // panel and up to a tall tile's block.
@@ -629,10 +629,10 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
   ThreadPool& pool = ThreadPool::instance();
   const int64_t threads = std::max(1, std::min(pool.num_threads(), max_threads));
   const int64_t mr = tile_rows(a.isa), nr = tile_cols(a.isa);
-  // A tall tile's rows go to tasks 16 at a time, one task a thread: in 48-row panels 160 rows
-  // made tasks of 48, 48, 48 and 16 rows, 96 against 64 for two threads (112 rows: 96 against
-  // 16), and with more panels, tasks of 3 or 4 of them still left one thread a panel behind
-  // (a 320 -> 1280 expansion on 7x7 8% faster in halves).
+  // A tall tile's rows go to threads 16 at a time, one run a thread (Job::split_rows_in_runs):
+  // in 48-row panels 160 rows made tasks of 48, 48, 48 and 16 rows, 96 against 64 for two
+  // threads (112 rows: 96 against 16), and with more panels, tasks of 3 or 4 of them still left
+  // one thread a panel behind (a 320 -> 1280 expansion on 7x7 8% faster in halves).
   const int64_t row_unit = is_tall(a.isa) && threads > 1 ? 16 : mr;
   Job job{micro_kernel(a.isa), mr, nr, &a, &b, n, &y, &epilogue, static_cast<float*>(workspace), 1, 1,
           (n + nr - 1) / nr, row_unit, (a.m + row_unit - 1) / row_unit};
