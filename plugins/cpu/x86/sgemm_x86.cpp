@@ -240,8 +240,9 @@ __attribute__((noinline)) void store_48xn_apart(__m512 (&acc)[N][kV], float* c, 
 // may be C itself), activation.
 // kV < 3: 16 kV rows of a 48-row panel only, a from the first of them (a panel's last rows
 // when A has no more, or a thread's share of A's rows that starts or ends inside the panel).
-// kLive < N: a panel's last kLive columns only are B's (the last panel of a B whose width is
-// not a multiple of N): the others are not multiplied and leave the tile as zeros.
+// kLive < N: only the panel's first kLive columns are B's (the last panel of a B whose width
+// is not a multiple of N): the others are not multiplied and leave the tile as zeros.
+// ldb: floats from one k row of B to the next (N packed; B read in place: its row stride).
 template <int N, bool kEpilogue = false, ActivationKind A = ActivationKind::None, int kV = 3, int kLive = N>
 inline void kernel_48xn(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
                         const TileEpilogue* e = nullptr) {
