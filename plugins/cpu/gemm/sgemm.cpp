@@ -256,10 +256,10 @@ struct Job {
   const Output* y;
   const Epilogue* ep;
   float* scratch;
-  int64_t m_tasks, n_tasks, n_panels;
+  int64_t n_tasks, n_panels;
   // Tasks split A's rows in units of this many (a tall tile's 16-row vectors; else whole
   // panels): m_units of them, in m_parts runs; a run is cut at A's panel boundaries into
-  // part_chunks tasks (row tasks m_tasks = m_parts x part_chunks), the last ones empty where a
+  // part_chunks tasks (m_tasks() of them in all), the last ones empty where a
   // run has fewer panels.
   int64_t row_unit, m_units;
   int64_t m_parts = 1, part_chunks = 1;
@@ -272,8 +272,9 @@ struct Job {
       const int64_t u0 = part * m_units / m_parts, u1 = (part + 1) * m_units / m_parts;
       part_chunks = std::max(part_chunks, (u1 + per_panel - 1) / per_panel - u0 / per_panel);
     }
-    m_tasks = m_parts * part_chunks;
   }
+
+  int64_t m_tasks() const { return m_parts * part_chunks; }
 
   // Rows [r0, r1) of row task tm (empty when r0 >= r1).
   void task_rows(int64_t tm, int64_t& r0, int64_t& r1) const {
@@ -634,7 +635,7 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
   // threads (112 rows: 96 against 16), and with more panels, tasks of 3 or 4 of them still left
   // one thread a panel behind (a 320 -> 1280 expansion on 7x7 8% faster in halves).
   const int64_t row_unit = is_tall(a.isa) && threads > 1 ? 16 : mr;
-  Job job{micro_kernel(a.isa), mr, nr, &a, &b, n, &y, &epilogue, static_cast<float*>(workspace), 1, 1,
+  Job job{micro_kernel(a.isa), mr, nr, &a, &b, n, &y, &epilogue, static_cast<float*>(workspace), 1,
           (n + nr - 1) / nr, row_unit, (a.m + row_unit - 1) / row_unit};
   const int64_t shared_floats = reads_b_in_place(a, b) ? 0 : shared_b_floats(threads, a.isa, a.m, a.k, n);
   if (threads > 1) {
@@ -649,7 +650,7 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
       if (row_unit < mr) {
         job.split_rows_in_runs(threads);
       } else {
-        job.m_tasks = job.m_parts = std::min(job.m_units, 4 * threads);
+        job.m_parts = std::min(job.m_units, 4 * threads);
       }
     } else if (reads_b_in_place(a, b) && row_unit < mr) {
       // A tall tile on B in place: as on a shared B (all of B read by every task), rows in runs.
@@ -660,11 +661,11 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
       // efficientnet_b0 1.0% faster at 2 threads than tasks of a row panel and a column panel
       // dealt out in turn, which mixed both halves on both cores); the columns in a few tasks
       // each, the pool's owned ranges keeping a thread to its rows while it keeps up.
-      job.m_tasks = job.m_parts = std::min(job.m_units, threads);
+      job.m_parts = std::min(job.m_units, threads);
       job.n_tasks = std::min<int64_t>(job.n_panels, ThreadPool::kRangesPerThread);
     } else {
       job.n_tasks = job.n_panels;
-      job.m_tasks = job.m_parts = std::min(job.m_units, (4 * threads + job.n_tasks - 1) / job.n_tasks);
+      job.m_parts = std::min(job.m_units, (4 * threads + job.n_tasks - 1) / job.n_tasks);
     }
   }
   if (a.k == 0) {
@@ -677,7 +678,7 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
     return;
   }
   job.prefetch_b = b.in_place && a.k * n >= kInPlacePrefetchFloats;
-  if (shared_floats > 0 && job.m_tasks > 1) {
+  if (shared_floats > 0 && job.m_tasks() > 1) {
     // Placed after the per-thread blocks (workspace_bytes(threads, a, n) sized both).
     float* shared = job.scratch + threads * thread_scratch_floats(a.kc);
     job.shared_b = shared;
@@ -685,7 +686,7 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
     pool.parallel_for(k_blocks * job.n_panels, [&](int64_t unit, int) { job.pack_shared(unit); },
                       static_cast<int>(threads));
   }
-  pool.parallel_for(job.m_tasks * job.n_tasks, [&](int64_t task, int thread) { job.run(task, thread); },
+  pool.parallel_for(job.m_tasks() * job.n_tasks, [&](int64_t task, int thread) { job.run(task, thread); },
                     static_cast<int>(threads));
 }
 
