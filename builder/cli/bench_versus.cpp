@@ -43,9 +43,14 @@ nlohmann::ordered_json bench_versus(const LoadedEngine& a, const std::string& a_
   }
   const std::string a_label = "engine '" + a_path + "'", b_label = "--versus engine '" + b_path + "'";
   Timed first(a, a_label.c_str()), second(b, b_label.c_str());
-  for (int i = 0; i < settings.warmup; ++i) {
+  const auto warmup_start = std::chrono::steady_clock::now();
+  int warmups = 0;
+  while (warmups < settings.warmup ||
+         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warmup_start).count() <
+             settings.warmup_ms) {
     first.run(inputs);
     second.run(inputs);
+    ++warmups;
   }
   std::vector<double> ratios;  // second / first, per pair
   int second_faster = 0;
@@ -74,10 +79,10 @@ nlohmann::ordered_json bench_versus(const LoadedEngine& a, const std::string& a_
   std::fprintf(text, "versus %s: median %.3f ms, min %.3f ms\n", b_path.c_str(), median(second.ms),
                *std::min_element(second.ms.begin(), second.ms.end()));
   std::fprintf(text, "versus / engine: %.3fx (median of %zu paired runs' ratios); versus faster in %d of %zu pairs, "
-               "after %d warm-up run(s) each\n", ratio, pairs, second_faster, pairs, settings.warmup);
+               "after %d warm-up run(s) each\n", ratio, pairs, second_faster, pairs, warmups);
   return {{"engine", a_path},
           {"versus", b_path},
-          {"warmup_runs", settings.warmup},
+          {"warmup_runs", warmups},
           {"pairs", pairs},
           {"duration_s", wall_s},
           {"latency_ms", latency_json(first.ms)},

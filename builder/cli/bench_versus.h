@@ -20,6 +20,7 @@ struct VersusSettings {
   int warmup = 2;          // untimed runs of each engine first
   int pairs = 20;          // timed pairs, at least
   double duration_s = 0;   // and at least this long
+  double warmup_ms = 0;    // warm-up goes on until this many milliseconds have passed too
 };
 
 // Times `a` and `b` on the same `inputs` (checked against both engines' input shapes: a mismatch

@@ -1,14 +1,16 @@
-// edgert bench ENGINE [--input NAME=FILE ...] [--iterations N] [--warmup N] [--duration S]
-//                    [--threads N] [--pin-threads] [--profile] [--json FILE|-] [--versus OTHER]
+// edgert bench ENGINE [--input NAME=FILE ...] [--shapes NAME:DxD...] [--iterations N] [--warmup N]
+//                    [--warmUp MS] [--duration S] [--threads N] [--pin-threads] [--profile]
+//                    [--json FILE|-] [--exportTimes FILE] [--versus OTHER]
 // trtexec in spirit: untimed warm-up runs, then timed runs until both --iterations runs and
 // --duration seconds are done; prints min / median / mean / p90 / p99 / max latency and the
 // throughput (timed runs per second of timed wall time). With --profile also every layer of the
 // main graph (median over the timed runs), sorted by cost, and how much of the run the layers
 // account for. --json writes the same as one object (fields in README.md); with "-" it goes to
-// stdout and the text report to stderr.
-// Inputs not given are filled with reproducible pseudo-random values at the engine's static
-// shape, or the optimization profile's opt shape for dynamic dimensions. --versus OTHER times a
-// second engine in the same process, runs taking turns (bench_versus.h).
+// stdout and the text report to stderr. --exportTimes writes every timed run (run_flags.h).
+// Inputs not given are filled with reproducible pseudo-random values at their --shapes shape,
+// else the engine's static shape, or the optimization profile's opt shape for dynamic
+// dimensions. --versus OTHER times a second engine in the same process, runs taking turns
+// (bench_versus.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,7 +28,9 @@
 #include "execution_context.h"
 #include "loaded_engine.h"
 #include "engine_inputs.h"
+#include "input_shapes.h"
 #include "latency_stats.h"
+#include "run_flags.h"
 #include "tensor_io.h"
 
 namespace edgert::cli {
@@ -48,23 +52,16 @@ void write_json(const nlohmann::ordered_json& j, const std::string& path) {
 
 void add_bench_command(CLI::App& app) {
   struct Options {
-    std::string engine, json, versus;
-    std::vector<std::string> inputs;
-    int iterations = 20, warmup = 2;
-    double duration_s = 0;
+    std::string json, versus;
     bool profile = false;
+    RunFlags run;
     EngineLoadFlags load;
   };
   auto options = std::make_shared<Options>();
+  options->run.iterations = 20;
+  options->run.warmup_runs = 2;
   CLI::App* cmd = app.add_subcommand("bench", "Time an engine: latency percentiles, throughput, per layer (--profile)");
-  cmd->add_option("engine", options->engine, "Engine file")->required();
-  cmd->add_option("-i,--input", options->inputs, "NAME=FILE (.pb or .npy); inputs not given are synthesised");
-  cmd->add_option("--iterations", options->iterations, "Timed runs (at least)")->check(CLI::Range(1, 10000000))->capture_default_str();
-  cmd->add_option("--warmup", options->warmup, "Untimed runs first (a count of runs, not ms)")
-      ->check(CLI::Range(0, 1000000))
-      ->capture_default_str();
-  cmd->add_option("--duration", options->duration_s, "Keep running timed runs for at least this many seconds")
-      ->check(CLI::Range(0.0, 86400.0));
+  options->run.add_to(cmd);
   cmd->add_flag("--profile", options->profile, "Per-layer times (median over the timed runs), most expensive first");
   cmd->add_option("--json", options->json, "Also write the results as JSON to FILE ('-': stdout, text to stderr)");
   cmd->add_option("--versus", options->versus,
@@ -72,23 +69,28 @@ void add_bench_command(CLI::App& app) {
                   "OTHER / ENGINE ratios (--iterations pairs)");
   options->load.add_to(cmd);
   cmd->callback([options] {
-    auto engine = options->load.load(options->engine);
+    const RunFlags& flags = options->run;
+    const std::string& engine_path = flags.engine_path();
+    auto engine = options->load.load(engine_path);
     edgert_error error{};
-    std::map<std::string, HostTensor> given = read_input_specs(options->inputs);
     std::mt19937 rng(1234);
-    std::vector<HostTensor> host;
-    for (size_t i = 0; i < engine->input_names().size(); ++i) {
-      auto it = given.find(engine->input_names()[i]);
-      host.push_back(it != given.end() ? it->second : synthetic_input(*engine, i, rng));
-    }
+    std::vector<HostTensor> host =
+        engine_inputs(*engine, read_input_specs(flags.inputs), parse_input_shapes(flags.shapes), true, rng);
     std::vector<edgert_tensor> inputs;
-    for (const HostTensor& h : host) inputs.push_back(h.view());
+    for (const HostTensor& h : host) {
+      inputs.push_back(h.view());
+      if (g_verbose)
+        std::fprintf(stderr, "[bench] input %s: %s %s\n", h.name.c_str(), dtype_name(h.dtype), shape_string(h.shape).c_str());
+    }
     if (!options->versus.empty()) {
       if (options->profile) builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--profile and --versus do not go together");
+      if (!flags.export_times.empty())
+        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--exportTimes and --versus do not go together");
       auto other = options->load.load(options->versus);
       FILE* text = options->json == "-" ? stderr : stdout;
-      nlohmann::ordered_json j = bench_versus(*engine, options->engine, *other, options->versus, inputs,
-                                              {options->warmup, options->iterations, options->duration_s}, text);
+      nlohmann::ordered_json j = bench_versus(*engine, engine_path, *other, options->versus, inputs,
+                                              {flags.warmup_runs, flags.iterations, flags.duration_s, flags.warmup_ms},
+                                              text);
       j["threads"] = options->load.threads;
       j["pin_threads"] = options->load.pin_threads;
       write_json(j, options->json);
@@ -118,13 +120,26 @@ void add_bench_command(CLI::App& app) {
       }
       layer_sums_ms.push_back(sum_ms);
     };
-    for (int i = 0; i < options->warmup; ++i) run_once(false);
+    const auto warmup_start = std::chrono::steady_clock::now();
+    const int warmups = flags.warm_up([&] { run_once(false); });
+    if (g_verbose)
+      std::fprintf(stderr, "[bench] %d warm-up run(s) in %.1f ms\n", warmups,
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warmup_start).count());
+    std::vector<RunTime> times;
     auto timed_start = std::chrono::steady_clock::now();
+    auto ms_since_start = [&] {
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - timed_start).count();
+    };
     double wall_s = 0;
-    while (static_cast<int>(runs_ms.size()) < options->iterations || wall_s < options->duration_s) {
+    while (flags.more_timed_runs(runs_ms.size(), wall_s)) {
+      RunTime t;
+      t.start_ms = ms_since_start();
       run_once(true);
-      wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - timed_start).count();
+      t.end_ms = t.start_ms + runs_ms.back();  // the run's own time, as its latency counts it
+      times.push_back(t);
+      wall_s = ms_since_start() / 1000;
     }
+    if (!flags.export_times.empty()) write_export_times(flags.export_times, times);
 
     std::vector<double> sorted = runs_ms;
     std::sort(sorted.begin(), sorted.end());
@@ -136,19 +151,19 @@ void add_bench_command(CLI::App& app) {
     const double throughput = wall_s > 0 ? static_cast<double>(runs_ms.size()) / wall_s : 0;
     const bool json_to_stdout = options->json == "-";
     FILE* text = json_to_stdout ? stderr : stdout;
-    std::fprintf(text, "engine %s: %zu layers, arena %zu bytes, threads %s\n", options->engine.c_str(),
+    std::fprintf(text, "engine %s: %zu layers, arena %zu bytes, threads %s\n", engine_path.c_str(),
                  graph.nodes.size(), context.arena_bytes(),
                  options->load.threads ? std::to_string(options->load.threads).c_str() : "plugin default");
     std::fprintf(text, "latency: median %.3f ms, min %.3f ms, max %.3f ms over %zu run(s)\n", run_median,
                  sorted.front(), sorted.back(), runs_ms.size());
     std::fprintf(text, "latency: mean %.3f ms, p90 %.3f ms, p99 %.3f ms; throughput %.2f inferences/s (%zu runs in %.3f s, "
-                 "after %d warm-up run(s))\n", mean, p90, p99, throughput, runs_ms.size(), wall_s, options->warmup);
+                 "after %d warm-up run(s))\n", mean, p90, p99, throughput, runs_ms.size(), wall_s, warmups);
 
     nlohmann::ordered_json j = {
-        {"engine", options->engine},
+        {"engine", engine_path},
         {"threads", options->load.threads},
         {"pin_threads", options->load.pin_threads},
-        {"warmup_runs", options->warmup},
+        {"warmup_runs", warmups},
         {"iterations", runs_ms.size()},
         {"duration_s", wall_s},
         {"latency_ms", latency_json(runs_ms)},

@@ -1,5 +1,6 @@
 // edgert inspect ENGINE [--json]: what an engine holds, without loading its plugins, so an
-// engine for another board can be inspected anywhere.
+// engine for another board can be inspected anywhere. Given an ONNX model instead, what it holds
+// and which plugin kernel would take each node (onnx_inspect.h).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "commands.h"
 #include "engine_file.h"
 #include "error.h"
+#include "onnx_inspect.h"
 
 namespace edgert::cli {
 namespace {
@@ -196,17 +198,27 @@ void print_text(const ordered_json& j) {
 
 void add_inspect_command(CLI::App& app) {
   struct Options {
-    std::string engine;
+    std::string file, plugin_path;
     bool json = false;
   };
   auto options = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show an engine's header, IO, nodes, plugins and sizes");
-  cmd->add_option("engine", options->engine, "Engine file")->required();
+  CLI::App* cmd = app.add_subcommand("inspect", "Show an engine's header, IO, nodes, plugins and sizes; or an ONNX "
+                                                "model's IO, opsets, ops and which plugin kernel takes each node");
+  cmd->add_option("file", options->file, "Engine file, or ONNX model (.onnx, or any file that is not an engine)")
+      ->required();
   cmd->add_flag("--json", options->json, "Print JSON (fields: see README)");
+  cmd->add_option("--plugin-path", options->plugin_path,
+                  "Colon-separated plugin directories (ONNX models only: an engine is read without its plugins)");
   cmd->callback([options] {
+    if (looks_like_onnx_model(options->file)) {
+      ordered_json j = inspect_onnx_model(options->file, options->plugin_path);
+      if (options->json) std::printf("%s\n", j.dump(2).c_str());
+      else print_onnx_model(j, g_verbose);
+      return;
+    }
     EngineFile file;
     edgert_error error{};
-    if (!file.open(options->engine, &error)) builder::build_fail(error.status, "%s", error.message);
+    if (!file.open(options->file, &error)) builder::build_fail(error.status, "%s", error.message);
     ordered_json j = engine_json(file);
     if (options->json) std::printf("%s\n", j.dump(2).c_str());
     else print_text(j);

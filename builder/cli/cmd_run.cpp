@@ -1,9 +1,10 @@
-// edgert run ENGINE --input NAME=FILE ... [--output-dir DIR] [--npy] [--iterations N]
+// edgert run ENGINE --input NAME=FILE ... [--shapes NAME:DxD...] [--output-dir DIR] [--npy]
+//                   [--iterations N] [--warmup N] [--warmUp MS] [--duration S] [--exportTimes FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
-#include <set>
+#include <random>
 
 #include <sys/stat.h>
 #include <cerrno>
@@ -11,11 +12,13 @@
 
 #include "build_error.h"
 #include "commands.h"
+#include "engine_inputs.h"
 #include "error.h"
 #include "execution_context.h"
+#include "input_shapes.h"
 #include "loaded_engine.h"
+#include "run_flags.h"
 #include "tensor_compare.h"
-#include "engine_inputs.h"
 #include "tensor_io.h"
 
 namespace edgert::cli {
@@ -28,54 +31,66 @@ void print_summary(const HostTensor& t) {
   std::printf("%s]\n", t.numel() > shown ? ", ..." : "");
 }
 
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app) {
   struct Options {
-    std::string engine, output_dir;
-    std::vector<std::string> inputs;
+    std::string output_dir;
     bool npy = false, quiet = false;
+    RunFlags run;
     EngineLoadFlags load;
-    int iterations = 1;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("run", "Run an engine on input tensors and write its outputs");
-  cmd->add_option("engine", options->engine, "Engine file")->required();
-  cmd->add_option("-i,--input", options->inputs, "NAME=FILE (.pb TensorProto or .npy); repeat per input");
+  options->run.add_to(cmd);
   cmd->add_option("--output-dir", options->output_dir, "Write one file per output, named after it");
   cmd->add_flag("--npy", options->npy, "Write outputs as .npy instead of .pb");
-  cmd->add_option("--iterations", options->iterations, "Runs to time (latency is the median)")->check(CLI::Range(1, 1000000));
   options->load.add_to(cmd);
   cmd->add_flag("-q,--quiet", options->quiet, "Do not print output values");
   cmd->callback([options] {
-    auto engine = options->load.load(options->engine);
+    const RunFlags& flags = options->run;
+    const std::string& engine_path = flags.engine_path();
+    const auto load_start = std::chrono::steady_clock::now();
+    auto engine = options->load.load(engine_path);
+    if (g_verbose) std::fprintf(stderr, "[run] loaded %s in %.1f ms\n", engine_path.c_str(), ms_since(load_start));
     edgert_error error{};
-    std::map<std::string, HostTensor> given = read_input_specs(options->inputs);
-    std::vector<edgert_tensor> inputs;  // views into `given`, which must outlive the runs
-    std::set<std::string> used;
-    for (const std::string& name : engine->input_names()) {
-      auto it = given.find(name);
-      if (it == given.end()) {
-        std::string all;
-        for (const std::string& n : engine->input_names()) all += (all.empty() ? "" : ", ") + n;
-        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "no --input given for engine input '%s' (inputs: %s)",
-                            name.c_str(), all.c_str());
-      }
-      inputs.push_back(it->second.view());
-      used.insert(name);
+    std::mt19937 rng(1234);
+    // Only inputs named by --shapes are synthesised: run's outputs mean something only on real
+    // data unless the user asks for random values.
+    std::vector<HostTensor> host = engine_inputs(*engine, read_input_specs(flags.inputs),
+                                                 parse_input_shapes(flags.shapes), false, rng);
+    std::vector<edgert_tensor> inputs;  // views into `host`, which must outlive the runs
+    for (const HostTensor& h : host) {
+      inputs.push_back(h.view());
+      if (g_verbose)
+        std::fprintf(stderr, "[run] input %s: %s %s\n", h.name.c_str(), dtype_name(h.dtype), shape_string(h.shape).c_str());
     }
-    for (const auto& [name, tensor] : given)
-      if (!used.count(name))
-        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "the engine has no input named '%s'", name.c_str());
 
     ExecutionContext context(*engine);
-    std::vector<double> times_ms;
-    for (int i = 0; i < options->iterations; ++i) {
-      auto start = std::chrono::steady_clock::now();
+    auto run_once = [&] {
       if (context.run(inputs.data(), static_cast<int32_t>(inputs.size()), &error) != EDGERT_OK)
         builder::build_fail(error.status, "%s", error.message);
-      times_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    };
+    const auto warmup_start = std::chrono::steady_clock::now();
+    int warmups = flags.warm_up(run_once);
+    if (g_verbose && warmups)
+      std::fprintf(stderr, "[run] %d warm-up run(s) in %.1f ms\n", warmups, ms_since(warmup_start));
+    std::vector<RunTime> runs;
+    const auto timed_start = std::chrono::steady_clock::now();
+    while (flags.more_timed_runs(runs.size(), ms_since(timed_start) / 1000)) {
+      RunTime t;
+      t.start_ms = ms_since(timed_start);
+      run_once();
+      t.end_ms = ms_since(timed_start);
+      runs.push_back(t);
     }
+    if (!flags.export_times.empty()) write_export_times(flags.export_times, runs);
+    std::vector<double> times_ms;
+    for (const RunTime& t : runs) times_ms.push_back(t.end_ms - t.start_ms);
     std::sort(times_ms.begin(), times_ms.end());
     if (!options->output_dir.empty()) {
       if (mkdir(options->output_dir.c_str(), 0755) != 0 && errno != EEXIST)
@@ -92,8 +107,8 @@ void add_run_command(CLI::App& app) {
         options->npy ? write_tensor_npy(file, out) : write_tensor_pb(file, out);
       }
     }
-    std::printf("latency: median %.3f ms, min %.3f ms over %d run(s)\n", times_ms[times_ms.size() / 2], times_ms.front(),
-                options->iterations);
+    std::printf("latency: median %.3f ms, min %.3f ms over %zu run(s)\n", times_ms[times_ms.size() / 2], times_ms.front(),
+                times_ms.size());
   });
 }
 

@@ -18,4 +18,8 @@ void add_deploy_command(CLI::App& app);
 // Set by a command that wants a specific exit status (e.g. conformance below its pass bar).
 extern int g_exit_status;
 
+// -v / --verbose, accepted by every command (main.cpp adds it where a command has none of its
+// own): more detail on stderr where the command has any to give.
+extern bool g_verbose;
+
 }  // namespace edgert::cli

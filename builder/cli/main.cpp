@@ -8,6 +8,7 @@
 #include "yaml_tree.h"
 
 int edgert::cli::g_exit_status = 0;
+bool edgert::cli::g_verbose = false;
 
 int main(int argc, char** argv) {
   // A build allocates and frees the model's weights several times over (protobuf, IR, packed
@@ -28,6 +29,14 @@ int main(int argc, char** argv) {
   edgert::cli::add_bench_command(app);
   edgert::cli::add_keygen_command(app);
   edgert::cli::add_deploy_command(app);
+  // -v anywhere: before the command, or after it for every command without a -v of its own
+  // (build's logs its steps). CLI11 does not let a subcommand's arguments fall through to the
+  // parent's flags by default, so each command gets the flag itself.
+  const char* verbose_help = "More detail on stderr (where the command has any)";
+  app.add_flag("-v,--verbose", edgert::cli::g_verbose, verbose_help);
+  for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
+    if (!command->get_option_no_throw("--verbose") && !command->get_option_no_throw("-v"))
+      command->add_flag("-v,--verbose", edgert::cli::g_verbose, verbose_help);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

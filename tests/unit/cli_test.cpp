@@ -70,6 +70,155 @@ TEST_F(CliTest, AcceptsTrtexecSpellings) {
   EXPECT_FALSE(read_file(dir_.file("trt.engine")).empty());
 }
 
+TEST_F(CliTest, RunAndBenchAcceptTrtexecSpellings) {
+  ASSERT_EQ(build_small().exit_code, 0);
+  const std::string engine = dir_.file("small.engine");
+  // --loadEngine for the positional, --shapes for an input not given (synthesised), repeated
+  // flags (the last --iterations wins; --shapes add up), --warmUp in milliseconds.
+  auto ran = edgert("run --loadEngine=" + engine + " --shapes=x:1x4 --shapes x:1x4 --iterations=2 --iterations=3 "
+                    "--warmUp=5 --exportTimes=" + dir_.file("run_times.json"));
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("over 3 run(s)"), std::string::npos) << ran.output;
+  auto times = nlohmann::json::parse(read_file(dir_.file("run_times.json")));
+  ASSERT_EQ(times.size(), 3u) << times.dump();
+  for (const auto& t : times) {
+    for (const char* key : {"startComputeMs", "endComputeMs", "computeMs", "latencyMs"})
+      EXPECT_TRUE(t.contains(key)) << key << " missing in " << t.dump();
+    EXPECT_GE(t["latencyMs"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(t["latencyMs"].get<double>(), t["endComputeMs"].get<double>() - t["startComputeMs"].get<double>());
+  }
+  EXPECT_LE(times[0]["endComputeMs"].get<double>(), times[1]["startComputeMs"].get<double>());
+
+  auto bench = edgert("bench --loadEngine=" + engine + " --shapes=x:1x4 --warmUp=20 --warmup 1 --iterations=4 "
+                      "--duration=0.05 --exportTimes=" + dir_.file("bench_times.json") + " --json " +
+                      dir_.file("bench.json"));
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  auto bench_json = nlohmann::json::parse(read_file(dir_.file("bench.json")));
+  times = nlohmann::json::parse(read_file(dir_.file("bench_times.json")));
+  EXPECT_GE(times.size(), 4u);
+  EXPECT_EQ(bench_json["iterations"].get<size_t>(), times.size());
+  EXPECT_GE(bench_json["duration_s"].get<double>(), 0.05);
+  EXPECT_GE(bench_json["warmup_runs"].get<int>(), 1);
+
+  // --shapes checks a given input, and must name an engine input.
+  auto mismatch = edgert("run " + engine + " --input x=" + dir_.file("x.npy") + " --shapes x:1x5");
+  EXPECT_EQ(mismatch.exit_code, 1) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("input 'x': the --input file has shape [1x4], --shapes says [1x5]"), std::string::npos)
+      << mismatch.output;
+  auto unknown = edgert("bench " + engine + " --shapes=y:1x4");
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
+  EXPECT_NE(unknown.output.find("--shapes names 'y', which is not an engine input (inputs: x)"), std::string::npos)
+      << unknown.output;
+  auto wrong = edgert("run " + engine + " --shapes=x:1x5");
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("expected shape [1x4], got [1x5]"), std::string::npos) << wrong.output;
+  auto bad = edgert("run " + engine + " --shapes=x:1by4");
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("--shapes: '1by4' is not a dimension in 'x:1by4'"), std::string::npos) << bad.output;
+  // run without data for an input names both ways to give it.
+  auto none = edgert("run " + engine);
+  EXPECT_EQ(none.exit_code, 1) << none.output;
+  EXPECT_NE(none.output.find("give --input x=FILE, or --shapes x:DxD..."), std::string::npos) << none.output;
+  auto two = edgert("run " + engine + " --loadEngine " + dir_.file("other.engine") + " --shapes x:1x4");
+  EXPECT_EQ(two.exit_code, 1) << two.output;
+  EXPECT_NE(two.output.find("two engines given"), std::string::npos) << two.output;
+}
+
+TEST_F(CliTest, VerboseIsAcceptedByEveryCommand) {
+  ASSERT_EQ(build_small().exit_code, 0);
+  const std::string engine = dir_.file("small.engine");
+  // build keeps its own -v: it logs every step.
+  auto built = edgert("build " + dir_.file("small.onnx") + " -o " + dir_.file("v.engine") + " -v");
+  ASSERT_EQ(built.exit_code, 0) << built.output;
+  EXPECT_NE(built.output.find("[build"), std::string::npos) << built.output;
+  auto ran = edgert("run " + engine + " -v --input x=" + dir_.file("x.npy"));
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("[run] input x: float32 [1x4]"), std::string::npos) << ran.output;
+  for (const std::string& args : {"-v inspect " + engine, "inspect --verbose " + engine, "bench -v " + engine,
+                                  "--verbose bench --iterations 1 " + engine, "keygen -v k --dir " + dir_.path()}) {
+    auto r = edgert(args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+  }
+  // Commands that fail here for other reasons must not fail on -v.
+  for (const std::string& args : {"compare -v " + dir_.file("small.onnx"), "deploy -v " + engine,
+                                  "conformance -v " + dir_.file("no-such-folder")}) {
+    auto r = edgert(args);
+    EXPECT_EQ(r.output.find("not expected"), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
+TEST_F(CliTest, InspectReadsAnOnnxModelAndSaysWhichKernelTakesEachNode) {
+  auto inspected = edgert("inspect --json " + dir_.file("small.onnx"));
+  ASSERT_EQ(inspected.exit_code, 0) << inspected.output;
+  auto j = nlohmann::json::parse(inspected.output);
+  EXPECT_EQ(j["format"], "onnx");
+  EXPECT_EQ(j["opsets"]["ai.onnx"], 17);
+  ASSERT_EQ(j["inputs"].size(), 1u);
+  EXPECT_EQ(j["inputs"][0]["name"], "x");
+  EXPECT_EQ(j["inputs"][0]["dtype"], "float32");
+  EXPECT_EQ(j["inputs"][0]["shape"], nlohmann::json::array({1, 4}));
+  EXPECT_EQ(j["outputs"][0]["name"], "y");
+  EXPECT_EQ(j["totals"]["nodes"], 3);
+  EXPECT_EQ(j["totals"]["supported"], 3);
+  EXPECT_EQ(j["totals"]["weight_bytes"], 32);
+  EXPECT_TRUE(j["buildable"].get<bool>());
+  EXPECT_EQ(j["plugins"][0]["name"], "cpu");
+  ASSERT_EQ(j["nodes"].size(), 3u);
+  EXPECT_EQ(j["nodes"][2]["name"], "relu");
+  EXPECT_EQ(j["nodes"][2]["op"], "Relu");
+  EXPECT_EQ(j["nodes"][2]["status"], "supported");
+  EXPECT_EQ(j["nodes"][2]["plugin"], "cpu");
+  EXPECT_FALSE(j["nodes"][2]["kernel"].get<std::string>().empty());
+  // The kernel inspect names is the one the build selects.
+  ASSERT_EQ(build_small().exit_code, 0);
+  auto engine = nlohmann::json::parse(edgert("inspect --json " + dir_.file("small.engine")).output);
+  EXPECT_EQ(j["nodes"][2]["kernel"], engine["graphs"][0]["nodes"][2]["kernel"]);
+  bool relu_counted = false;
+  for (const auto& op : j["ops"])
+    if (op["op"] == "Relu") {
+      relu_counted = true;
+      EXPECT_EQ(op["count"], 1);
+      EXPECT_EQ(op["kernels"][0], "cpu/" + j["nodes"][2]["kernel"].get<std::string>());
+    }
+  EXPECT_TRUE(relu_counted) << j["ops"].dump();
+
+  // Dynamic dimensions by name; a model is recognised without the .onnx extension too.
+  save_model(make_dynamic_model(), dir_.file("dynamic.model"));
+  auto dynamic = edgert("inspect --json " + dir_.file("dynamic.model"));
+  ASSERT_EQ(dynamic.exit_code, 0) << dynamic.output;
+  EXPECT_EQ(nlohmann::json::parse(dynamic.output)["inputs"][0]["shape"], nlohmann::json::array({1, "n"}));
+
+  // What no plugin takes is listed by node and op, in JSON and text.
+  save_model(make_unsupported_model(), dir_.file("fancy.onnx"));
+  auto fancy = edgert("inspect --json " + dir_.file("fancy.onnx"));
+  ASSERT_EQ(fancy.exit_code, 0) << fancy.output;
+  auto f = nlohmann::json::parse(fancy.output);
+  EXPECT_FALSE(f["buildable"].get<bool>());
+  EXPECT_EQ(f["unsupported_ops"], nlohmann::json::array({"FancyNewOp"}));
+  EXPECT_EQ(f["totals"]["unsupported"], 1);
+  EXPECT_EQ(f["nodes"][1]["name"], "mystery");
+  EXPECT_EQ(f["nodes"][1]["status"], "unsupported");
+  EXPECT_NE(f["nodes"][1]["reason"].get<std::string>().find("no plugin has a kernel for FancyNewOp"), std::string::npos);
+  auto text = edgert("inspect " + dir_.file("fancy.onnx"));
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("input  x float32 [1x4]"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("opsets ai.onnx 17"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("mystery"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("edgert build would fail: no kernel for FancyNewOp"), std::string::npos) << text.output;
+  // -v lists every node, not only those without a kernel.
+  auto every = edgert("inspect -v " + dir_.file("fancy.onnx"));
+  EXPECT_NE(every.output.find("scale"), std::string::npos) << every.output;
+}
+
+TEST_F(CliTest, InspectOfAnEngineKeepsItsDocumentedJsonKeys) {
+  ASSERT_EQ(build_small().exit_code, 0);
+  auto j = nlohmann::ordered_json::parse(edgert("inspect --json " + dir_.file("small.engine")).output);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : j.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"file", "file_bytes", "format_version", "producer", "source_model", "board",
+                                            "plugins", "inputs", "outputs", "graphs", "memory_plan", "totals"}));
+}
+
 TEST_F(CliTest, RunWithoutThePluginNamesItAndThePathSearched) {
   ASSERT_EQ(build_small().exit_code, 0);
   TempDir empty;
