@@ -1,6 +1,8 @@
 // The `edgert` binary end to end: build -> inspect -> run, and the errors users meet.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "tensor_io.h"
@@ -217,6 +219,67 @@ TEST_F(CliTest, InspectOfAnEngineKeepsItsDocumentedJsonKeys) {
   for (const auto& [key, value] : j.items()) keys.push_back(key);
   EXPECT_EQ(keys, (std::vector<std::string>{"file", "file_bytes", "format_version", "producer", "source_model", "board",
                                             "plugins", "inputs", "outputs", "graphs", "memory_plan", "totals"}));
+}
+
+// A one-test ONNX node-test folder of the small model, as `edgert conformance` reads them.
+void make_node_test(const std::string& dir, const std::string& model, float y0) {
+  mkdir(dir.c_str(), 0755);
+  mkdir((dir + "/test_data_set_0").c_str(), 0755);
+  write_file(dir + "/model.onnx", read_file(model));
+  float xs[4] = {1.0f, 1.0f, 4.0f, -1.0f}, ys[4] = {y0, 0.0f, 1.0f, 0.0f};
+  for (const char* name : {"x", "y"}) {
+    cli::HostTensor t;
+    t.name = name;
+    t.dtype = EDGERT_DTYPE_FLOAT32;
+    t.shape = {1, 4};
+    const float* v = name[0] == 'x' ? xs : ys;
+    t.data.assign(reinterpret_cast<const uint8_t*>(v), reinterpret_cast<const uint8_t*>(v) + 16);
+    cli::write_tensor_pb(dir + "/test_data_set_0/" + (name[0] == 'x' ? "input_0.pb" : "output_0.pb"), t);
+  }
+}
+
+TEST_F(CliTest, ConformanceExpectNamesEveryTestWhoseStatusChanged) {
+  const std::string tests = dir_.file("node");
+  mkdir(tests.c_str(), 0755);
+  make_node_test(tests + "/test_small", dir_.file("small.onnx"), 1.25f);
+  make_node_test(tests + "/test_small_wrong", dir_.file("small.onnx"), 7.0f);  // a reference edgert cannot meet
+
+  auto written = edgert("conformance " + tests + " -q --write-expect " + dir_.file("expected.txt"));
+  ASSERT_EQ(written.exit_code, 0) << written.output;
+  std::string file(reinterpret_cast<const char*>(read_file(dir_.file("expected.txt")).data()),
+                   read_file(dir_.file("expected.txt")).size());
+  EXPECT_NE(file.find("\ntest_small pass\n"), std::string::npos) << file;
+  EXPECT_NE(file.find("\ntest_small_wrong fail\n"), std::string::npos) << file;
+  EXPECT_NE(file.find("--write-expect"), std::string::npos) << file;
+
+  auto same = edgert("conformance " + tests + " -q --expect " + dir_.file("expected.txt"));
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("every test's status is as expected"), std::string::npos) << same.output;
+
+  // A test that stops passing, one that starts, one the file lacks and one the folder lacks:
+  // each is named, and the run fails.
+  const std::string text = "# comment\ntest_small fail\ntest_small_wrong pass\ntest_gone pass\n";
+  write_file(dir_.file("changed.txt"), std::vector<uint8_t>(text.begin(), text.end()));
+  make_node_test(tests + "/test_small_copy", dir_.file("small.onnx"), 1.25f);
+  auto changed = edgert("conformance " + tests + " -q --expect " + dir_.file("changed.txt"));
+  EXPECT_EQ(changed.exit_code, 1) << changed.output;
+  EXPECT_NE(changed.output.find("4 test(s) differ from the expected statuses"), std::string::npos) << changed.output;
+  EXPECT_NE(changed.output.find("NOW PASSES       test_small: expected fail, got pass"), std::string::npos)
+      << changed.output;
+  EXPECT_NE(changed.output.find("NO LONGER PASSES test_small_wrong: expected pass, got fail: test_data_set_0: output 0"),
+            std::string::npos) << changed.output;
+  EXPECT_NE(changed.output.find("NEW TEST         test_small_copy"), std::string::npos) << changed.output;
+  EXPECT_NE(changed.output.find("MISSING          test_gone"), std::string::npos) << changed.output;
+  EXPECT_NE(changed.output.find("-q --write-expect " + dir_.file("changed.txt")), std::string::npos) << changed.output;
+
+  // One test folder given: the file's other tests are not missing, only not run.
+  auto one = edgert("conformance " + tests + "/test_small_wrong --expect " + dir_.file("expected.txt"));
+  EXPECT_EQ(one.exit_code, 0) << one.output;
+
+  write_file(dir_.file("bad.txt"), {'t', 'e', 's', 't', ' ', 'o', 'k', '\n'});
+  auto bad = edgert("conformance " + tests + " --expect " + dir_.file("bad.txt"));
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("bad.txt:1: 'test ok' must be 'TEST STATUS'"), std::string::npos) << bad.output;
 }
 
 TEST_F(CliTest, RunWithoutThePluginNamesItAndThePathSearched) {
