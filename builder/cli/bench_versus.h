@@ -3,7 +3,7 @@
 // On a shared or thermally throttled machine the speed drifts over seconds and minutes; two
 // `edgert bench` processes run one after the other see different machines, while the two runs
 // of a pair, milliseconds apart, see the same one. Same-process A/B decided most of the CPU
-// plugin's tuning changes where separate runs disagreed by 10-20% (tests/bench/RESULTS.md).
+// plugin's tuning changes where separate runs disagreed by 10-20% (the history of tests/bench/RESULTS.md).
 #pragma once
 
 #include <cstdio>
