@@ -47,25 +47,49 @@ echo "$output"
 ((vm_status == 0)) || { echo "test_vivid_capture: the VM run failed (status $vm_status)"; exit 1; }
 
 failed=0
-check() {  # check NAME EXPECTED_STATUS PATTERN...: the case's JSON must match every pattern
-  local name=$1 want=$2 line rc; shift 2
+field() {  # field NAME LINE: a number from the probe's JSON
+  grep -o "\"$1\":[0-9]*" <<<"$2" | head -n 1 | cut -d: -f2
+}
+# check NAME EXPECTED_STATUS [--frames N | --some-frames N] PATTERN...: the case's JSON must match
+# every pattern. --frames N asserts what the driver promises, not an exact count: at least N
+# frames (the probe stops at its Nth, but the source may hand over a frame or two it had already
+# dequeued before the loop exits), and no frame missing from the sequence numbers that the source
+# did not report as a driver gap (last - first + 1 - frames <= driver_gaps). --some-frames N: at
+# least N frames only (triggered delivery skips the frames between triggers on purpose).
+check() {
+  local name=$1 want=$2 line rc frames=0 contiguous=1; shift 2
+  if [[ ${1-} == --frames ]]; then frames=$2; shift 2; fi
+  if [[ ${1-} == --some-frames ]]; then frames=$2 contiguous=0; shift 2; fi
   line=$(grep -m1 "^CASE $name " <<<"$output") || { echo "FAIL $name: did not run"; failed=1; return; }
   rc=$(cut -d' ' -f3 <<<"$line")
   if [[ $rc != "$want" ]]; then echo "FAIL $name: probe exit $rc, want $want"; failed=1; return; fi
   for pattern; do
     grep -q -- "$pattern" <<<"$line" || { echo "FAIL $name: no match for $pattern"; failed=1; return; }
   done
+  if ((frames > 0)); then
+    local got first last gaps
+    got=$(field frames "$line") first=$(field first_sequence "$line") last=$(field last_sequence "$line")
+    gaps=$(field driver_gaps "$line")
+    if [[ -z $got || -z $first || -z $last || -z $gaps ]]; then
+      echo "FAIL $name: frames, first_sequence, last_sequence or driver_gaps missing"; failed=1; return
+    fi
+    if ((got < frames)); then echo "FAIL $name: $got frames, want at least $frames"; failed=1; return; fi
+    if ((contiguous && last - first + 1 - got > gaps)); then
+      echo "FAIL $name: sequences $first..$last hold $((last - first + 1 - got)) missing frame(s), the source reported $gaps"
+      failed=1; return
+    fi
+  fi
   echo "PASS $name"
 }
-check yuyv         0 '"ok":true' '"frames":30' '"strides":\[1280,0\]' '"bytes_used":614400'
-check nv12         0 '"ok":true' '"frames":30' '"strides":\[640,640\]' '"bytes_used":460800'
-check rgb24        0 '"ok":true' '"frames":30' '"strides":\[1920,0\]' '"bytes_used":921600'
-check yuyv-dmabuf  0 '"ok":true' '"io":"dmabuf"'
-check nv12-trigger 0 '"ok":true' '"frames":5'
+check yuyv         0 --frames 30 '"ok":true' '"strides":\[1280,0\]' '"bytes_used":614400'
+check nv12         0 --frames 30 '"ok":true' '"strides":\[640,640\]' '"bytes_used":460800'
+check rgb24        0 --frames 30 '"ok":true' '"strides":\[1920,0\]' '"bytes_used":921600'
+check yuyv-dmabuf  0 --frames 30 '"ok":true' '"io":"dmabuf"'
+check nv12-trigger 0 --some-frames 5 '"ok":true'
 # Three buffers held 400 ms each at 25 fps: capture stalls, the driver drops, and the source
 # must resume after each release (the starvation wake-up path).
-check yuyv-starved 0 '"ok":true' '"frames":12' '"driver_gaps":[1-9]'
-check nv12-mplane  0 '"ok":true' '"frames":30' '"strides":\[640,640\]'
+check yuyv-starved 0 --frames 12 '"ok":true' '"driver_gaps":[1-9]'
+check nv12-mplane  0 --frames 30 '"ok":true' '"strides":\[640,640\]'
 check mjpeg        1 '"ok":false' 'is not offered; the device offers: YUYV, UYVY, .*NV12, .*Y16-BE' 'v4l2 /dev/video'
 check bad-size     1 '"ok":false' 'not available (the driver chose' 'sizes offered'
 echo "test_vivid_capture: $((failed ? 1 : 0)) ($(( $(date +%s) - start )) s)"
