@@ -37,6 +37,16 @@ int main(int argc, char** argv) {
   for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
     if (!command->get_option_no_throw("--verbose") && !command->get_option_no_throw("-v"))
       command->add_flag("-v,--verbose", edgert::cli::g_verbose, verbose_help);
+  // `edgert -v build ...`: a command with a -v of its own gets it set too (this runs after
+  // parsing, before the command's callback).
+  app.parse_complete_callback([&app] {
+    if (!edgert::cli::g_verbose) return;
+    for (CLI::App* command : app.get_subcommands())
+      if (CLI::Option* own = command->get_option_no_throw("--verbose"); own && own->count() == 0) {
+        own->add_result("true");
+        own->run_callback();
+      }
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

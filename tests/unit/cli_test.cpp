@@ -133,6 +133,9 @@ TEST_F(CliTest, VerboseIsAcceptedByEveryCommand) {
   auto built = edgert("build " + dir_.file("small.onnx") + " -o " + dir_.file("v.engine") + " -v");
   ASSERT_EQ(built.exit_code, 0) << built.output;
   EXPECT_NE(built.output.find("[build"), std::string::npos) << built.output;
+  built = edgert("-v build " + dir_.file("small.onnx") + " -o " + dir_.file("v.engine"));
+  ASSERT_EQ(built.exit_code, 0) << built.output;
+  EXPECT_NE(built.output.find("[build"), std::string::npos) << built.output;
   auto ran = edgert("run " + engine + " -v --input x=" + dir_.file("x.npy"));
   ASSERT_EQ(ran.exit_code, 0) << ran.output;
   EXPECT_NE(ran.output.find("[run] input x: float32 [1x4]"), std::string::npos) << ran.output;
