@@ -4,7 +4,9 @@
 #include <cstdlib>
 #include <map>
 
+#include "board_catalog.h"
 #include "board_profile.h"
+#include "board_tuning.h"
 #include "build_error.h"
 #include "commands.h"
 #include "engine_builder.h"
@@ -64,13 +66,14 @@ std::map<std::string, builder::InputShapeRange> parse_profile(const std::string&
 
 void add_build_command(CLI::App& app) {
   struct Options {
-    std::string model, onnx, output, save_engine, board = "x86_64-generic", plugin_path;
+    std::string model, onnx, output, save_engine, board = "native", plugin_path;
     std::string min_shapes, opt_shapes, max_shapes;
     std::string sign_key;
     bool verbose = false, no_optimize = false, no_self_test = false;
     std::string timing_cache, tactics = "tune";
     bool no_tune = false, ignore_timing_cache_errors = false;
     int32_t threads = 0;
+    RemoteShell tune_on;  // --tune-on USER@BOARD: tactics timed there first (board_tuning.h)
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("build", "Build an engine from an ONNX model for a board profile");
@@ -78,7 +81,15 @@ void add_build_command(CLI::App& app) {
   cmd->add_option("--onnx", options->onnx, "ONNX model file (trtexec spelling)");
   cmd->add_option("-o,--output", options->output, "Engine file to write");
   cmd->add_option("--saveEngine", options->save_engine, "Engine file to write (trtexec spelling)");
-  cmd->add_option("--board", options->board, "Board profile name or YAML path")->capture_default_str();
+  cmd->add_option("--board", options->board,
+                  "Board profile name or YAML path; native: the profile this machine matches (edgert boards)")
+      ->capture_default_str();
+  cmd->add_option("--tune-on", options->tune_on.host,
+                  "USER@BOARD: time the tactics on the board over ssh first (edgert tune), then build with its "
+                  "records (into --timing-cache, else a temporary cache)");
+  cmd->add_option("--tune-port", options->tune_on.port, "ssh port of --tune-on");
+  cmd->add_option("--tune-identity", options->tune_on.identity, "ssh identity file for --tune-on");
+  cmd->add_option("--tune-ssh-option", options->tune_on.options, "Extra ssh -o option for --tune-on (repeatable)");
   cmd->add_option("--plugin-path", options->plugin_path, "Colon-separated plugin directories");
   cmd->add_flag("-v,--verbose", options->verbose, "Log each build step, pass and the memory plan");
   cmd->add_flag("--no-optimize", options->no_optimize, "Skip the graph passes (folding, fusion): nodes as imported");
@@ -106,7 +117,8 @@ void add_build_command(CLI::App& app) {
     if (output.empty()) throw CLI::RequiredError("-o OUT.engine (or --saveEngine=)");
     builder::BuildOptions build;
     build.model_path = model;
-    build.board = config::load_board_profile(config::find_board_profile(options->board));
+    config::ResolvedBoard board = config::resolve_board(options->board);
+    build.board = board.profile;
     if (!options->plugin_path.empty()) build.plugin_path = options->plugin_path.c_str();
     build.optimize = !options->no_optimize;
     build.profile = parse_profile(options->min_shapes, options->opt_shapes, options->max_shapes);
@@ -130,18 +142,39 @@ void add_build_command(CLI::App& app) {
         std::fprintf(stderr, "[build %7.3fs] %s\n", s, line.c_str());
       };
     }
+    if (build.log && board.native)
+      build.log("board native: " + board.profile.name + " (" + board.reason + "); " +
+                std::to_string(board.profile.cpu_cores) + " kernel threads");
+    TemporaryFile temporary_cache;
+    if (!options->tune_on.host.empty()) {
+      if (board.native)
+        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT,
+                            "--tune-on %s needs --board naming the board's profile (native is this machine; edgert "
+                            "boards on the board says which profile it matches)",
+                            options->tune_on.host.c_str());
+      if (build.timing_cache_path.empty()) build.timing_cache_path = temporary_cache.make("/tmp/edgert-tune-on-XXXXXX");
+      BoardTuning tuning;
+      tuning.board = options->tune_on;
+      tuning.model = model;
+      tuning.profile = build.board;
+      tuning.timing_cache = build.timing_cache_path;
+      tuning.threads = build.threads;
+      tuning.plugin_path = options->plugin_path;
+      tune_on_board(tuning);
+    }
     builder::BuildResult result = builder::build_engine(build);
     for (const std::string& warning : result.warnings) std::fprintf(stderr, "edgert: warning: %s\n", warning.c_str());
     if (build.signer) signing::sign_engine(result.engine, key);
     builder::write_file_atomically(output, result.engine);
-    std::printf("built %s for board %s: %zu nodes, %zu bytes -> %s\n", model.c_str(), build.board.name.c_str(),
-                result.model.graphs[0].nodes.size(), result.engine.size(), output.c_str());
+    std::printf("built %s for board %s%s: %zu nodes, %zu bytes -> %s\n", model.c_str(), build.board.name.c_str(),
+                board.native ? " (native)" : "", result.model.graphs[0].nodes.size(), result.engine.size(),
+                output.c_str());
     if (build.signer) std::printf("signed by '%s' (ed25519)\n", key.name.c_str());
     const builder::TunerStats& t = result.tuning;
     if (t.nodes > 0 && build.tactics == builder::TacticPolicy::kTune)
       std::printf("tactics: %d node(s) with several; timing cache: %d hits, %d misses; %d timed (%.2f s)%s\n", t.nodes,
                   t.hits, t.misses, t.timed, t.timing_seconds,
-                  result.timed_here ? "" : "; not timed: the board is not this machine");
+                  result.timed_here ? "" : ("; not timed here: " + result.not_timed_why).c_str());
   });
 }
 

@@ -2,9 +2,6 @@
 // user's own OpenSSH (keys, ~/.ssh/config, agent) and has the board's edgertd swap to it.
 // Idempotent by SHA-256: an engine the board already has is not copied again, and one already
 // running in the pipeline is not swapped again.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,72 +10,15 @@
 #include "build_error.h"
 #include "commands.h"
 #include "engine_signing.h"
+#include "remote_shell.h"
 
 namespace edgert::cli {
 namespace {
 
 struct DeployOptions {
-  std::string host, engine, pipeline, identity, staging = "/var/lib/edgert/staging", edgertctl = "edgertctl", socket;
-  std::string ssh = "ssh", scp = "scp";
-  int port = 0;
-  std::vector<std::string> ssh_options;
+  RemoteShell board;
+  std::string engine, pipeline, staging = "/var/lib/edgert/staging", edgertctl = "edgertctl", socket;
 };
-
-// One argument for the remote shell, which ssh hands the joined command line to.
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs argv; captures stdout into `out` when given (else it goes to ours). Returns the exit status.
-int run_program(const std::vector<std::string>& argv, std::string* out) {
-  int pipe_fds[2] = {-1, -1};
-  if (out && pipe(pipe_fds) != 0) builder::build_fail(EDGERT_ERR_IO, "pipe failed");
-  std::fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0) builder::build_fail(EDGERT_ERR_IO, "fork failed");
-  if (pid == 0) {
-    if (out) {
-      dup2(pipe_fds[1], 1);
-      close(pipe_fds[0]);
-      close(pipe_fds[1]);
-    }
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "edgert deploy: cannot run %s\n", args[0]);
-    _exit(127);
-  }
-  if (out) {
-    close(pipe_fds[1]);
-    char chunk[4096];
-    for (ssize_t n; (n = read(pipe_fds[0], chunk, sizeof chunk)) > 0;) out->append(chunk, static_cast<size_t>(n));
-    close(pipe_fds[0]);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::vector<std::string> ssh_base(const DeployOptions& o, bool scp) {
-  std::vector<std::string> argv = {scp ? o.scp : o.ssh, "-o", "BatchMode=yes"};
-  if (o.port) argv.insert(argv.end(), {scp ? "-P" : "-p", std::to_string(o.port)});
-  if (!o.identity.empty()) argv.insert(argv.end(), {"-i", o.identity});
-  for (const std::string& opt : o.ssh_options) argv.insert(argv.end(), {"-o", opt});
-  if (scp) argv.push_back("-q");
-  return argv;
-}
-
-int run_remote(const DeployOptions& o, const std::vector<std::string>& command, std::string* out) {
-  std::vector<std::string> argv = ssh_base(o, false);
-  argv.push_back(o.host);
-  std::string line;
-  for (const std::string& a : command) line += (line.empty() ? "" : " ") + shell_quote(a);
-  argv.push_back(line);
-  return run_program(argv, out);
-}
 
 std::vector<std::string> edgertctl(const DeployOptions& o, std::vector<std::string> args) {
   std::vector<std::string> argv = {o.edgertctl};
@@ -90,12 +30,12 @@ std::vector<std::string> edgertctl(const DeployOptions& o, std::vector<std::stri
 nlohmann::json remote_json(const DeployOptions& o, std::vector<std::string> args, const char* what) {
   std::string out;
   args.insert(args.begin(), "--json");
-  int status = run_remote(o, edgertctl(o, args), &out);
+  int status = o.board.run(edgertctl(o, args), &out);
   if (status != 0)
     builder::build_fail(EDGERT_ERR_IO, "%s on %s failed (exit %d): is edgertd running there and may %s use it?", what,
-                        o.host.c_str(), status, o.host.c_str());
+                        o.board.host.c_str(), status, o.board.host.c_str());
   nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded()) builder::build_fail(EDGERT_ERR_IO, "%s on %s: unreadable answer: %s", what, o.host.c_str(), out.c_str());
+  if (j.is_discarded()) builder::build_fail(EDGERT_ERR_IO, "%s on %s: unreadable answer: %s", what, o.board.host.c_str(), out.c_str());
   return j;
 }
 
@@ -111,11 +51,11 @@ void add_deploy_command(CLI::App& app) {
   auto o = std::make_shared<DeployOptions>();
   CLI::App* cmd = app.add_subcommand("deploy", "Copy an engine to a board over ssh and hot-swap a pipeline to it");
   cmd->add_option("engine", o->engine, "Engine file")->required();
-  cmd->add_option("--host", o->host, "USER@BOARD (anything ssh accepts, ~/.ssh/config aliases too)")->required();
+  cmd->add_option("--host", o->board.host, "USER@BOARD (anything ssh accepts, ~/.ssh/config aliases too)")->required();
   cmd->add_option("--pipeline", o->pipeline, "Pipeline to swap")->required();
-  cmd->add_option("-p,--port", o->port, "ssh port");
-  cmd->add_option("-i,--identity", o->identity, "ssh identity file");
-  cmd->add_option("-o,--ssh-option", o->ssh_options, "Extra ssh -o option (repeatable)");
+  cmd->add_option("-p,--port", o->board.port, "ssh port");
+  cmd->add_option("-i,--identity", o->board.identity, "ssh identity file");
+  cmd->add_option("-o,--ssh-option", o->board.options, "Extra ssh -o option (repeatable)");
   cmd->add_option("--staging", o->staging, "Directory on the board the file is copied into")->capture_default_str();
   cmd->add_option("--edgertctl", o->edgertctl, "edgertctl on the board")->capture_default_str();
   cmd->add_option("--socket", o->socket, "edgertd's control socket on the board (default: edgertctl's)");
@@ -124,9 +64,9 @@ void add_deploy_command(CLI::App& app) {
     std::printf("[1/5] %s: sha256 %s\n", o->engine.c_str(), sha.c_str());
     nlohmann::json pipelines = remote_json(*o, {"pipelines"}, "edgertctl pipelines");
     if (active_engine(pipelines, o->pipeline) == sha) {
-      std::printf("[2/5] %s: pipeline %s already runs %s; nothing to do\n", o->host.c_str(), o->pipeline.c_str(),
+      std::printf("[2/5] %s: pipeline %s already runs %s; nothing to do\n", o->board.host.c_str(), o->pipeline.c_str(),
                   sha.substr(0, 12).c_str());
-      std::printf("state: pipeline %s on %s runs engine %s\n", o->pipeline.c_str(), o->host.c_str(), sha.c_str());
+      std::printf("state: pipeline %s on %s runs engine %s\n", o->pipeline.c_str(), o->board.host.c_str(), sha.c_str());
       return;
     }
     bool installed = false;
@@ -134,26 +74,24 @@ void add_deploy_command(CLI::App& app) {
       if (e.value("sha256", "") == sha) installed = true;
     int status = 0;
     if (installed) {
-      std::printf("[2/5] %s already has engine %s in its store; not copying\n", o->host.c_str(), sha.substr(0, 12).c_str());
+      std::printf("[2/5] %s already has engine %s in its store; not copying\n", o->board.host.c_str(), sha.substr(0, 12).c_str());
       std::printf("[3/5] swapping pipeline %s to %s\n", o->pipeline.c_str(), sha.substr(0, 12).c_str());
-      status = run_remote(*o, edgertctl(*o, {"swap", o->pipeline, sha}), nullptr);
+      status = o->board.run(edgertctl(*o, {"swap", o->pipeline, sha}));
     } else {
       std::string staged = o->staging + "/" + sha + ".engine";
-      std::printf("[2/5] copying to %s:%s\n", o->host.c_str(), staged.c_str());
-      if (run_remote(*o, {"mkdir", "-p", o->staging}, nullptr) != 0)
-        builder::build_fail(EDGERT_ERR_IO, "cannot create %s on %s", o->staging.c_str(), o->host.c_str());
-      std::vector<std::string> scp = ssh_base(*o, true);
-      scp.insert(scp.end(), {o->engine, o->host + ":" + staged});
-      if (run_program(scp, nullptr) != 0) builder::build_fail(EDGERT_ERR_IO, "scp to %s failed", o->host.c_str());
+      std::printf("[2/5] copying to %s:%s\n", o->board.host.c_str(), staged.c_str());
+      if (o->board.run({"mkdir", "-p", o->staging}, nullptr) != 0)
+        builder::build_fail(EDGERT_ERR_IO, "cannot create %s on %s", o->staging.c_str(), o->board.host.c_str());
+      if (o->board.copy_to(o->engine, staged) != 0) builder::build_fail(EDGERT_ERR_IO, "scp to %s failed", o->board.host.c_str());
       std::printf("[3/5] installing, verifying and swapping pipeline %s\n", o->pipeline.c_str());
-      status = run_remote(*o, edgertctl(*o, {"deploy", staged, "--pipeline", o->pipeline, "--sha256", sha}), nullptr);
-      run_remote(*o, {"rm", "-f", staged}, nullptr);  // the store has its own copy now
+      status = o->board.run(edgertctl(*o, {"deploy", staged, "--pipeline", o->pipeline, "--sha256", sha}));
+      o->board.run({"rm", "-f", staged});  // the store has its own copy now
     }
     pipelines = remote_json(*o, {"pipelines"}, "edgertctl pipelines");
     std::string now = active_engine(pipelines, o->pipeline);
     std::printf("[4/5] %s\n", status == 0 ? "swap done" : "swap refused; the running engine was kept");
-    std::printf("[5/5] state: pipeline %s on %s runs engine %s\n", o->pipeline.c_str(), o->host.c_str(), now.c_str());
-    if (status != 0 || now != sha) builder::build_fail(EDGERT_ERR_IO, "deploy of %s to %s failed", sha.c_str(), o->host.c_str());
+    std::printf("[5/5] state: pipeline %s on %s runs engine %s\n", o->pipeline.c_str(), o->board.host.c_str(), now.c_str());
+    if (status != 0 || now != sha) builder::build_fail(EDGERT_ERR_IO, "deploy of %s to %s failed", sha.c_str(), o->board.host.c_str());
   });
 }
 

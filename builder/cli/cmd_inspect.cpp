@@ -72,6 +72,7 @@ ordered_json engine_json(const EngineFile& file) {
                         {"architecture", str(e->board()->architecture())}, {"cpu_features", ordered_json::array()}};
   if (e->board()->cpu_features())
     for (const auto* f : *e->board()->cpu_features()) board["cpu_features"].push_back(f->str());
+  board["gpu"] = e->board()->gpu() ? str(e->board()->gpu()) : "none";  // absent in older engines
   j["board"] = board;
   j["plugins"] = ordered_json::array();
   if (e->plugins())

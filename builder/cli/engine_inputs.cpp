@@ -1,5 +1,6 @@
 #include "engine_inputs.h"
 
+#include "board_catalog.h"
 #include "build_error.h"
 #include "error.h"
 #include "plugin_loader.h"
@@ -8,7 +9,8 @@ namespace edgert::cli {
 
 void EngineLoadFlags::add_to(CLI::App* command) {
   command->add_option("--plugin-path", plugin_path, "Colon-separated plugin directories");
-  command->add_option("--board", board, "Board this machine is (refuse engines built for others)");
+  command->add_option("--board", board,
+                      "Board this machine is (refuse engines built for others); native: the profile it matches");
   command->add_flag("--allow-board-mismatch", allow_board_mismatch, "Load an engine built for another board");
   command->add_option("--threads", threads, "Threads each kernel may use, this one included (0: the plugin's default)")
       ->check(CLI::Range(0, 1024));
@@ -19,7 +21,12 @@ std::unique_ptr<LoadedEngine> EngineLoadFlags::load(const std::string& path) con
   edgert_load_options options;
   edgert_load_options_init(&options);
   options.plugin_path = plugin_path.empty() ? nullptr : plugin_path.c_str();
-  options.expected_board = board.empty() ? nullptr : board.c_str();
+  // What a refusal calls this machine, and what --board native stands for: the profile
+  // `edgert build` picks here by default.
+  const std::string native =
+      config::pick_native_board(config::load_board_catalog().profiles, this_host_machine()).profile.name;
+  options.host_board = native.c_str();
+  options.expected_board = board.empty() ? nullptr : board == "native" ? native.c_str() : board.c_str();
   options.allow_board_mismatch = allow_board_mismatch;
   options.num_threads = threads;
   options.pin_threads = pin_threads;

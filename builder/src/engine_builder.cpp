@@ -7,6 +7,7 @@
 #include "engine_writer.h"
 #include "kernel_selection.h"
 #include "onnx_import.h"
+#include "host_machine.h"
 #include "plugin_loader.h"
 #include "self_test.h"
 #include "timing_cache.h"
@@ -121,30 +122,45 @@ BuildResult build_engine(const BuildOptions& options) {
     result.passes = PassManager::standard(pass_options).run(result.model);
   }
 
-  if (options.threads > 0) {
-    edgert_error config_error{};
-    if (configure_plugins(options.threads, 0, &config_error) != EDGERT_OK)
-      build_fail(config_error.status, "--threads %d: %s", options.threads, config_error.message);
-  }
+  // Kernel threads while timing, and in every cache record's key: --threads, else the board's
+  // cores (the profile's cpu.cores; for --board native this machine's kernel threads), which
+  // is what the engine runs with there. Not this machine's CPU count when the board is another:
+  // a build here then looks up the key a build on the board wrote (board_tuning.h).
+  const int32_t threads = options.threads > 0 ? options.threads : std::max(1, options.board.cpu_cores);
   TimingCache cache = open_timing_cache(options, result);
   std::string not_here;
   result.timed_here = board_is_this_machine(options.board, &not_here);
+  if (!result.timed_here) {
+    result.not_timed_why = "board " + options.board.name + " is not this machine (" + not_here + ")";
+  } else if (options.threads == 0 && threads > std::max(this_host_machine().cpu_count, default_kernel_threads())) {
+    // Timing its threads on fewer CPUs would measure the contention, not the kernels.
+    result.timed_here = false;
+    result.not_timed_why = "board " + options.board.name + " runs " + std::to_string(threads) +
+                           " kernel threads and this machine has " + std::to_string(this_host_machine().cpu_count) +
+                           " CPUs (--threads N times at N here; --board native builds for this machine)";
+  }
+  if (options.threads > 0 || (result.timed_here && options.tactics == TacticPolicy::kTune)) {
+    edgert_error config_error{};
+    if (configure_plugins(threads, 0, &config_error) != EDGERT_OK)
+      build_fail(config_error.status, "--threads %d: %s", threads, config_error.message);
+  }
   TunerOptions tuning;
   tuning.policy = options.tactics;
   tuning.time_here = result.timed_here;
   tuning.board_fingerprint = options.board.fingerprint();
   tuning.board_cpu_features = options.board.hardware.cpu_features;
-  tuning.threads = options.threads;
+  tuning.threads = threads;
   if (options.tuning_together_bytes) tuning.together_bytes = *options.tuning_together_bytes;
   tuning.cache = &cache;
   tuning.log = options.log;
   TacticTuner tuner(tuning);
   if (options.log && options.tactics == TacticPolicy::kTune)
     options.log(result.timed_here ? "tactics: timing on this machine for board " + options.board.name + " (fingerprint " +
-                                        tuning.board_fingerprint + ")"
-                                  : "tactics: not timing, board " + options.board.name + " is not this machine (" +
-                                        not_here + "); taking timing cache records for fingerprint " +
-                                        tuning.board_fingerprint + ", else each kernel's first-listed tactic");
+                                        tuning.board_fingerprint + ") at " + std::to_string(threads) + " kernel thread(s)"
+                                  : "tactics: not timing, " + result.not_timed_why +
+                                        "; taking timing cache records for fingerprint " + tuning.board_fingerprint +
+                                        " at " + std::to_string(threads) +
+                                        " thread(s), else each kernel's first-listed tactic");
 
   SelectionOptions selection;
   selection.plugins = plugins;

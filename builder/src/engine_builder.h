@@ -32,7 +32,8 @@ struct BuildOptions {
   // A timing cache that cannot be used (corrupt, another program's file) is a warning and the
   // build goes on without it; otherwise it is an error.
   bool ignore_timing_cache_errors = false;
-  int32_t threads = 0;  // edgert_plugin_config.num_threads while timing; 0: each plugin's default
+  // Kernel threads while timing, part of the cache key; 0: the board's cores (profile cpu.cores).
+  int32_t threads = 0;
   // TunerOptions::together_bytes when set (tests use 0: every node timed one tactic at a time).
   std::optional<size_t> tuning_together_bytes;
 };
@@ -46,6 +47,7 @@ struct BuildResult {
   std::string self_test_skipped;  // why no self-test vector was stored
   TunerStats tuning;
   bool timed_here = false;  // false: the board is not this machine, tactics came from the cache
+  std::string not_timed_why;  // when not timed here: why (another board, more threads than CPUs here)
   std::vector<std::string> warnings;  // for the caller to show; the build went on
 };
 

@@ -144,7 +144,8 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
   const config::BoardProfile& board = *in.board;
   auto board_ref = fbs::CreateBoardRef(fbb, fbb.CreateString(board.name), fbb.CreateString(board.fingerprint()),
                                        fbb.CreateString(board.hardware.architecture),
-                                       fbb.CreateVectorOfStrings(board.hardware.cpu_features));
+                                       fbb.CreateVectorOfStrings(board.hardware.cpu_features),
+                                       fbb.CreateString(board.hardware.gpu.empty() ? "none" : board.hardware.gpu));
   std::vector<Offset<fbs::OptimizationProfile>> profiles;
   if (!in.profile.empty()) {
     std::vector<Offset<fbs::ShapeRange>> ranges;

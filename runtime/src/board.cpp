@@ -14,6 +14,7 @@
 #endif
 
 #include "error.h"
+#include "host_machine.h"
 
 namespace edgert {
 
@@ -81,26 +82,34 @@ bool host_has_cpu_feature(const std::string& f) {
 
 edgert_status check_board_compatible(const std::string& board_name, const BoardHardware& hw,
                                      const std::string& fingerprint, const std::string& expected_board,
-                                     edgert_error* error) {
+                                     const std::string& host_board, edgert_error* error) {
+  const std::string gpu = hw.gpu.empty() ? "none" : hw.gpu;
   if (board_fingerprint(hw) != fingerprint)
     return set_error(error, EDGERT_ERR_BOARD,
                      "engine's board record for '%s' is inconsistent: fingerprint %s does not match its "
-                     "hardware description (%s)",
-                     board_name.c_str(), fingerprint.c_str(), board_fingerprint(hw).c_str());
+                     "hardware description (%s, CPU features as listed, GPU %s: %s); the file was altered or "
+                     "written by a faulty builder",
+                     board_name.c_str(), fingerprint.c_str(), hw.architecture.c_str(), gpu.c_str(),
+                     board_fingerprint(hw).c_str());
+  const std::string here = !expected_board.empty() ? expected_board
+                           : !host_board.empty()   ? host_board
+                                                   : native_board_name(this_host_machine());
+  if (hw.architecture != host_architecture())
+    return set_error(error, EDGERT_ERR_BOARD,
+                     "engine was built for board '%s' (%s) but this machine is '%s' (%s); rebuild it for "
+                     "this machine (edgert build --board native)",
+                     board_name.c_str(), hw.architecture.c_str(), here.c_str(), host_architecture().c_str());
+  for (const std::string& f : hw.cpu_features)
+    if (!host_has_cpu_feature(f))
+      return set_error(error, EDGERT_ERR_BOARD,
+                       "engine was built for board '%s', which has CPU feature '%s'; this machine, '%s' (%s), "
+                       "lacks it; rebuild it for this machine (edgert build --board native)",
+                       board_name.c_str(), f.c_str(), here.c_str(), host_architecture().c_str());
   if (!expected_board.empty() && expected_board != board_name)
     return set_error(error, EDGERT_ERR_BOARD,
                      "engine was built for board '%s' but this machine is configured as '%s'; rebuild "
                      "with --board %s (or load with the board check overridden)",
                      board_name.c_str(), expected_board.c_str(), expected_board.c_str());
-  if (hw.architecture != host_architecture())
-    return set_error(error, EDGERT_ERR_BOARD,
-                     "engine was built for board '%s' (%s) but this machine is %s; rebuild it for this board",
-                     board_name.c_str(), hw.architecture.c_str(), host_architecture().c_str());
-  for (const std::string& f : hw.cpu_features)
-    if (!host_has_cpu_feature(f))
-      return set_error(error, EDGERT_ERR_BOARD,
-                       "engine was built for board '%s', which has CPU feature '%s'; this %s machine lacks it",
-                       board_name.c_str(), f.c_str(), host_architecture().c_str());
   return EDGERT_OK;
 }
 

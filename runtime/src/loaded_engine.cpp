@@ -45,9 +45,10 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
     hw.architecture = board->architecture()->str();
     if (board->cpu_features())
       for (const auto* f : *board->cpu_features()) hw.cpu_features.push_back(f->str());
-    hw.gpu = "none";
+    hw.gpu = board->gpu() ? board->gpu()->str() : "none";
     if (check_board_compatible(board_, hw, board->fingerprint()->str(),
-                               options.expected_board ? options.expected_board : "", error) != EDGERT_OK) {
+                               options.expected_board ? options.expected_board : "",
+                               options.host_board ? options.host_board : "", error) != EDGERT_OK) {
       prefix_error(error, "%s", where);
       return false;
     }
@@ -66,8 +67,11 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
         return false;
       }
       if (plugin->table->score && plugin->table->score() <= 0) {
-        set_error(error, EDGERT_ERR_PLUGIN, "engine '%s' needs plugin '%s' (%s), which cannot run on this machine",
-                  where, ref->name()->c_str(), plugin->path.c_str());
+        const std::string gpu = board->gpu() ? board->gpu()->str() : "none";
+        set_error(error, EDGERT_ERR_PLUGIN,
+                  "engine '%s' (board '%s'%s) needs plugin '%s' (%s), which cannot run on this machine%s", where,
+                  board_.c_str(), gpu == "none" ? "" : (", GPU " + gpu).c_str(), ref->name()->c_str(),
+                  plugin->path.c_str(), gpu == "none" ? "" : " (its score() is 0: no usable GPU here?)");
         return false;
       }
       plugins_.push_back(plugin);

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include "board_catalog.h"
 #include "yaml_tree.h"
 
 namespace edgert::daemon {
@@ -120,7 +121,14 @@ DaemonConfig load_daemon_config(const std::string& path) {
                 "edgertd configuration");
   DaemonConfig c;
   c.source_path = path;
-  if (const YamlNode* v = root->get("board")) c.board = r.string_value(*v, "board");
+  const YamlNode* board = root->get("board");
+  if (board) c.board = r.string_value(*board, "board");
+  try {
+    c.board_profile = config::resolve_board(c.board).profile;
+  } catch (const config::ConfigError& e) {
+    if (board) r.fail(*board, e.what());
+    throw;
+  }
   if (const YamlNode* v = root->get("memory_budget_mb")) c.memory_budget_mb = r.int_value(*v, "memory_budget_mb", 16, 1 << 24);
   if (const YamlNode* v = root->get("mlock_weights")) c.mlock_weights = r.bool_value(*v, "mlock_weights");
   if (const YamlNode* v = root->get("plugin_path")) c.plugin_path = r.string_value(*v, "plugin_path");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "board_profile.h"
 #include "frame_source.h"
 
 namespace edgert::daemon {
@@ -63,7 +64,11 @@ struct PipelineConfig {
 
 struct DaemonConfig {
   std::string source_path;
-  std::string board = "x86_64-generic";
+  // `board:` as written: a profile name or path, or native (this machine: the profile
+  // `edgert build` picks by default, board_catalog.h); resolved into board_profile, whose name
+  // engines must carry.
+  std::string board = "native";
+  config::BoardProfile board_profile;
   int64_t memory_budget_mb = 0;  // 0: the board profile's edgertd_budget_mb
   bool mlock_weights = false;
   std::string plugin_path;       // empty: libedgert's default search path

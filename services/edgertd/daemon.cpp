@@ -48,8 +48,7 @@ uint64_t budget_bytes(const DaemonConfig& config) {
   if (config.memory_budget_mb > 0) {
     budget = static_cast<uint64_t>(config.memory_budget_mb) << 20;
   } else {
-    auto profile = config::load_board_profile(config::find_board_profile(config.board));
-    budget = static_cast<uint64_t>(profile.edgertd_budget_mb) << 20;
+    budget = static_cast<uint64_t>(config.board_profile.edgertd_budget_mb) << 20;
   }
   uint64_t cgroup = cgroup_memory_limit();
   return cgroup && cgroup < budget ? cgroup : budget;
@@ -262,7 +261,7 @@ nlohmann::json Daemon::status_json() {
   for (auto& [name, p] : pipelines_) pipelines.push_back(pipeline_json(*p, true));
   return {{"version", EDGERT_VERSION},
           {"config", config_path_},
-          {"board", config_.board},
+          {"board", config_.board_profile.name},
           {"uptime_s", (monotonic_ns() - started_ns_) / 1e9},
           {"memory", {{"budget_bytes", budget_->limit()}, {"used_bytes", budget_->used()}}},
           {"pipelines", pipelines}};

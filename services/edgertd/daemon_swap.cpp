@@ -5,6 +5,7 @@
 // (Pipeline::swap_engine).
 #include <syslog.h>
 
+#include "board_catalog.h"
 #include "board_profile.h"
 #include "daemon.h"
 #include "engine_signing.h"
@@ -140,18 +141,21 @@ void Daemon::swap_verified(const std::shared_ptr<SwapJob>& job) {
       break;
     case signing::SignatureState::Valid: j.signer = "signed by " + facts.signature.signer; break;
   }
-  if (facts.board != config_.board)
+  const std::string& this_board = config_.board_profile.name;
+  if (facts.board != this_board)
     refuse_swap(j, "verify", "wrong_board",
-                "the engine was built for board '" + facts.board + "', this board is '" + config_.board + "'");
+                "the engine was built for board '" + facts.board + "', this board is '" + this_board + "'" +
+                    (config_.board == "native" ? " (board: native)" : ""));
   std::string want;
   try {
-    want = config::load_board_profile(config::find_board_profile(config_.board)).fingerprint();
+    // Read again: the profile may have been edited since edgertd started.
+    want = config::resolve_board(config_.board).profile.fingerprint();
   } catch (const std::exception& e) {
     log(LOG_WARNING, "cannot read board profile '%s' to check fingerprints: %s", config_.board.c_str(), e.what());
   }
   if (!want.empty() && facts.fingerprint != want)
     refuse_swap(j, "verify", "wrong_board", "the engine's board fingerprint " + facts.fingerprint + " is not this board's " +
-                                                want + " (profile '" + config_.board + "' changed since the build?)");
+                                                want + " (profile '" + this_board + "' changed since the build?)");
   std::vector<std::string> missing = missing_plugins(facts.plugins, config_.plugin_path);
   if (!missing.empty()) {
     std::string list;
@@ -185,7 +189,7 @@ void Daemon::swap_verified(const std::shared_ptr<SwapJob>& job) {
     budget_->release("pipeline:" + j.name);
     budget_->reserve("swap:" + j.name, j.need, what);
   }
-  std::string plugin_path = config_.plugin_path, board = config_.board;
+  std::string plugin_path = config_.plugin_path, board = config_.board_profile.name;
   bool mlock_weights = config_.mlock_weights;
   worker_->run(
       [job, plugin_path, board, mlock_weights] {
@@ -221,7 +225,7 @@ void Daemon::swap_loaded(const std::shared_ptr<SwapJob>& job) {
     budget_->release("swap:" + j.name);
     if (!j.stop_first || j.old_path.empty()) return "";
     try {
-      auto old = std::make_shared<EngineHandle>(j.old_path, config_.plugin_path, config_.board, config_.mlock_weights,
+      auto old = std::make_shared<EngineHandle>(j.old_path, config_.plugin_path, config_.board_profile.name, config_.mlock_weights,
                                                 j.current_sha);
       budget_->reserve("pipeline:" + j.name, old->footprint().total(), "engine " + short_sha(j.current_sha));
       pipeline_named(j.name).swap_engine(old);

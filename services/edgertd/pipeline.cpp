@@ -63,7 +63,7 @@ Pipeline::Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, Mem
                                         "engine '" + config.engine + "' of pipeline '" + config.name + "'");
   if (!refusal.empty()) throw std::runtime_error(refusal);
   try {
-    engine_ = std::make_shared<EngineHandle>(config.engine, daemon.plugin_path, daemon.board, daemon.mlock_weights);
+    engine_ = std::make_shared<EngineHandle>(config.engine, daemon.plugin_path, daemon.board_profile.name, daemon.mlock_weights);
   } catch (...) {
     budget_.release("pipeline:" + config.name);
     throw;

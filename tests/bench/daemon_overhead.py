@@ -31,7 +31,7 @@ def main():
     work = tempfile.mkdtemp(prefix="edgert-overhead-")
     subprocess.run(["/usr/bin/python3", f"{ROOT}/tests/models/make_demo_model.py", "--output", f"{work}/demo.onnx",
                     "--input", f"{work}/in.npy"], check=True, capture_output=True)
-    subprocess.run([f"{build}/bin/edgert", "build", f"{work}/demo.onnx", "-o", f"{work}/demo.engine"], check=True,
+    subprocess.run([f"{build}/bin/edgert", "build", "--board", "x86_64-generic", f"{work}/demo.onnx", "-o", f"{work}/demo.engine"], check=True,
                    capture_output=True)
     with open(f"{work}/edgertd.yaml", "w") as f:
         f.write(f"""board: x86_64-generic

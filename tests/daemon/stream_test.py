@@ -56,7 +56,7 @@ def wait_for_socket(path, seconds=10):
 
 subprocess.run(["/usr/bin/python3", os.path.join(source, "tests/models/make_demo_model.py"),
                 "--output", f"{work}/demo.onnx", "--input", f"{work}/demo.npy"], check=True, capture_output=True)
-subprocess.run([edgert, "build", f"{work}/demo.onnx", "-o", f"{work}/demo.engine"], check=True, capture_output=True)
+subprocess.run([edgert, "build", "--board", "x86_64-generic", f"{work}/demo.onnx", "-o", f"{work}/demo.engine"], check=True, capture_output=True)
 
 daemon = subprocess.Popen([edgertd, "--config", config(f"{work}/demo.engine")], stderr=subprocess.PIPE, text=True)
 try:
@@ -119,7 +119,7 @@ g = helper.make_graph([helper.make_node('Mul', ['x', 'w'], ['y'])], 'heavy',
                       [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 3, 1600, 1600])], [w])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{heavy_onnx}')
 """], check=True)
-subprocess.run([edgert, "build", heavy_onnx, "-o", f"{work}/heavy.engine"], check=True, capture_output=True)
+subprocess.run([edgert, "build", "--board", "x86_64-generic", heavy_onnx, "-o", f"{work}/heavy.engine"], check=True, capture_output=True)
 over = subprocess.run([edgertd, "--config", config(f"{work}/heavy.engine", budget="memory_budget_mb: 16\n")],
                       capture_output=True, text=True, timeout=30)
 check("an over-budget engine is refused with its footprint and the budget",

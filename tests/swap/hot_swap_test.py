@@ -168,12 +168,12 @@ run(edgert, "keygen", "stranger", "--dir", work)
 os.makedirs(f"{work}/trusted-keys.d")
 shutil.copy(f"{work}/ci.pub", f"{work}/trusted-keys.d/ci.pub")
 for name in ("a", "b"):
-    r = run(edgert, "build", f"{work}/{name}.onnx", "-o", f"{work}/{name}.engine", "-v")
+    r = run(edgert, "build", "--board", "x86_64-generic", f"{work}/{name}.onnx", "-o", f"{work}/{name}.engine", "-v")
     check(f"engine {name} built with a self-test vector", r.returncode == 0 and "self-test vector: seed" in r.stderr,
           r.stderr[-400:])
-    r = run(edgert, "build", f"{work}/{name}.onnx", "-o", f"{work}/{name}-signed.engine", "--sign", f"{work}/ci.key")
+    r = run(edgert, "build", "--board", "x86_64-generic", f"{work}/{name}.onnx", "-o", f"{work}/{name}-signed.engine", "--sign", f"{work}/ci.key")
     check(f"engine {name} built and signed", r.returncode == 0 and "signed by 'ci'" in r.stdout, r.stdout + r.stderr)
-run(edgert, "build", f"{work}/a.onnx", "-o", f"{work}/a-stranger.engine", "--sign", f"{work}/stranger.key")
+run(edgert, "build", "--board", "x86_64-generic", f"{work}/a.onnx", "-o", f"{work}/a-stranger.engine", "--sign", f"{work}/stranger.key")
 sha_a, sha_b = sha256(f"{work}/a.engine"), sha256(f"{work}/b.engine")
 sha_as, sha_bs = sha256(f"{work}/a-signed.engine"), sha256(f"{work}/b-signed.engine")
 
@@ -357,7 +357,7 @@ g = helper.make_graph([helper.make_node('Mul', ['x', 'w'], ['m']),
                       [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 3, 32, 32])], [w, big])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{heavy}')
 """)
-    r = run(edgert, "build", heavy, "--no-optimize", "-o", f"{work}/heavy.engine", timeout=300)
+    r = run(edgert, "build", "--board", "x86_64-generic", heavy, "--no-optimize", "-o", f"{work}/heavy.engine", timeout=300)
     refused_deploy("over the memory budget", f"{work}/heavy.engine", "needs", "memory budget is 64.0 MiB", code="over_budget")
     # Stop-first: two 36 MiB engines do not fit the 64 MiB budget together; each fits alone.
     for tag, fill in (("mid1", 0.25), ("mid2", 0.75)):
@@ -371,7 +371,7 @@ g = helper.make_graph([helper.make_node('ReduceMax', ['big'], ['s'], keepdims=0)
                       [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 3, 32, 32])], [big])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{work}/{tag}.onnx')
 """)
-        run(edgert, "build", f"{work}/{tag}.onnx", "--no-optimize", "-o", f"{work}/{tag}.engine", timeout=300)
+        run(edgert, "build", "--board", "x86_64-generic", f"{work}/{tag}.onnx", "--no-optimize", "-o", f"{work}/{tag}.engine", timeout=300)
     r = ctl("deploy", f"{work}/mid1.engine", "--pipeline", "cam")
     check("a 36 MiB engine deploys alongside the small one (overlap)", r.returncode == 0 and "overlap" in r.stdout,
           r.stdout + r.stderr)
@@ -402,7 +402,7 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{w
     write_config(require_signed=True)
     daemon.proc.send_signal(signal.SIGHUP)
     time.sleep(1)
-    run(edgert, "build", f"{work}/a.onnx", "--no-optimize", "-o", f"{work}/unsigned.engine")
+    run(edgert, "build", "--board", "x86_64-generic", f"{work}/a.onnx", "--no-optimize", "-o", f"{work}/unsigned.engine")
     refused_deploy("unsigned engine when require_signed", f"{work}/unsigned.engine", "not signed", code="unsigned_engine")
     refused_deploy("engine signed by an untrusted key", f"{work}/a-stranger.engine", "'stranger'", "not a trusted key",
                    code="untrusted_signer")
@@ -461,7 +461,7 @@ for point in ("install-tmp", "install-renamed", "switched", "active-tmp", "activ
     seed = 100 + len(point)
     run("/usr/bin/python3", f"{source}/tests/models/make_demo_model.py", "--output", f"{work}/k.onnx",
         "--input", f"{work}/k.npy", "--seed", str(seed + random.randint(0, 10000)))
-    run(edgert, "build", f"{work}/k.onnx", "-o", f"{work}/k.engine")
+    run(edgert, "build", "--board", "x86_64-generic", f"{work}/k.onnx", "-o", f"{work}/k.engine")
     d = Daemon({"EDGERTD_DEBUG_CRASH_AT": point})
     r = ctl("deploy", f"{work}/k.engine", "--pipeline", "cam")
     d.proc.wait(timeout=20)

@@ -3,12 +3,15 @@
 // tactic first, a fast one second and a slower reference last.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "board.h"
 #include "board_profile.h"
 #include "engine_builder.h"
 #include "edgert/edgert.hpp"
@@ -183,7 +186,8 @@ TEST_F(TacticTuningTest, ACorruptOrForeignCacheFileIsAClearErrorUnlessIgnored) {
 
 TEST_F(TacticTuningTest, ForAnotherBoardNothingIsTimedAndThatBoardsRecordsDecide) {
   const std::string board = "jetson-orin-nano-8gb";
-  const std::string fingerprint = config::load_board_profile(config::find_board_profile(board)).fingerprint();
+  const config::BoardProfile profile = config::load_board_profile(config::find_board_profile(board));
+  const std::string fingerprint = profile.fingerprint();
   const std::string cache = dir_.file("timing.cache");
 
   auto no_record = build("miss.engine", "-v --board " + board + " --timing-cache " + cache);
@@ -199,6 +203,7 @@ TEST_F(TacticTuningTest, ForAnotherBoardNothingIsTimedAndThatBoardsRecordsDecide
     builder::TimingCache file = builder::TimingCache::open(cache);
     for (auto [key, record] : file.entries()) {
       key.board = fingerprint;
+      key.threads = profile.cpu_cores;  // a build on the board times at its cores (board_tuning.h)
       record.chosen = 0;
       record.chosen_name = "reference";
       file.put(key, record);
@@ -214,6 +219,126 @@ TEST_F(TacticTuningTest, ForAnotherBoardNothingIsTimedAndThatBoardsRecordsDecide
   for (const auto& n : j["graphs"][0]["nodes"]) {
     EXPECT_EQ(n["tactic"], 0);
     EXPECT_EQ(n["tactic_name"], "reference");
+  }
+}
+
+// `edgert tune` against a stand-in board: `ssh` and `scp` first on PATH run the command (copy
+// the file) on this machine, so the board's edgert is whichever `edgert` comes next on PATH.
+class BoardTuningTest : public TacticTuningTest {
+ protected:
+  void SetUp() override {
+    TacticTuningTest::SetUp();
+    fake_ = dir_.file("stand-in");
+    mkdir(fake_.c_str(), 0755);
+    const std::string skip_options =
+        "while [ $# -gt 0 ]; do case \"$1\" in -o|-p|-i|-P) shift 2 ;; -q) shift ;; *) break ;; esac; done\n";
+    script(fake_ + "/ssh", "#!/bin/sh\n" + skip_options + "shift\nexec sh -c \"$*\"\n");
+    script(fake_ + "/scp", "#!/bin/sh\n" + skip_options + "exec cp \"${1#*:}\" \"${2#*:}\"\n");
+  }
+  static void script(const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+    chmod(path.c_str(), 0755);
+  }
+  // `edgert ARGS` with PATH = the stand-ins, `board_bin` (where the board's edgert is), the system.
+  CommandResult edgert_on_path(const std::string& board_bin, const std::string& args) {
+    return run_command("PATH=" + fake_ + ":" + board_bin + ":/usr/bin:/bin EDGERT_PLUGIN_PATH=" + tactics_plugin_dir() +
+                       ":" + cpu_plugin_dir() + " " + edgert_cli() + " " + args);
+  }
+  std::string tune(const std::string& board_bin, const std::string& extra, int* exit_code = nullptr) {
+    auto r = edgert_on_path(board_bin, "tune " + dir_.file("relus.onnx") + " --host tester@board -p 2222 " + extra);
+    if (exit_code) *exit_code = r.exit_code;
+    return r.output;
+  }
+  std::string board_bin() const { return binary_dir() + "/bin"; }
+  std::string fake_;
+};
+
+TEST_F(BoardTuningTest, TheBoardTimesAndABuildHereFindsItsRecordsTimingNothing) {
+  const std::string cache = dir_.file("tuned.cache");
+  int status = -1;
+  std::string out = tune(board_bin(), "--board x86_64-generic --timing-cache " + cache + " --board-engine " +
+                                          dir_.file("board.engine"), &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("[1/4] tester@board: edgert " EDGERT_VERSION), std::string::npos) << out;
+  EXPECT_NE(out.find("[4/4] merged 2 record(s) from tester@board (2 new) for board x86_64-generic"), std::string::npos)
+      << out;
+  // Keyed by the board's profile and cores (x86_64-generic: 2), whatever this machine has.
+  const config::BoardProfile generic = config::load_board_profile(config::find_board_profile("x86_64-generic"));
+  {
+    auto entries = builder::TimingCache::open(cache).entries();
+    ASSERT_EQ(entries.size(), 2u);
+    for (const auto& [key, record] : entries) {
+      EXPECT_EQ(key.board, generic.fingerprint());
+      EXPECT_EQ(key.threads, generic.cpu_cores);
+    }
+  }
+  auto here = build("here.engine", "-v --board x86_64-generic --timing-cache " + cache);
+  ASSERT_EQ(here.exit_code, 0) << here.output;
+  EXPECT_EQ(hits_misses(here.output), std::make_pair(2, 0)) << here.output;
+  EXPECT_NE(here.output.find("timing cache: 2 hits, 0 misses; 0 timed"), std::string::npos) << here.output;
+  auto board_nodes = inspect("board.engine")["graphs"][0]["nodes"];
+  auto here_nodes = inspect("here.engine")["graphs"][0]["nodes"];
+  ASSERT_EQ(board_nodes.size(), here_nodes.size());
+  for (size_t i = 0; i < here_nodes.size(); ++i) {
+    EXPECT_EQ(here_nodes[i]["name"], board_nodes[i]["name"]);
+    EXPECT_EQ(here_nodes[i]["tactic"], board_nodes[i]["tactic"]) << here_nodes[i]["name"];
+    EXPECT_EQ(here_nodes[i]["tactic_name"], board_nodes[i]["tactic_name"]) << here_nodes[i]["name"];
+  }
+
+  // --threads on both sides: another key, found again.
+  out = tune(board_bin(), "--board x86_64-generic --threads 1 --timing-cache " + cache, &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("(2 new) for board x86_64-generic (fingerprint " + generic.fingerprint() + ", 1 thread(s))"),
+            std::string::npos)
+      << out;
+  auto one = build("one.engine", "--board x86_64-generic --threads 1 --timing-cache " + cache);
+  EXPECT_NE(one.output.find("2 hits, 0 misses; 0 timed"), std::string::npos) << one.output;
+}
+
+TEST_F(BoardTuningTest, BuildTuneOnTimesOnTheBoardThenBuilds) {
+  auto r = edgert_on_path(board_bin(), "build " + dir_.file("relus.onnx") + " --board x86_64-generic --tune-on "
+                                       "tester@board --tune-port 2222 -o " + dir_.file("tuned.engine"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[4/4] merged 2 record(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("timing cache: 2 hits, 0 misses; 0 timed"), std::string::npos) << r.output;
+  auto native = edgert_on_path(board_bin(), "build " + dir_.file("relus.onnx") + " --tune-on tester@board -o " +
+                                            dir_.file("x.engine"));
+  EXPECT_EQ(native.exit_code, 1) << native.output;
+  EXPECT_NE(native.output.find("--tune-on tester@board needs --board naming the board's profile"), std::string::npos)
+      << native.output;
+}
+
+TEST_F(BoardTuningTest, WhatStopsItIsSaidPlainly) {
+  const std::string cache = " --timing-cache " + dir_.file("errors.cache");
+  int status = -1;
+  std::string out = tune(dir_.file("empty-bin"), "--board x86_64-generic" + cache, &status);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("tester@board has no 'edgert' on the PATH of an ssh command"), std::string::npos) << out;
+
+  const std::string old_bin = dir_.file("old-bin");
+  mkdir(old_bin.c_str(), 0755);
+  script(old_bin + "/edgert", "#!/bin/sh\necho edgert 0.0.9\n");
+  out = tune(old_bin, "--board x86_64-generic" + cache, &status);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("tester@board runs edgert 0.0.9, this is edgert " EDGERT_VERSION), std::string::npos) << out;
+
+  const std::string other_arch = host_architecture() == "x86_64" ? "qemu-virt-aarch64" : "qemu-virt-x86_64";
+  out = tune(board_bin(), "--board " + other_arch + cache, &status);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("tester@board is " + host_architecture() + ", but board profile '" + other_arch + "'"),
+            std::string::npos)
+      << out;
+
+  out = tune(board_bin(), "--board native" + cache, &status);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("--board native means this machine"), std::string::npos) << out;
+
+  // A real ssh to a port nobody listens on.
+  if (run_command("command -v ssh").exit_code == 0) {
+    auto r = run_command(edgert_cli() + " tune " + dir_.file("relus.onnx") + " --host nobody@127.0.0.1 -p 1 -o "
+                         "ConnectTimeout=5 --board x86_64-generic" + cache);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("cannot reach nobody@127.0.0.1 over ssh"), std::string::npos) << r.output;
   }
 }
 

@@ -33,6 +33,10 @@ typedef struct edgert_load_options {
    * calling thread. Do not change them while another engine of the process is running. */
   int32_t num_threads;         /* threads a kernel may use; 0: unchanged / the plugin's default */
   int32_t pin_threads;         /* 1: pin worker i to the i-th CPU of the process's affinity mask */
+  /* (appended) What a refusal calls this machine when expected_board is NULL, e.g. the board
+   * profile `edgert build --board native` picks here; NULL: the runtime's own name for what it
+   * detects ("native-x86_64-avx512"). Only used in messages; borrowed for the call. */
+  const char* host_board;
 } edgert_load_options;
 
 /* Describes an engine input or output. `name` and `dim_names` point into the engine and live

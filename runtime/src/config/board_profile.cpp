@@ -1,9 +1,13 @@
 #include "board_profile.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <set>
 
+#include "host_machine.h"
 #include "yaml_tree.h"
 
 #ifndef EDGERT_BOARD_PROFILE_DIRS
@@ -11,13 +15,6 @@
 #endif
 
 namespace edgert::config {
-namespace {
-
-const std::vector<std::string> kKnownFeatures = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
-                                                 "avx512vl", "avx512vnni", "neon", "asimd", "fp16", "asimdhp",
-                                                 "dotprod"};
-
-}  // namespace
 
 BoardProfile load_board_profile(const std::string& path) {
   auto root = load_yaml_file(path);
@@ -37,11 +34,14 @@ BoardProfile load_board_profile(const std::string& path) {
   r.expect_keys(cpu, {"features", "cores"}, "cpu");
   if (const YamlNode* f = cpu.get("features")) {
     p.hardware.cpu_features = r.string_list(*f, "cpu.features");
-    for (size_t i = 0; i < p.hardware.cpu_features.size(); ++i) {
-      bool known = false;
-      for (const std::string& k : kKnownFeatures) known = known || k == p.hardware.cpu_features[i];
-      if (!known) r.fail(*f->items[i], "unknown CPU feature '" + p.hardware.cpu_features[i] + "'");
-    }
+    const std::vector<std::string>& known = known_cpu_features(p.hardware.architecture);
+    for (size_t i = 0; i < p.hardware.cpu_features.size(); ++i)
+      if (std::find(known.begin(), known.end(), p.hardware.cpu_features[i]) == known.end()) {
+        std::string list;
+        for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+        r.fail(*f->items[i], "unknown CPU feature '" + p.hardware.cpu_features[i] + "' for " +
+                                 p.hardware.architecture + " (known: " + list + ")");
+      }
   }
   p.cpu_cores = static_cast<int>(r.int_value(r.require(cpu, "cores", "cpu"), "cpu.cores", 1, 1024));
 
@@ -89,10 +89,7 @@ BoardProfile load_board_profile(const std::string& path) {
   return p;
 }
 
-std::string find_board_profile(const std::string& name_or_path) {
-  if (name_or_path.find('/') != std::string::npos ||
-      (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".yaml") == 0))
-    return name_or_path;
+std::vector<std::string> board_profile_dirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("EDGERT_BOARD_PROFILES")) dirs.push_back(env);
   std::string compiled = EDGERT_BOARD_PROFILE_DIRS;
@@ -103,14 +100,38 @@ std::string find_board_profile(const std::string& name_or_path) {
     if (colon == std::string::npos) break;
     start = colon + 1;
   }
+  return dirs;
+}
+
+std::vector<std::string> board_profile_names() {
+  std::set<std::string> names;
+  for (const std::string& dir : board_profile_dirs())
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        std::string file = e->d_name;
+        if (file.size() > 5 && file[0] != '.' && file.compare(file.size() - 5, 5, ".yaml") == 0)
+          names.insert(file.substr(0, file.size() - 5));
+      }
+      closedir(d);
+    }
+  return {names.begin(), names.end()};
+}
+
+std::string find_board_profile(const std::string& name_or_path) {
+  if (name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".yaml") == 0))
+    return name_or_path;
   std::string searched;
-  for (const std::string& dir : dirs) {
+  for (const std::string& dir : board_profile_dirs()) {
     std::string file = dir + "/" + name_or_path + ".yaml";
     if (access(file.c_str(), R_OK) == 0) return file;
     searched += (searched.empty() ? "" : ", ") + dir;
   }
-  throw ConfigError("board profile '" + name_or_path + "' not found in " + searched +
-                    " (pass a path to a .yaml file or set EDGERT_BOARD_PROFILES)");
+  std::string available;
+  for (const std::string& name : board_profile_names()) available += (available.empty() ? "" : ", ") + name;
+  throw ConfigError("board profile '" + name_or_path + "' not found in " + searched + "; available: native (this " +
+                    "machine), " + (available.empty() ? std::string("none") : available) +
+                    " (edgert boards describes them; or pass a path to a .yaml file, or set EDGERT_BOARD_PROFILES)");
 }
 
 }  // namespace edgert::config

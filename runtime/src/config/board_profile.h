@@ -35,7 +35,13 @@ struct BoardProfile {
 BoardProfile load_board_profile(const std::string& path);
 
 // Resolves `name_or_path`: a path to a .yaml file, or a profile name looked up in
-// $EDGERT_BOARD_PROFILES, then the installed and source-tree board_profiles directories.
+// board_profile_dirs(). An unknown name is a ConfigError listing the names there are (`native`
+// is not a file: board_catalog.h resolves it).
 std::string find_board_profile(const std::string& name_or_path);
+
+// $EDGERT_BOARD_PROFILES, then the installed and source-tree board_profiles directories.
+std::vector<std::string> board_profile_dirs();
+// The profile names in those directories (file names without .yaml), sorted, each once.
+std::vector<std::string> board_profile_names();
 
 }  // namespace edgert::config
