@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <map>
 
 #include "board_catalog.h"
@@ -16,10 +17,11 @@
 namespace edgert::cli {
 namespace {
 
-// "input:1x3x224x224,mask:1x224x224" -> name -> dims. The name ends at the last ':' so names
-// with ':' (common in TF exports) work.
-std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& spec, const char* option) {
-  std::map<std::string, std::vector<int64_t>> shapes;
+// "input:1x3x224x224,mask:1x224x224" -> (name, dims) in order. The name ends at the last ':'
+// so names with ':' (common in TF exports) work.
+std::vector<std::pair<std::string, std::vector<int64_t>>> parse_shape_list(const std::string& spec,
+                                                                          const char* option) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   size_t start = 0;
   while (start < spec.size()) {
     size_t comma = spec.find(',', start);
@@ -42,24 +44,48 @@ std::map<std::string, std::vector<int64_t>> parse_shapes(const std::string& spec
       if (x == std::string::npos) break;
       pos = x + 1;
     }
-    shapes[item.substr(0, colon)] = dims;
+    shapes.emplace_back(item.substr(0, colon), dims);
   }
   return shapes;
 }
 
-std::map<std::string, builder::InputShapeRange> parse_profile(const std::string& min, const std::string& opt,
-                                                              const std::string& max) {
-  auto mins = parse_shapes(min, "--min-shapes"), opts = parse_shapes(opt, "--opt-shapes"),
-       maxs = parse_shapes(max, "--max-shapes");
-  std::map<std::string, builder::InputShapeRange> profile;
-  for (const auto* list : {&mins, &opts, &maxs})
-    for (const auto& [name, dims] : *list) {
-      if (!mins.count(name) || !opts.count(name) || !maxs.count(name))
-        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT,
-                            "input '%s' needs all of --min-shapes, --opt-shapes and --max-shapes", name.c_str());
-      profile[name] = builder::InputShapeRange{mins[name], opts[name], maxs[name]};
+// Every --min-shapes (--opt-shapes, --max-shapes) value, repeated or comma-joined, in order:
+// the k-th shape given for an input belongs to optimization profile k (as polygraphy's
+// --trt-min-shapes), so `--minShapes=a:1x3,b:1x4` and `--minShapes=a:1x3 --minShapes=b:1x4`
+// are one profile, and naming an input again starts the next profile.
+std::vector<std::map<std::string, std::vector<int64_t>>> shapes_by_profile(const std::vector<std::string>& specs,
+                                                                          const char* option) {
+  std::vector<std::map<std::string, std::vector<int64_t>>> profiles;
+  for (const std::string& spec : specs)
+    for (auto& [name, dims] : parse_shape_list(spec, option)) {
+      size_t p = 0;
+      while (p < profiles.size() && profiles[p].count(name)) ++p;
+      if (p == profiles.size()) profiles.emplace_back();
+      profiles[p][name] = dims;
     }
-  return profile;
+  return profiles;
+}
+
+std::vector<builder::ShapeProfile> parse_profiles(const std::vector<std::string>& min,
+                                                  const std::vector<std::string>& opt,
+                                                  const std::vector<std::string>& max) {
+  auto mins = shapes_by_profile(min, "--min-shapes"), opts = shapes_by_profile(opt, "--opt-shapes"),
+       maxs = shapes_by_profile(max, "--max-shapes");
+  const size_t count = std::max({mins.size(), opts.size(), maxs.size()});
+  mins.resize(count);
+  opts.resize(count);
+  maxs.resize(count);
+  std::vector<builder::ShapeProfile> profiles(count);
+  for (size_t p = 0; p < count; ++p)
+    for (const auto* list : {&mins[p], &opts[p], &maxs[p]})
+      for (const auto& [name, dims] : *list) {
+        if (!mins[p].count(name) || !opts[p].count(name) || !maxs[p].count(name))
+          builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT,
+                              "input '%s' needs all of --min-shapes, --opt-shapes and --max-shapes%s", name.c_str(),
+                              count > 1 ? (" in optimization profile " + std::to_string(p)).c_str() : "");
+        profiles[p][name] = builder::InputShapeRange{mins[p][name], opts[p][name], maxs[p][name]};
+      }
+  return profiles;
 }
 
 }  // namespace
@@ -67,7 +93,7 @@ std::map<std::string, builder::InputShapeRange> parse_profile(const std::string&
 void add_build_command(CLI::App& app) {
   struct Options {
     std::string model, onnx, output, save_engine, board = "native", plugin_path;
-    std::string min_shapes, opt_shapes, max_shapes;
+    std::vector<std::string> min_shapes, opt_shapes, max_shapes;
     std::string sign_key;
     bool verbose = false, no_optimize = false, no_self_test = false;
     std::string timing_cache, tactics = "tune";
@@ -95,9 +121,16 @@ void add_build_command(CLI::App& app) {
   cmd->add_flag("--no-optimize", options->no_optimize, "Skip the graph passes (folding, fusion): nodes as imported");
   cmd->add_option("--sign", options->sign_key, "Sign the engine with this ed25519 secret key (from edgert keygen)");
   cmd->add_flag("--no-self-test", options->no_self_test, "Do not store a self-test vector in the engine");
-  cmd->add_option("--min-shapes,--minShapes", options->min_shapes, "Optimization profile minimum: NAME:1x3x160x160,...");
-  cmd->add_option("--opt-shapes,--optShapes", options->opt_shapes, "Optimization profile optimum: NAME:1x3x224x224,...");
-  cmd->add_option("--max-shapes,--maxShapes", options->max_shapes, "Optimization profile maximum: NAME:1x3x640x640,...");
+  cmd->add_option("--min-shapes,--minShapes", options->min_shapes,
+                  "Optimization profile minimum: NAME:1x3x160x160,... (repeat the flag or join with commas; "
+                  "naming an input again starts the next profile)")
+      ->take_all();
+  cmd->add_option("--opt-shapes,--optShapes", options->opt_shapes,
+                  "Optimization profile optimum, where tactics are timed: NAME:1x3x224x224,...")
+      ->take_all();
+  cmd->add_option("--max-shapes,--maxShapes", options->max_shapes,
+                  "Optimization profile maximum, what the memory plan holds: NAME:1x3x640x640,...")
+      ->take_all();
   cmd->add_option("--timing-cache,--timingCacheFile", options->timing_cache,
                   "SQLite timing cache to read and update (created if missing); without it timings last one build");
   cmd->add_flag("--ignore-timing-cache-errors", options->ignore_timing_cache_errors,
@@ -121,7 +154,7 @@ void add_build_command(CLI::App& app) {
     build.board = board.profile;
     if (!options->plugin_path.empty()) build.plugin_path = options->plugin_path.c_str();
     build.optimize = !options->no_optimize;
-    build.profile = parse_profile(options->min_shapes, options->opt_shapes, options->max_shapes);
+    build.profiles = parse_profiles(options->min_shapes, options->opt_shapes, options->max_shapes);
     build.self_test = !options->no_self_test;
     build.tactics = options->no_tune || options->tactics == "first" ? builder::TacticPolicy::kFirst
                                                                     : builder::TacticPolicy::kTune;

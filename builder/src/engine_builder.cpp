@@ -16,44 +16,6 @@ namespace edgert::builder {
 
 namespace {
 
-std::string dims_text(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-// A profile must name real inputs, match their rank and static dims, and keep min <= opt <= max.
-void validate_profile(const Graph& graph, const std::map<std::string, InputShapeRange>& profile) {
-  for (const auto& [name, range] : profile) {
-    const Value* input = nullptr;
-    for (int32_t t : graph.inputs)
-      if (graph.values[t].name == name) input = &graph.values[t];
-    if (!input) {
-      std::string names;
-      for (int32_t t : graph.inputs) names += (names.empty() ? "" : ", ") + graph.values[t].name;
-      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "shape profile names '%s', which is not a model input (inputs: %s)",
-                 name.c_str(), names.c_str());
-    }
-    if (range.min.size() != range.opt.size() || range.opt.size() != range.max.size())
-      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s': min %s, opt %s and max %s shapes must have the same rank",
-                 name.c_str(), dims_text(range.min).c_str(), dims_text(range.opt).c_str(), dims_text(range.max).c_str());
-    if (input->rank_known && input->shape.size() != range.min.size())
-      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s' has rank %zu; its profile shapes have rank %zu", name.c_str(),
-                 input->shape.size(), range.min.size());
-    for (size_t d = 0; d < range.min.size(); ++d) {
-      if (range.min[d] < 0 || range.min[d] > range.opt[d] || range.opt[d] > range.max[d])
-        build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s': dimension %zu needs min <= opt <= max, got %lld, %lld, %lld",
-                   name.c_str(), d, static_cast<long long>(range.min[d]), static_cast<long long>(range.opt[d]),
-                   static_cast<long long>(range.max[d]));
-      int64_t fixed = input->rank_known ? input->shape[d].value : -1;
-      if (fixed >= 0 && (range.min[d] != fixed || range.max[d] != fixed))
-        build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input '%s': dimension %zu is fixed at %lld in the model; the profile "
-                   "gives %lld..%lld", name.c_str(), d, static_cast<long long>(fixed), static_cast<long long>(range.min[d]),
-                   static_cast<long long>(range.max[d]));
-    }
-  }
-}
-
 // Tactics are timed only where the engine will run: this machine must be able to run an
 // engine built for the board (same architecture, every CPU feature the profile lists).
 bool board_is_this_machine(const config::BoardProfile& board, std::string* why_not) {
@@ -78,6 +40,16 @@ TimingCache open_timing_cache(const BuildOptions& options, BuildResult& result) 
     result.warnings.push_back(std::string(e.what()) + "; building without a timing cache (--ignore-timing-cache-errors)");
     return TimingCache();
   }
+}
+
+// Makes each node's tactic the one chosen for `profile` (Node::profile_tactics), so shape
+// inference sizes workspaces for it.
+void use_profile_tactics(Graph& graph, size_t profile) {
+  for (Node& node : graph.nodes)
+    if (profile < node.profile_tactics.size()) {
+      node.tactic = node.profile_tactics[profile];
+      node.tactic_name = node.profile_tactic_names[profile];
+    }
 }
 
 std::string seconds_text(double s) {
@@ -115,11 +87,21 @@ BuildResult build_engine(const BuildOptions& options) {
     return (a->table->score ? a->table->score() : 0) > (b->table->score ? b->table->score() : 0);
   });
 
+  Graph& main = result.model.graphs[0];
+  validate_profiles(main, options.profiles);
+  for (int32_t t : main.inputs)
+    if (options.profiles.empty() && !main.values[t].shape_is_static())
+      result.warnings.push_back("input '" + main.values[t].name + "' is dynamic and no optimization profile was "
+                                "given: what depends on it is neither tuned nor memory-planned (give "
+                                "--min-shapes, --opt-shapes and --max-shapes)");
   if (options.optimize) {
     PassOptions pass_options;
     pass_options.plugins = plugins;
     pass_options.log = options.log;
+    pass_options.profiles = options.profiles;
     result.passes = PassManager::standard(pass_options).run(result.model);
+  } else if (!options.profiles.empty()) {
+    infer_profile_shapes(main, plugins, options.profiles, 0, ProfilePoint::kOpt);
   }
 
   // Kernel threads while timing, and in every cache record's key: --threads, else the board's
@@ -167,6 +149,14 @@ BuildResult build_engine(const BuildOptions& options) {
   selection.log = options.log;
   selection.tuner = &tuner;
   select_kernels(result.model, selection);
+  // Further profiles: the same kernels, tactics timed again at each one's opt shapes.
+  const size_t num_profiles = std::max<size_t>(options.profiles.size(), 1);
+  for (size_t p = 1; p < num_profiles; ++p) {
+    specialize_inputs(main, options.profiles[p], ProfilePoint::kOpt);
+    infer_shapes(main, plugins);
+    if (options.log) options.log("tactics for optimization profile " + std::to_string(p));
+    select_profile_tactics(result.model, selection, p, num_profiles);
+  }
   result.tuning = tuner.stats();
   if (cache.read_only() && cache.pending() > 0)
     result.warnings.push_back("timing cache '" + cache.path() + "' is read-only: " + std::to_string(cache.pending()) +
@@ -181,19 +171,41 @@ BuildResult build_engine(const BuildOptions& options) {
                 (cache.path().empty() ? std::string("no cache file") : "file " + cache.path()) + ")");
   }
 
-  validate_profile(result.model.graphs[0], options.profile);
-  result.memory_plan = plan_memory(result.model);
-  if (options.log) {
-    const MemoryPlan& p = result.memory_plan;
-    options.log("memory plan: " + std::to_string(p.planned_tensors) + " tensors, " +
-                std::to_string(p.activation_bytes) + " activation bytes in a " + std::to_string(p.arena_bytes) +
-                "-byte arena (largest tensor " + std::to_string(p.largest_tensor_bytes) + " bytes, " +
-                std::to_string(p.in_place) + " in place, " + std::to_string(p.concats_in_place) +
-                " Concat(s) with inputs in place), workspace " + std::to_string(p.workspace_bytes) + " bytes");
+  // One plan per profile, made at its max shapes with its tactics' workspaces: every shape the
+  // profile accepts fits its arena.
+  for (size_t p = 0; p < num_profiles; ++p) {
+    if (!options.profiles.empty()) {
+      use_profile_tactics(main, p);
+      specialize_inputs(main, options.profiles[p], ProfilePoint::kMax);
+      infer_shapes(main, plugins);
+    }
+    result.memory_plans.push_back(plan_memory(result.model));
+    if (options.log) {
+      const MemoryPlan& plan = result.memory_plans.back();
+      options.log("memory plan" + (options.profiles.empty() ? std::string() : " of profile " + std::to_string(p) +
+                                   " (max shapes)") + ": " + std::to_string(plan.planned_tensors) + " tensors, " +
+                  std::to_string(plan.activation_bytes) + " activation bytes in a " + std::to_string(plan.arena_bytes) +
+                  "-byte arena (largest tensor " + std::to_string(plan.largest_tensor_bytes) + " bytes, " +
+                  std::to_string(plan.in_place) + " in place, " + std::to_string(plan.concats_in_place) +
+                  " Concat(s) with inputs in place), workspace " + std::to_string(plan.workspace_bytes) + " bytes");
+    }
+  }
+  result.memory_plan = result.memory_plans.front();
+  if (!options.profiles.empty()) {
+    // The engine describes the graph at profile 0's opt, with what varies made dynamic again.
+    use_profile_tactics(main, 0);
+    specialize_inputs(main, options.profiles[0], ProfilePoint::kOpt);
+    infer_shapes(main, plugins);
+    generalize_shapes(main);
+    if (num_profiles == 1)
+      for (Node& node : main.nodes) {
+        node.profile_tactics.clear();
+        node.profile_tactic_names.clear();
+      }
   }
   WriterInputs writer;
-  writer.memory_plan = &result.memory_plan;
-  writer.profile = options.profile;
+  for (const MemoryPlan& plan : result.memory_plans) writer.memory_plans.push_back(&plan);
+  writer.profiles = options.profiles;
   writer.model = &result.model;
   writer.board = &options.board;
   writer.plugins = plugins;

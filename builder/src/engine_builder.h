@@ -12,6 +12,7 @@
 #include "ir.h"
 #include "memory_planner.h"
 #include "passes/pass_manager.h"
+#include "shape_profiles.h"
 #include "tactic_tuner.h"
 
 namespace edgert::builder {
@@ -21,7 +22,10 @@ struct BuildOptions {
   config::BoardProfile board;
   const char* plugin_path = nullptr;  // as edgert_load_options.plugin_path
   std::function<void(const std::string&)> log;  // -v output; may be empty
-  std::map<std::string, InputShapeRange> profile;  // --min/opt/max-shapes, by input name
+  // Optimization profiles (--min/opt/max-shapes), each naming every dynamic input. Tactics are
+  // tuned at each profile's opt shapes and a memory plan made at its max (shape_profiles.h).
+  // Empty: dynamic inputs stay dynamic (no tuning or plan for what depends on them).
+  std::vector<ShapeProfile> profiles;
   bool optimize = true;  // run the graph passes (PassManager::standard); false: as imported
   bool self_test = true;  // store a self-test vector (see self_test.h) when the model allows
   uint64_t self_test_seed = 2026;
@@ -42,7 +46,8 @@ struct BuildResult {
   Model model;                 // after selection: what the engine describes
   std::vector<uint8_t> engine; // the engine file's bytes
   std::vector<PassReport> passes;
-  MemoryPlan memory_plan;
+  MemoryPlan memory_plan;                // profile 0's (the only one without profiles)
+  std::vector<MemoryPlan> memory_plans;  // one per profile, at its max shapes
   bool has_self_test = false;
   std::string self_test_skipped;  // why no self-test vector was stored
   TunerStats tuning;

@@ -76,7 +76,9 @@ Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Graph& graph, Weigh
                                     fbb.CreateString(n.op_type), n.opset, it->second, fbb.CreateString(n.kernel),
                                     n.tactic, fbb.CreateVector(n.inputs), fbb.CreateVector(n.outputs),
                                     fbb.CreateVector(attributes),
-                                    n.tactic_name.empty() ? 0 : fbb.CreateString(n.tactic_name)));
+                                    n.tactic_name.empty() ? 0 : fbb.CreateString(n.tactic_name),
+                                    n.profile_tactics.empty() ? 0 : fbb.CreateVector(n.profile_tactics),
+                                    n.profile_tactic_names.empty() ? 0 : fbb.CreateVectorOfStrings(n.profile_tactic_names)));
   }
   return fbs::CreateGraph(fbb, fbb.CreateString(graph.name), fbb.CreateVector(tensors), fbb.CreateVector(nodes),
                           fbb.CreateVector(graph.inputs), fbb.CreateVector(graph.outputs));
@@ -147,19 +149,17 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
                                        fbb.CreateVectorOfStrings(board.hardware.cpu_features),
                                        fbb.CreateString(board.hardware.gpu.empty() ? "none" : board.hardware.gpu));
   std::vector<Offset<fbs::OptimizationProfile>> profiles;
-  if (!in.profile.empty()) {
+  for (const auto& profile : in.profiles) {
     std::vector<Offset<fbs::ShapeRange>> ranges;
-    for (const auto& [name, range] : in.profile)
+    for (const auto& [name, range] : profile)
       ranges.push_back(fbs::CreateShapeRange(fbb, fbb.CreateString(name), fbb.CreateVector(range.min),
                                              fbb.CreateVector(range.opt), fbb.CreateVector(range.max)));
     profiles.push_back(fbs::CreateOptimizationProfile(fbb, fbb.CreateVector(ranges)));
   }
   std::vector<Offset<fbs::MemoryPlan>> plans;
-  if (in.memory_plan) {
-    const MemoryPlan& mp = *in.memory_plan;
-    plans.push_back(fbs::CreateMemoryPlan(fbb, mp.arena_bytes, mp.alignment, fbb.CreateVector(mp.offsets),
-                                          fbb.CreateVector(mp.sizes), mp.workspace_bytes));
-  }
+  for (const MemoryPlan* mp : in.memory_plans)
+    plans.push_back(fbs::CreateMemoryPlan(fbb, mp->arena_bytes, mp->alignment, fbb.CreateVector(mp->offsets),
+                                          fbb.CreateVector(mp->sizes), mp->workspace_bytes));
   Offset<fbs::SelfTest> self_test = 0;
   if (in.self_test) {
     auto tensors = [&](const std::vector<SelfTestTensor>& list) {

@@ -37,10 +37,12 @@ struct SignerRef {
 
 struct WriterInputs {
   const Model* model = nullptr;
-  std::map<std::string, InputShapeRange> profile;  // engine input name -> range; empty: none
+  // Optimization profiles, each engine input name -> range; empty: none.
+  std::vector<std::map<std::string, InputShapeRange>> profiles;
   const config::BoardProfile* board = nullptr;
   std::vector<const LoadedPlugin*> plugins;  // every plugin a node may name
-  const MemoryPlan* memory_plan = nullptr;   // the plan of graphs[0]; null: none stored
+  // The plans of graphs[0], one per profile (one without profiles); empty: none stored.
+  std::vector<const MemoryPlan*> memory_plans;
   const SelfTestVector* self_test = nullptr; // null: none stored
   const SignerRef* signer = nullptr;         // null: unsigned
 };

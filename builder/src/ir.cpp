@@ -9,6 +9,22 @@ bool Value::shape_is_static() const {
   return true;
 }
 
+bool Value::shape_is_fixed() const {
+  if (!shape_is_static()) return false;
+  for (const Dim& d : shape)
+    if (d.varies()) return false;
+  return true;
+}
+
+bool Value::same_shape_as(const Value& other) const {
+  if (!shape_is_static() || !other.shape_is_static() || shape.size() != other.shape.size()) return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d].value != other.shape[d].value || shape[d].low != other.shape[d].low ||
+        shape[d].high != other.shape[d].high)
+      return false;
+  return true;
+}
+
 int64_t Value::numel() const {
   if (!shape_is_static()) return -1;
   int64_t n = 1;

@@ -15,6 +15,12 @@ namespace edgert::builder {
 struct Dim {
   int64_t value = -1;  // -1: dynamic
   std::string name;    // the symbolic name of a dynamic dimension ("batch", "height")
+  // Builds with optimization profiles (shape_profiles.h) specialize the graph to one set of
+  // input shapes at a time (a profile's opt for tuning, its max for the memory plan): `value` is
+  // the size there, `low` and `high` the sizes at the smallest and the largest input shapes the
+  // profiles accept. Where they differ the dimension varies, and the engine stores it as dynamic.
+  int64_t low = -1, high = -1;
+  bool varies() const { return low != high; }
 };
 
 struct Value {
@@ -28,6 +34,11 @@ struct Value {
 
   bool is_constant() const { return data != nullptr; }
   bool shape_is_static() const;
+  // Static, and the same for every shape the engine accepts: no dimension varies. What a pass
+  // may bake into the graph (a folded Shape, a dropped Reshape) must hold for every shape.
+  bool shape_is_fixed() const;
+  // Both static with equal dimensions at every shape the engine accepts (value, low and high).
+  bool same_shape_as(const Value& other) const;
   int64_t numel() const;  // -1 unless static
 };
 
@@ -58,6 +69,10 @@ struct Node {
   std::string kernel;
   int64_t tactic = 0;
   std::string tactic_name;  // the kernel's name for `tactic`; empty when it lists no tactics
+  // With several optimization profiles: the tactic tuned at each profile's opt shapes (index =
+  // profile; entry 0 equals `tactic`). Empty: `tactic` serves every profile.
+  std::vector<int64_t> profile_tactics;
+  std::vector<std::string> profile_tactic_names;
   // Scratch bytes the selected kernel asked for at the build's shapes; -1 when not known
   // (shapes not static). Used by the memory planner.
   int64_t workspace_bytes = -1;

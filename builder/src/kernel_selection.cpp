@@ -39,7 +39,12 @@ bool infer_node_outputs(Graph& graph, Node& node, const LoadedPlugin& plugin, co
     std::vector<Dim> shape(outputs[o].rank);
     for (int32_t d = 0; d < outputs[o].rank; ++d) {
       shape[d].value = outputs[o].dims[d];
-      if (d < static_cast<int32_t>(v.shape.size())) shape[d].name = v.shape[d].name;
+      // What inference at other shapes learnt of the dimension stays (shape_profiles.h).
+      if (d < static_cast<int32_t>(v.shape.size())) {
+        shape[d].name = v.shape[d].name;
+        shape[d].low = v.shape[d].low;
+        shape[d].high = v.shape[d].high;
+      }
     }
     v.shape = std::move(shape);
   }
@@ -112,6 +117,32 @@ void select_kernels(Model& model, const SelectionOptions& options) {
       // Only the main graph has known shapes; subgraph shapes depend on the iteration.
       if (&graph == &model.graphs[0]) infer_node_outputs(graph, node, *chosen_plugin, *chosen);
     }
+  }
+}
+
+void select_profile_tactics(Model& model, const SelectionOptions& options, size_t profile, size_t num_profiles) {
+  Graph& graph = model.graphs[0];
+  for (Node& node : graph.nodes) {
+    if (node.plugin == kBuiltinPluginName) continue;
+    const LoadedPlugin* plugin = nullptr;
+    for (const LoadedPlugin* p : options.plugins)
+      if (p->name == node.plugin) plugin = p;
+    const edgert_kernel* kernel = plugin ? plugin->find_kernel(node.kernel.c_str()) : nullptr;
+    if (!kernel)
+      build_fail(EDGERT_ERR_INTERNAL, "node '%s': selected kernel %s/%s is gone", node.name.c_str(),
+                 node.plugin.c_str(), node.kernel.c_str());
+    if (node.profile_tactics.size() != num_profiles) {
+      node.profile_tactics.assign(num_profiles, node.tactic);
+      node.profile_tactic_names.assign(num_profiles, node.tactic_name);
+    }
+    const int64_t tactic = node.tactic;
+    const std::string tactic_name = node.tactic_name;
+    if (options.tuner) options.tuner->choose(graph, node, *plugin, *kernel);
+    else first_listed_tactic(graph, node, *kernel);
+    node.profile_tactics[profile] = node.tactic;
+    node.profile_tactic_names[profile] = node.tactic_name;
+    node.tactic = tactic;
+    node.tactic_name = tactic_name;
   }
 }
 

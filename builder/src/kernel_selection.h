@@ -26,6 +26,12 @@ struct SelectionOptions {
 // plugin searched: an unsupported model must fail here, never at run time.
 void select_kernels(Model& model, const SelectionOptions& options);
 
+// Chooses, for every main-graph node, a tactic of the kernel select_kernels gave it, at the
+// shapes the graph is specialized to now (a profile's opt: shape_profiles.h), and records it as
+// the node's tactic for optimization profile `profile` (Node::profile_tactics); node.tactic
+// is left as it was.
+void select_profile_tactics(Model& model, const SelectionOptions& options, size_t profile, size_t num_profiles);
+
 // The first kernel (plugins in order) whose op, domain and supports() accept `node`; null when
 // none does. `plugin` receives the plugin it belongs to.
 const edgert_kernel* find_kernel(const Graph& graph, const Node& node, const std::vector<const LoadedPlugin*>& plugins,

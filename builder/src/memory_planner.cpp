@@ -74,6 +74,8 @@ std::vector<ConcatInPlace> concats_in_place(const Graph& graph, const std::vecto
     const int32_t out = node.outputs[0];
     if (!plannable[out] || member_of[out] >= 0 || sizes[out] == 0) continue;
     const Value& y = graph.values[out];
+    // Where each input lies inside the output depends on the sizes before it: only fixed shapes.
+    if (!y.shape_is_fixed()) continue;
     const Attribute* axis_attr = node.attribute("axis");
     const int64_t rank = static_cast<int64_t>(y.shape.size());
     int64_t axis = axis_attr ? axis_attr->i : 1;  // Concat-1 defaulted to 1

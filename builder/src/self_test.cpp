@@ -40,14 +40,19 @@ std::optional<SelfTestVector> make_self_test(const std::vector<uint8_t>& engine,
       *why_not = "input '" + t.name + "' has an unknown rank";
       return std::nullopt;
     }
+    // A dynamic input is tested at profile 0's min shapes: the smallest vector, and a shape the
+    // engine accepts by construction.
+    const LoadedEngine::ShapeRange* range = loaded->profile_range(i);
     size_t count = 1;
     for (int32_t d = 0; d < info.rank; ++d) {
-      if (info.dims[d] < 0) {
-        *why_not = "input '" + t.name + "' has a dynamic shape";
+      int64_t dim = info.dims[d];
+      if (dim < 0 && range && static_cast<size_t>(d) < range->min.size()) dim = range->min[d];
+      if (dim < 0) {
+        *why_not = "input '" + t.name + "' has a dynamic shape and no optimization profile";
         return std::nullopt;
       }
-      t.shape.push_back(info.dims[d]);
-      count *= static_cast<size_t>(info.dims[d]);
+      t.shape.push_back(dim);
+      count *= static_cast<size_t>(dim);
     }
     bytes += count * sizeof(float);
     if (bytes > kMaxSelfTestBytes) {

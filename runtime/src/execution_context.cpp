@@ -43,28 +43,37 @@ edgert_status ExecutionContext::check_inputs(const edgert_tensor* inputs, int32_
                        shape_text(got.dims, got.rank).c_str());
     if (!got.data && bytes > 0)
       return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "input '%s' has no data", name);
-    if (edgert_status s = engine_.check_profile(i, got, error)) return s;
   }
   return EDGERT_OK;
 }
 
 void ExecutionContext::FreeDeleter::operator()(void* p) const { std::free(p); }
 
-edgert_status ExecutionContext::ensure_arena(edgert_error* error) {
-  const ArenaPlan* plan = engine_.arena_plan();
-  if (!plan || arena_) return EDGERT_OK;
+edgert_status ExecutionContext::use_profile(size_t profile, edgert_error* error) {
+  if (arena_ready_ && profile == profile_) return EDGERT_OK;
+  if (profile != profile_) main_.set_profile(profile);
+  profile_ = profile;
+  const ArenaPlan* plan = engine_.arena_plan(profile);
+  arena_ready_ = true;
+  if (!plan) return EDGERT_OK;
   auto aligned = [&](uint64_t bytes) { return (std::max<uint64_t>(bytes, 1) + plan->alignment - 1) / plan->alignment * plan->alignment; };
-  arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(plan->alignment, aligned(plan->arena_bytes))));
-  if (plan->workspace_bytes)
+  // The buffers only grow: switching back and forth between profiles allocates nothing more.
+  if (aligned(plan->arena_bytes) > arena_capacity_) {
+    arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(plan->alignment, aligned(plan->arena_bytes))));
+    arena_capacity_ = arena_ ? aligned(plan->arena_bytes) : 0;
+  }
+  if (plan->workspace_bytes && aligned(plan->workspace_bytes) > workspace_capacity_) {
     workspace_.reset(static_cast<uint8_t*>(std::aligned_alloc(plan->alignment, aligned(plan->workspace_bytes))));
+    workspace_capacity_ = workspace_ ? aligned(plan->workspace_bytes) : 0;
+  }
   if (!arena_ || (plan->workspace_bytes && !workspace_)) {
-    arena_.reset();
-    workspace_.reset();
+    arena_ready_ = false;
+    main_.use_arena(nullptr, nullptr, nullptr);
     return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "cannot allocate the engine's %llu-byte activation arena and "
                      "%llu-byte workspace", static_cast<unsigned long long>(plan->arena_bytes),
                      static_cast<unsigned long long>(plan->workspace_bytes));
   }
-  arena_bytes_ = plan->arena_bytes + plan->workspace_bytes;
+  arena_bytes_ = std::max<size_t>(arena_bytes_, plan->arena_bytes + plan->workspace_bytes);
   main_.use_arena(plan, arena_.get(), workspace_.get());
   return EDGERT_OK;
 }
@@ -72,7 +81,9 @@ edgert_status ExecutionContext::ensure_arena(edgert_error* error) {
 edgert_status ExecutionContext::run(const edgert_tensor* inputs, int32_t num_inputs, edgert_error* error) {
   main_.release_activations();
   if (edgert_status s = check_inputs(inputs, num_inputs, error)) return s;
-  if (edgert_status s = ensure_arena(error)) return s;
+  size_t profile = 0;
+  if (edgert_status s = engine_.select_profile(inputs, static_cast<size_t>(num_inputs), &profile, error)) return s;
+  if (edgert_status s = use_profile(profile, error)) return s;
   // Engine inputs are bound in engine order; the main graph lists the same tensors.
   const LoadedGraph& graph = engine_.main_graph();
   graph_inputs_.assign(graph.inputs.size(), edgert_tensor{});

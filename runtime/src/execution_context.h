@@ -25,11 +25,14 @@ class ExecutionContext {
   void set_layer_times(std::vector<double>* times) { main_.set_layer_times(times); }
   // Bytes of the planned arena and workspace (0 before the first run or without a plan).
   size_t arena_bytes() const { return arena_bytes_; }
+  // The optimization profile of the last run (0 before it or without profiles).
+  size_t profile() const { return profile_; }
 
  private:
   edgert_status check_inputs(const edgert_tensor* inputs, int32_t num_inputs, edgert_error* error) const;
 
-  edgert_status ensure_arena(edgert_error* error);
+  // Makes `profile` the one runs use: its tactics, and an arena large enough for its plan.
+  edgert_status use_profile(size_t profile, edgert_error* error);
 
   struct FreeDeleter {
     void operator()(void* p) const;
@@ -40,6 +43,9 @@ class ExecutionContext {
   std::unique_ptr<uint8_t, FreeDeleter> arena_;
   std::unique_ptr<uint8_t, FreeDeleter> workspace_;
   size_t arena_bytes_ = 0;
+  size_t arena_capacity_ = 0, workspace_capacity_ = 0;  // bytes allocated for arena_, workspace_
+  size_t profile_ = 0;
+  bool arena_ready_ = false;
   TensorAllocator allocator_;  // declared before main_: the executor releases into it
   GraphExecutor main_;
   std::vector<edgert_tensor> graph_inputs_;

@@ -1,5 +1,6 @@
 #include "graph_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -49,8 +50,21 @@ GraphExecutor::GraphExecutor(const LoadedEngine& engine, int32_t graph_index, Te
 GraphExecutor::~GraphExecutor() {
   subgraphs_.clear();
   release_activations();
+  for (size_t i = 0; i < nodes_.size(); ++i) release_kernel_state(i);
+}
+
+void GraphExecutor::release_kernel_state(size_t index) {
+  NodeState& state = nodes_[index];
+  if (state.kernel_state) graph_.nodes[index].kernel->release(graph_.nodes[index].kernel, state.kernel_state);
+  state.kernel_state = nullptr;
+  state.prepared = false;
+}
+
+void GraphExecutor::set_profile(size_t profile) {
+  profile_ = profile;
+  // A kernel's state belongs to the tactic that made it: another tactic starts afresh.
   for (size_t i = 0; i < nodes_.size(); ++i)
-    if (nodes_[i].kernel_state) graph_.nodes[i].kernel->release(graph_.nodes[i].kernel, nodes_[i].kernel_state);
+    if (graph_.nodes[i].kernel) release_kernel_state(i);
 }
 
 GraphExecutor& GraphExecutor::subgraph(int32_t graph_index) {
@@ -149,13 +163,7 @@ edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
   }
 
   if (shapes_changed) {
-    for (edgert_tensor& out : state.outputs) out = edgert_tensor{};
-    edgert_error local{};
-    edgert_status s = kernel->prepare(kernel, &node.node, node.tactic, state.inputs.data(), state.outputs.data(),
-                                      &state.kernel_state, &state.info, &local);
-    if (s != EDGERT_OK)
-      return set_error(error, s, "node '%s' (%s, kernel %s/%s): %s", node.node.name, node.node.op_type,
-                       node.plugin->name.c_str(), kernel->name, local.message);
+    if (edgert_status s = prepare_kernel(index, error)) return s;
     for (size_t o = 0; o < state.outputs.size(); ++o) {
       const edgert_tensor& out = state.outputs[o];
       size_t bytes;
@@ -188,6 +196,39 @@ edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
   edgert_status s = kernel->execute(kernel, state.kernel_state, &node.node, state.inputs.data(), state.outputs.data(),
                                     workspace, &local);
   if (own_workspace) allocator_.release(workspace);
+  if (s != EDGERT_OK)
+    return set_error(error, s, "node '%s' (%s, kernel %s/%s): %s", node.node.name, node.node.op_type,
+                     node.plugin->name.c_str(), kernel->name, local.message);
+  return EDGERT_OK;
+}
+
+edgert_status GraphExecutor::prepare_kernel(size_t index, edgert_error* error) {
+  const LoadedNode& node = graph_.nodes[index];
+  NodeState& state = nodes_[index];
+  const edgert_kernel* kernel = node.kernel;
+  const int64_t chosen = node.tactic_for(profile_);
+  auto prepare = [&](int64_t tactic, edgert_error* local) {
+    if (state.kernel_state && state.tactic != tactic) release_kernel_state(index);
+    state.tactic = tactic;
+    for (edgert_tensor& out : state.outputs) out = edgert_tensor{};
+    return kernel->prepare(kernel, &node.node, tactic, state.inputs.data(), state.outputs.data(), &state.kernel_state,
+                           &state.info, local);
+  };
+  edgert_error local{};
+  edgert_status s = prepare(chosen, &local);
+  // The builder tuned the tactic at its profile's opt shapes; one that cannot take the shapes of
+  // this run gives way to the first the kernel lists for them (its own best guess), so a dynamic
+  // engine falls back one node at a time and never all the way to reference kernels.
+  if (s != EDGERT_OK && s != EDGERT_ERR_NEEDS_DATA && kernel->tactics) {
+    edgert_tactic listed[32];
+    const int32_t n = std::min(kernel->tactics(kernel, &node.node, state.inputs.data(), listed, 32), 32);
+    for (int32_t i = 0; i < n && s != EDGERT_OK; ++i) {
+      if (listed[i].id == chosen) continue;
+      edgert_error retry{};
+      s = prepare(listed[i].id, &retry);
+    }
+    if (s != EDGERT_OK) s = prepare(chosen, &local);  // report the engine's tactic's own complaint
+  }
   if (s != EDGERT_OK)
     return set_error(error, s, "node '%s' (%s, kernel %s/%s): %s", node.node.name, node.node.op_type,
                      node.plugin->name.c_str(), kernel->name, local.message);

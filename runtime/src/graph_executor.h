@@ -32,6 +32,9 @@ class GraphExecutor {
   // workspaces in `workspace` (plan.workspace_bytes) instead of the allocator; both borrowed
   // for the executor's life. Tensors larger than planned still use the allocator.
   void use_arena(const ArenaPlan* plan, uint8_t* arena, void* workspace);
+  // Runs the tactics the engine chose for optimization profile `profile` from the next run on
+  // (every kernel is prepared again).
+  void set_profile(size_t profile);
   // When set, run() writes each node's wall time in nanoseconds into (*times)[node index].
   void set_layer_times(std::vector<double>* times) { layer_times_ = times; }
 
@@ -46,6 +49,7 @@ class GraphExecutor {
   struct NodeState {
     void* kernel_state = nullptr;
     bool prepared = false;
+    int64_t tactic = 0;  // the tactic prepared: the engine's, or a fallback for these shapes
     edgert_prepare_info info{};
     std::vector<edgert_tensor> inputs;
     std::vector<edgert_tensor> outputs;
@@ -54,6 +58,8 @@ class GraphExecutor {
 
   edgert_status run_node(size_t index, edgert_error* error);
   edgert_status run_kernel(size_t index, edgert_error* error);
+  edgert_status prepare_kernel(size_t index, edgert_error* error);
+  void release_kernel_state(size_t index);
   void free_after(size_t index);
 
   const LoadedEngine& engine_;
@@ -68,6 +74,7 @@ class GraphExecutor {
   uint8_t* arena_ = nullptr;
   void* workspace_ = nullptr;
   std::vector<double>* layer_times_ = nullptr;
+  size_t profile_ = 0;
 };
 
 // Tensor helpers shared by the executor and the control-flow ops.

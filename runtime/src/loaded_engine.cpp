@@ -100,15 +100,32 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
 
 bool LoadedEngine::resolve_memory_plan(edgert_error* error) {
   const fb::Engine* e = file_.engine();
-  const char* where = file_.path().c_str();
   if (!e->memory_plans() || e->memory_plans()->size() == 0) return true;
+  const size_t expected = std::max<size_t>(profiles_.size(), 1);
+  if (e->memory_plans()->size() != expected) {
+    set_error(error, EDGERT_ERR_FORMAT, "engine '%s' has %u memory plans for %zu optimization profile(s)",
+              file_.path().c_str(), e->memory_plans()->size(), profiles_.size());
+    return false;
+  }
+  for (uint32_t i = 0; i < e->memory_plans()->size(); ++i) {
+    plans_.emplace_back();
+    if (!verify_memory_plan(e->memory_plans()->Get(i), i, &plans_.back(), error)) {
+      plans_.clear();
+      return false;
+    }
+  }
+  return true;
+}
+
+bool LoadedEngine::verify_memory_plan(const fb::MemoryPlan* p, uint32_t index, ArenaPlan* out, edgert_error* error) {
+  const char* where = file_.path().c_str();
   // Far above any board's memory; keeps a hostile header from asking for an absurd arena.
   constexpr uint64_t kMaxArenaBytes = uint64_t{1} << 40;
-  const fb::MemoryPlan* p = e->memory_plans()->Get(0);
   const LoadedGraph& graph = graphs_[0];
   const size_t num_tensors = graph.tensors.size();
+  const std::string which = plans_.size() > 1 || profiles_.size() > 1 ? " " + std::to_string(index) : "";
   auto bad = [&](const std::string& what) {
-    set_error(error, EDGERT_ERR_FORMAT, "engine '%s': memory plan %s", where, what.c_str());
+    set_error(error, EDGERT_ERR_FORMAT, "engine '%s': memory plan%s %s", where, which.c_str(), what.c_str());
     return false;
   };
   if (!p->offsets() || !p->sizes() || p->offsets()->size() != num_tensors || p->sizes()->size() != num_tensors)
@@ -188,68 +205,102 @@ bool LoadedEngine::resolve_memory_plan(edgert_error* error) {
       return bad("overlaps two tensors that are alive at the same time (offsets " + std::to_string(a.offset) +
                  " and " + std::to_string(b.offset) + ")");
     }
-  plan_ = std::move(plan);
-  has_plan_ = true;
+  *out = std::move(plan);
   return true;
 }
 
 bool LoadedEngine::resolve_profiles(edgert_error* error) {
   const fb::Engine* e = file_.engine();
   const char* where = file_.path().c_str();
-  ranges_.assign(inputs_.size(), ShapeRange{});
-  if (!e->profiles() || e->profiles()->size() == 0) return true;
-  const fb::OptimizationProfile* profile = e->profiles()->Get(0);
-  if (!profile->inputs()) return true;
-  for (const fb::ShapeRange* r : *profile->inputs()) {
-    size_t index = inputs_.size();
-    for (size_t i = 0; i < input_names_.size(); ++i)
-      if (r->input() && input_names_[i] == r->input()->str()) index = i;
-    if (index == inputs_.size() || !r->min() || !r->opt() || !r->max()) {
-      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': optimization profile names an unknown input or lacks a bound", where);
-      return false;
-    }
-    const LoadedTensor& t = graphs_[0].tensors[inputs_[index]];
-    size_t rank = r->min()->size();
-    if (r->opt()->size() != rank || r->max()->size() != rank || (t.rank_known && rank != static_cast<size_t>(t.rank))) {
-      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': optimization profile of input '%s' has mismatched ranks", where,
-                input_names_[index].c_str());
-      return false;
-    }
-    ShapeRange& range = ranges_[index];
-    range.min.assign(r->min()->begin(), r->min()->end());
-    range.opt.assign(r->opt()->begin(), r->opt()->end());
-    range.max.assign(r->max()->begin(), r->max()->end());
-    for (size_t d = 0; d < rank; ++d)
-      if (range.min[d] < 0 || range.min[d] > range.opt[d] || range.opt[d] > range.max[d]) {
-        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': optimization profile of input '%s' has min > opt > max at "
-                  "dimension %zu", where, input_names_[index].c_str(), d);
+  if (!e->profiles()) return true;
+  for (uint32_t p = 0; p < e->profiles()->size(); ++p) {
+    const fb::OptimizationProfile* profile = e->profiles()->Get(p);
+    profiles_.emplace_back(inputs_.size());
+    if (!profile->inputs()) continue;
+    for (const fb::ShapeRange* r : *profile->inputs()) {
+      size_t index = inputs_.size();
+      for (size_t i = 0; i < input_names_.size(); ++i)
+        if (r->input() && input_names_[i] == r->input()->str()) index = i;
+      if (index == inputs_.size() || !r->min() || !r->opt() || !r->max()) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': optimization profile %u names an unknown input or lacks a "
+                  "bound", where, p);
         return false;
       }
+      const LoadedTensor& t = graphs_[0].tensors[inputs_[index]];
+      size_t rank = r->min()->size();
+      if (r->opt()->size() != rank || r->max()->size() != rank || rank > EDGERT_MAX_RANK ||
+          (t.rank_known && rank != static_cast<size_t>(t.rank))) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': optimization profile %u of input '%s' has mismatched ranks",
+                  where, p, input_names_[index].c_str());
+        return false;
+      }
+      ShapeRange& range = profiles_.back()[index];
+      range.min.assign(r->min()->begin(), r->min()->end());
+      range.opt.assign(r->opt()->begin(), r->opt()->end());
+      range.max.assign(r->max()->begin(), r->max()->end());
+      for (size_t d = 0; d < rank; ++d)
+        if (range.min[d] < 0 || range.min[d] > range.opt[d] || range.opt[d] > range.max[d]) {
+          set_error(error, EDGERT_ERR_FORMAT, "engine '%s': optimization profile %u of input '%s' has min > opt > max "
+                    "at dimension %zu", where, p, input_names_[index].c_str(), d);
+          return false;
+        }
+    }
   }
+  // Per-profile tactics must name one tactic for each profile.
+  for (const LoadedGraph& graph : graphs_)
+    for (const LoadedNode& node : graph.nodes)
+      if (!node.profile_tactics.empty() && node.profile_tactics.size() != profiles_.size()) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node '%s' has tactics for %zu profiles; the engine has %zu",
+                  where, node.node.name, node.profile_tactics.size(), profiles_.size());
+        return false;
+      }
   return true;
 }
 
 const LoadedEngine::ShapeRange* LoadedEngine::profile_range(size_t index) const {
-  return index < ranges_.size() && !ranges_[index].min.empty() ? &ranges_[index] : nullptr;
+  if (profiles_.empty() || index >= profiles_[0].size() || profiles_[0][index].min.empty()) return nullptr;
+  return &profiles_[0][index];
 }
 
-edgert_status LoadedEngine::check_profile(size_t index, const edgert_tensor& tensor, edgert_error* error) const {
-  const ShapeRange* range = profile_range(index);
-  if (!range) return EDGERT_OK;
-  bool inside = static_cast<size_t>(tensor.rank) == range->min.size();
-  for (size_t d = 0; inside && d < range->min.size(); ++d)
-    inside = tensor.dims[d] >= range->min[d] && tensor.dims[d] <= range->max[d];
-  if (inside) return EDGERT_OK;
-  auto text = [](const std::vector<int64_t>& dims) {
+edgert_status LoadedEngine::select_profile(const edgert_tensor* inputs, size_t num_inputs, size_t* profile,
+                                           edgert_error* error) const {
+  *profile = 0;
+  if (profiles_.empty()) return EDGERT_OK;
+  for (size_t p = 0; p < profiles_.size(); ++p) {
+    bool inside = true;
+    for (size_t i = 0; inside && i < num_inputs && i < profiles_[p].size(); ++i) {
+      const ShapeRange& range = profiles_[p][i];
+      if (range.min.empty()) continue;
+      inside = static_cast<size_t>(inputs[i].rank) == range.min.size();
+      for (size_t d = 0; inside && d < range.min.size(); ++d)
+        inside = inputs[i].dims[d] >= range.min[d] && inputs[i].dims[d] <= range.max[d];
+    }
+    if (inside) {
+      *profile = p;
+      return EDGERT_OK;
+    }
+  }
+  auto text = [](const int64_t* dims, size_t rank) {
     std::string s = "[";
-    for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+    for (size_t i = 0; i < rank; ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
     return s + "]";
   };
-  std::vector<int64_t> got(tensor.dims, tensor.dims + std::max(0, tensor.rank));
+  std::string given, allowed;
+  for (size_t i = 0; i < num_inputs && i < input_names_.size(); ++i)
+    given += (given.empty() ? "" : ", ") + input_names_[i] + " " + text(inputs[i].dims, std::max(0, inputs[i].rank));
+  for (size_t p = 0; p < profiles_.size(); ++p) {
+    allowed += (p ? "; profile " : "profile ") + std::to_string(p) + ":";
+    for (size_t i = 0; i < profiles_[p].size(); ++i) {
+      const ShapeRange& range = profiles_[p][i];
+      if (range.min.empty()) continue;
+      allowed += " " + input_names_[i] + " from min " + text(range.min.data(), range.min.size()) + " to max " +
+                 text(range.max.data(), range.max.size());
+    }
+  }
   return set_error(error, EDGERT_ERR_SHAPE,
-                   "input '%s': shape %s is outside the engine's optimization profile: allowed from min %s to max %s "
-                   "(rebuild with wider --min-shapes/--max-shapes to accept it)",
-                   input_names_[index].c_str(), text(got).c_str(), text(range->min).c_str(), text(range->max).c_str());
+                   "input shapes %s are outside the engine's optimization profile%s: %s (rebuild with wider "
+                   "--min-shapes/--max-shapes, or another profile, to accept them)",
+                   given.c_str(), profiles_.size() > 1 ? "s" : "", allowed.c_str());
 }
 
 bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
@@ -348,6 +399,15 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
       return false;
     }
     node.tactic = src->tactic();
+    if (const auto* tactics = src->profile_tactics()) {
+      // The FlatBuffers verifier does not check the alignment of 8-byte vector elements.
+      if (tactics->size() && (reinterpret_cast<const uint8_t*>(tactics->Data()) - file_.bytes()) % 8 != 0) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node '%s' has a misaligned tactic table", where,
+                  str(src->name()));
+        return false;
+      }
+      node.profile_tactics.assign(tactics->begin(), tactics->end());
+    }
     if (src->inputs()) node.inputs.assign(src->inputs()->begin(), src->inputs()->end());
     if (src->outputs()) node.outputs.assign(src->outputs()->begin(), src->outputs()->end());
     if (node.inputs.size() > 1024 || node.outputs.size() > 1024) {

@@ -40,6 +40,11 @@ struct LoadedNode {
   const LoadedPlugin* plugin = nullptr;  // null for builtin ops
   const edgert_kernel* kernel = nullptr;
   int64_t tactic = 0;
+  std::vector<int64_t> profile_tactics;  // per optimization profile; empty: `tactic` for all
+
+  int64_t tactic_for(size_t profile) const {
+    return profile < profile_tactics.size() ? profile_tactics[profile] : tactic;
+  }
 };
 
 struct LoadedGraph {
@@ -91,19 +96,31 @@ class LoadedEngine {
   struct ShapeRange {
     std::vector<int64_t> min, opt, max;
   };
-  // The profile range of engine input `index`, or null when the engine sets none.
+  // Optimization profiles (engine.fbs OptimizationProfile): per engine input its range, empty
+  // vectors where the profile leaves the input unconstrained. An engine without profiles has
+  // none; its inputs take any shape they declare.
+  using Profile = std::vector<ShapeRange>;
+  size_t num_profiles() const { return profiles_.size(); }
+  const Profile& profile(size_t index) const { return profiles_[index]; }
+  // The range profile 0 gives engine input `index`, or null when it sets none.
   const ShapeRange* profile_range(size_t index) const;
-  // The plan the runtime uses, or null when the engine has none.
-  const ArenaPlan* arena_plan() const { return has_plan_ ? &plan_ : nullptr; }
+  // The plan of profile `profile` (of the whole engine without profiles), or null when the
+  // engine has none.
+  const ArenaPlan* arena_plan(size_t profile = 0) const {
+    return plans_.empty() ? nullptr : &plans_[std::min(profile, plans_.size() - 1)];
+  }
 
-  // Fails with a message giving the allowed range when `tensor` lies outside the profile.
-  edgert_status check_profile(size_t index, const edgert_tensor& tensor, edgert_error* error) const;
+  // The first profile whose ranges hold every input shape (0 without profiles); fails with a
+  // message giving each profile's ranges when none does.
+  edgert_status select_profile(const edgert_tensor* inputs, size_t num_inputs, size_t* profile,
+                               edgert_error* error) const;
 
  private:
   bool resolve(const edgert_load_options& options, edgert_error* error);
   bool resolve_graph(uint32_t index, edgert_error* error);
   bool resolve_profiles(edgert_error* error);
   bool resolve_memory_plan(edgert_error* error);
+  bool verify_memory_plan(const fb::MemoryPlan* plan, uint32_t index, ArenaPlan* out, edgert_error* error);
 
   EngineFile file_;
   std::vector<const LoadedPlugin*> plugins_;  // null entry for the builtin pseudo-plugin
@@ -111,9 +128,8 @@ class LoadedEngine {
   std::vector<int32_t> inputs_, outputs_;
   std::vector<std::string> input_names_, output_names_;
   std::string board_;
-  std::vector<ShapeRange> ranges_;  // per engine input; empty vectors when unconstrained
-  ArenaPlan plan_;
-  bool has_plan_ = false;
+  std::vector<Profile> profiles_;
+  std::vector<ArenaPlan> plans_;  // one per profile (or one for the engine); empty: no plan
 };
 
 void fill_tensor_info(const LoadedTensor& tensor, const std::string& binding_name, edgert_tensor_info* info);

@@ -21,12 +21,17 @@ GraphMaker::GraphMaker(int opset) {
   model_.mutable_graph()->set_name("tiny");
 }
 
-void GraphMaker::input(const std::string& name, const std::vector<int64_t>& dims) {
+void GraphMaker::input(const std::string& name, const std::vector<int64_t>& dims,
+                       const std::vector<std::string>& dim_names) {
   auto* v = model_.mutable_graph()->add_input();
   v->set_name(name);
   auto* t = v->mutable_type()->mutable_tensor_type();
   t->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    auto* dim = t->mutable_shape()->add_dim();
+    if (d < dim_names.size() && !dim_names[d].empty()) dim->set_dim_param(dim_names[d]);
+    else dim->set_dim_value(dims[d]);
+  }
 }
 
 void GraphMaker::output(const std::string& name) {

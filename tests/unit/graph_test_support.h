@@ -14,7 +14,8 @@ namespace edgert::test {
 class GraphMaker {
  public:
   explicit GraphMaker(int opset = 17);
-  void input(const std::string& name, const std::vector<int64_t>& dims);
+  // A dimension with a name in `dim_names` is dynamic (ONNX dim_param), whatever `dims` says.
+  void input(const std::string& name, const std::vector<int64_t>& dims, const std::vector<std::string>& dim_names = {});
   void output(const std::string& name);
   void floats(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& values);
   void ints(const std::string& name, const std::vector<int64_t>& dims, const std::vector<int64_t>& values);

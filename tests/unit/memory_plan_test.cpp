@@ -66,7 +66,7 @@ std::string load_with_plan(builder::BuildResult& result, const builder::MemoryPl
   config::BoardProfile board = config::load_board_profile(config::find_board_profile(host_board()));
   in.board = &board;
   in.plugins = plugins;
-  in.memory_plan = &plan;
+  in.memory_plans = {&plan};
   std::vector<uint8_t> bytes = builder::serialize_engine(in);
   edgert_load_options options;
   edgert_load_options_init(&options);

@@ -96,13 +96,6 @@ bool match_activation(const Graph& graph, const ValueUses& uses, int32_t v, Acti
   return true;
 }
 
-bool same_static_shape(const Value& a, const Value& b) {
-  if (!a.shape_is_static() || !b.shape_is_static() || a.shape.size() != b.shape.size()) return false;
-  for (size_t d = 0; d < a.shape.size(); ++d)
-    if (a.shape[d].value != b.shape[d].value) return false;
-  return true;
-}
-
 // Tries to fuse the epilogue of node `p`; returns true when the graph changed.
 bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, std::vector<bool>& dead) {
   Graph& graph = context.graph;
@@ -123,7 +116,7 @@ bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, std::vect
       int32_t other = add.inputs[0] == current ? add.inputs[1] : add.inputs[0];
       const Value& ov = graph.values[other];
       const Value& yv = graph.values[current];
-      if (conv && ov.dtype == yv.dtype && same_static_shape(ov, yv)) residual = other;
+      if (conv && ov.dtype == yv.dtype && ov.same_shape_as(yv)) residual = other;
       if (matmul && ov.is_constant() && ov.dtype == yv.dtype && ov.rank_known && ov.shape.size() == 1 &&
           yv.rank_known && !yv.shape.empty() && ov.shape[0].value == yv.shape.back().value && yv.shape.size() >= 2)
         bias = other;

@@ -23,24 +23,27 @@ bool is_nondeterministic(const Node& node) {
   return ops.count(node.op_type) > 0;
 }
 
-bool foldable_inputs(const Graph& graph, const Node& node) {
-  if (node.inputs.empty()) return false;
-  bool shape_only = node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size");
+}  // namespace
+
+bool computable_from_constants(const Graph& graph, const Node& node, bool shapes_at_specialization) {
+  if (node.inputs.empty() || !node.domain.empty() || has_graph_attribute(node) || is_nondeterministic(node)) return false;
+  bool shape_only = node.op_type == "Shape" || node.op_type == "Size";
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     int32_t t = node.inputs[i];
     if (t < 0) continue;
     const Value& v = graph.values[t];
     if (v.is_constant()) continue;
-    if (shape_only && i == 0 && v.shape_is_static() && v.dtype != 0) continue;
+    if (shape_only && i == 0 && v.dtype != 0 &&
+        (shapes_at_specialization ? v.shape_is_static() : v.shape_is_fixed()))
+      continue;
     return false;
   }
   return true;
 }
 
-// Runs `node` on its constant inputs; false when it cannot or should not be folded.
-bool fold_node(Graph& graph, Node& node, const PassOptions& options) {
+bool compute_node_outputs(Graph& graph, Node& node, const std::vector<const LoadedPlugin*>& plugins, size_t max_bytes) {
   const LoadedPlugin* plugin = nullptr;
-  const edgert_kernel* kernel = find_kernel(graph, node, options.plugins, &plugin);
+  const edgert_kernel* kernel = find_kernel(graph, node, plugins, &plugin);
   if (!kernel) return false;
   NodeView view(graph, node);
   if (!view.inputs_static()) return false;
@@ -64,7 +67,7 @@ bool fold_node(Graph& graph, Node& node, const PassOptions& options) {
     for (int32_t d = 0; d < outputs[o].rank; ++d)
       if (outputs[o].dims[d] < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(outputs[o].dims[d]), &bytes))
         return false;
-    if (bytes > options.max_folded_bytes) return false;
+    if (bytes > max_bytes) return false;
     // At least one element of room so a zero-size output still gets a valid pointer.
     data[o] = std::make_shared<std::vector<uint8_t>>(std::max<uint64_t>(bytes, 1));
     outputs[o].data = data[o]->data();
@@ -88,21 +91,19 @@ bool fold_node(Graph& graph, Node& node, const PassOptions& options) {
   return true;
 }
 
-}  // namespace
-
 int fold_constants(PassContext& context) {
   Graph& graph = context.graph;
   std::vector<bool> dead(graph.nodes.size(), false);
   int folded = 0;
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     Node& node = graph.nodes[n];
-    if (!node.domain.empty() || has_graph_attribute(node) || is_nondeterministic(node)) continue;
     bool inputs_pinned = false;
     for (int32_t t : node.outputs) inputs_pinned = inputs_pinned || context.graph.values[t].is_constant();
     // Fold in order so a chain folds in one sweep. A node that does not fold has its outputs
     // re-inferred at once: a Reshape whose shape input was just folded gets a static output,
     // so the Shape -> ... -> Reshape chain after it can fold too (ShuffleNet's channel shuffles).
-    if (inputs_pinned || !foldable_inputs(graph, node) || !fold_node(graph, node, context.options)) {
+    if (inputs_pinned || !computable_from_constants(graph, node, false) ||
+        !compute_node_outputs(graph, node, context.options.plugins, context.options.max_folded_bytes)) {
       const LoadedPlugin* plugin = nullptr;
       if (const edgert_kernel* kernel = find_kernel(graph, node, context.options.plugins, &plugin))
         infer_node_outputs(graph, node, *plugin, *kernel);

@@ -9,7 +9,7 @@ namespace {
 
 // True when `constant` holds only `x` and broadcasting it against `input` yields input's shape.
 bool neutral_operand(const Value& input, const Value& constant, double x) {
-  if (!constant.is_constant() || !input.shape_is_static() || input.dtype == 0 || constant.dtype != input.dtype)
+  if (!constant.is_constant() || !input.shape_is_fixed() || input.dtype == 0 || constant.dtype != input.dtype)
     return false;
   if (!constant.rank_known || constant.shape.size() > input.shape.size()) return false;
   for (size_t d = 0; d < constant.shape.size(); ++d) {

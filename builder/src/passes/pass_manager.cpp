@@ -24,6 +24,9 @@ bool keeps_input_dtype(const Node& node) {
 }  // namespace
 
 void infer_shapes(Graph& graph, const std::vector<const LoadedPlugin*>& plugins) {
+  // Shape arithmetic is a few int64s; anything larger is data, not a shape.
+  constexpr size_t kShapeValueBytes = 256;
+  std::vector<int32_t> computed;
   for (Node& node : graph.nodes) {
     if (has_graph_attribute(node)) continue;  // control flow: the runtime runs it
     const LoadedPlugin* plugin = nullptr;
@@ -32,13 +35,24 @@ void infer_shapes(Graph& graph, const std::vector<const LoadedPlugin*>& plugins)
     if (!node.outputs.empty() && graph.values[node.outputs[0]].dtype == 0 && !node.inputs.empty() &&
         node.inputs[0] >= 0 && keeps_input_dtype(node))
       graph.values[node.outputs[0]].dtype = graph.values[node.inputs[0]].dtype;
+    bool integer_outputs = !node.outputs.empty();
+    for (int32_t t : node.outputs) {
+      const int32_t dtype = graph.values[t].dtype;
+      integer_outputs = integer_outputs && !graph.values[t].is_constant() &&
+                        (dtype == EDGERT_DTYPE_INT64 || dtype == EDGERT_DTYPE_INT32);
+    }
+    if (kernel && integer_outputs && computable_from_constants(graph, node, true) &&
+        compute_node_outputs(graph, node, plugins, kShapeValueBytes))
+      computed.insert(computed.end(), node.outputs.begin(), node.outputs.end());
   }
+  for (int32_t t : computed) graph.values[t].data.reset();
 }
 
 std::vector<PassReport> PassManager::run(Model& model) const {
   Graph& graph = model.graphs[0];
   std::vector<PassReport> reports;
-  infer_shapes(graph, options_.plugins);
+  auto infer = [&] { infer_profile_shapes(graph, options_.plugins, options_.profiles, 0, ProfilePoint::kOpt); };
+  infer();
   for (const auto& [name, pass] : passes_) {
     PassContext context{model, graph, options_, pinned_values(model, graph)};
     PassReport report;
@@ -47,7 +61,7 @@ std::vector<PassReport> PassManager::run(Model& model) const {
     report.rewrites = pass(context);
     if (report.rewrites > 0) {
       compact_values(graph);
-      infer_shapes(graph, options_.plugins);
+      infer();
     }
     report.nodes_after = graph.nodes.size();
     if (options_.log)

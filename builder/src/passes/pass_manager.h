@@ -11,6 +11,7 @@
 #include "graph_rewrite.h"
 #include "ir.h"
 #include "plugin_loader.h"
+#include "shape_profiles.h"
 
 namespace edgert::builder {
 
@@ -21,6 +22,9 @@ struct PassOptions {
   // tensor is stored in the engine, and a small op making a large tensor (Expand,
   // ConstantOfShape, Tile) is cheaper to run than to store.
   size_t max_folded_bytes = size_t{4} << 20;
+  // The build's optimization profiles: shapes are inferred at profile 0's opt and every
+  // dimension learns whether it varies (shape_profiles.h). Empty: shapes as the model gives.
+  std::vector<ShapeProfile> profiles;
 };
 
 // What a pass works on. `pinned` marks values a pass must neither remove nor rename (see
@@ -56,8 +60,18 @@ class PassManager {
 };
 
 // Fills dtypes and shapes of the main graph's values by asking each node's kernel, as kernel
-// selection does; nodes no plugin supports are left for selection to report.
+// selection does; nodes no plugin supports are left for selection to report. Small integer
+// values computable from constants and static shapes (a Shape -> Gather -> Concat chain that
+// feeds a Reshape) are computed on the way, so what reads them gets a shape too, and dropped
+// again at the end: folding them is constant folding's decision.
 void infer_shapes(Graph& graph, const std::vector<const LoadedPlugin*>& plugins);
+
+// True when every input of `node` is a constant, or the node is Shape/Size of a value whose
+// shape is fixed (static at the current specialization, with `shapes_at_specialization`).
+bool computable_from_constants(const Graph& graph, const Node& node, bool shapes_at_specialization);
+// Runs `node` with its kernel and stores its outputs as constant data (values and shapes);
+// false when it cannot run or an output would exceed `max_bytes`. constant_folding.cpp.
+bool compute_node_outputs(Graph& graph, Node& node, const std::vector<const LoadedPlugin*>& plugins, size_t max_bytes);
 
 // The passes, one file each.
 int eliminate_identities(PassContext& context);      // identity_elimination.cpp

@@ -28,13 +28,6 @@ bool is_identity_perm(const std::vector<int64_t>& p) {
   return true;
 }
 
-bool same_static_shape(const Value& a, const Value& b) {
-  if (!a.shape_is_static() || !b.shape_is_static() || a.shape.size() != b.shape.size()) return false;
-  for (size_t d = 0; d < a.shape.size(); ++d)
-    if (a.shape[d].value != b.shape[d].value) return false;
-  return true;
-}
-
 bool is_reshape_like(const Node& node) {
   return is_op(node, "Reshape") || is_op(node, "Flatten") || is_op(node, "Squeeze") || is_op(node, "Unsqueeze");
 }
@@ -87,7 +80,7 @@ int eliminate_shuffles(PassContext& context) {
         ++rewrites;
       }
     }
-    if (same_static_shape(graph.values[node.inputs[0]], graph.values[y]) &&
+    if (graph.values[node.inputs[0]].same_shape_as(graph.values[y]) &&
         graph.values[node.inputs[0]].dtype == graph.values[y].dtype &&
         redirect_value(graph, y, node.inputs[0], context.pinned)) {
       dead[n] = true;
