@@ -226,7 +226,7 @@ class TacticTimer {
     edgert_error e{};
     const Clock::time_point start = Clock::now();
     const edgert_status status = kernel_.execute(&kernel_, trial.state, view_.node(), inputs_.data(),
-                                                 trial.outputs.data(), trial.workspace->data.get(), &e);
+                                                 trial.outputs.data(), trial.workspace->data.get(), nullptr, &e);
     const double ms = elapsed_ms(start);
     if (status != EDGERT_OK) trial.failed = true;
     return ms;

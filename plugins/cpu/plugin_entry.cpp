@@ -79,7 +79,7 @@ edgert_status kernel_prepare(const edgert_kernel* self, const edgert_node* node,
 
 edgert_status kernel_execute(const edgert_kernel* /*self*/, void* state, const edgert_node* node,
                              const edgert_tensor* inputs, edgert_tensor* outputs, void* workspace,
-                             edgert_error* error) {
+                             void* /*stream: host kernels run on the calling thread*/, edgert_error* error) {
   return guarded(error, [&] { static_cast<Op*>(state)->execute(*node, inputs, outputs, workspace); });
 }
 

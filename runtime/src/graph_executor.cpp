@@ -194,7 +194,7 @@ edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
   }
   edgert_error local{};
   edgert_status s = kernel->execute(kernel, state.kernel_state, &node.node, state.inputs.data(), state.outputs.data(),
-                                    workspace, &local);
+                                    workspace, nullptr, &local);
   if (own_workspace) allocator_.release(workspace);
   if (s != EDGERT_OK)
     return set_error(error, s, "node '%s' (%s, kernel %s/%s): %s", node.node.name, node.node.op_type,

@@ -178,7 +178,7 @@ std::vector<float> run_tactic(const edgert_kernel& k, const edgert_node& node, c
   out.data = y.data();
   const size_t ws_bytes = (info.workspace_bytes + 63) / 64 * 64;
   std::unique_ptr<void, decltype(&std::free)> ws(ws_bytes ? std::aligned_alloc(64, ws_bytes) : nullptr, &std::free);
-  s = k.execute(&k, state, &node, views.data(), &out, ws.get(), &error);
+  s = k.execute(&k, state, &node, views.data(), &out, ws.get(), nullptr, &error);
   EXPECT_EQ(s, EDGERT_OK) << error.message;
   k.release(&k, state);
   return y;

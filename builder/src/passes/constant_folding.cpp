@@ -73,7 +73,7 @@ bool compute_node_outputs(Graph& graph, Node& node, const std::vector<const Load
     outputs[o].data = data[o]->data();
   }
   std::vector<uint64_t> workspace((info.workspace_bytes + 7) / 8 + 1);
-  status = kernel->execute(kernel, release.s, view.node(), view.inputs(), outputs.data(), workspace.data(), &error);
+  status = kernel->execute(kernel, release.s, view.node(), view.inputs(), outputs.data(), workspace.data(), nullptr, &error);
   if (status != EDGERT_OK) return false;
   for (size_t o = 0; o < outputs.size(); ++o) {
     Value& v = graph.values[node.outputs[o]];

@@ -11,9 +11,37 @@
  *   prepare(node, tactic, ...) builder and runtime: validate, infer output dtypes and shapes,
  *                              size the workspace, build per-node state. Called again whenever
  *                              input shapes change, and before every execute when it reported
- *                              data_dependent.
- *   execute(state, ...)        runtime: compute. No allocation, no I/O, no logging.
+ *                              data_dependent. May allocate, synchronize and block.
+ *   execute(state, ..., stream) runtime: compute. No allocation, no I/O, no logging, and on a
+ *                              device no synchronization: work is enqueued on `stream`.
  *   release(state)             free what prepare built.
+ *
+ * Devices and memory (ABI 3). Every tensor lives in one memory space:
+ *   HOST     ordinary host memory; what CPU kernels read and write.
+ *   DEVICE   a device's own memory (cudaMalloc); only that device's kernels and copies touch it.
+ *   UNIFIED  host memory mapped for the device (cudaHostAlloc with cudaHostAllocMapped): host
+ *            and device address it with the same pointer. On a board whose GPU shares the
+ *            CPU's DRAM (Jetson) it is as fast for the GPU as DEVICE memory, so tensors that
+ *            cross between CPU and GPU kernels live there and nothing is copied: after a stream
+ *            synchronization a CPU kernel reads what a GPU kernel wrote. On a discrete GPU it
+ *            crosses PCIe, so it serves engine inputs and outputs the caller binds
+ *            (zero-copy), and the builder puts copies between DEVICE and HOST tensors instead.
+ * A plugin without a `device` (the CPU plugin) runs its kernels on HOST tensors. A plugin with
+ * one (the CUDA plugin) runs them on tensors in `device->kernel_space`, and brings the rest of
+ * what the runtime needs for that space, so the runtime never links CUDA: the allocator (as
+ * ggml's buffer types and ONNX Runtime's execution-provider allocators), asynchronous copies
+ * between any two spaces (ONNX Runtime's data transfer), streams, graph capture and timers.
+ * The design follows TensorRT's enqueueV3: the caller owns the stream and may bind engine
+ * inputs and outputs to its own memory; the runtime plans every activation in one arena per
+ * space; kernels only enqueue work on the stream they are given. Because execute neither
+ * allocates nor synchronizes, a run whose kernels all carry EDGERT_KERNEL_CAPTURABLE can be
+ * recorded once as a CUDA graph and replayed.
+ *
+ * What a device kernel receives: its activations and workspace in kernel_space; the engine's
+ * constants (weights) in kernel_space too, copied there once per engine; except the inputs its
+ * `host_inputs` mask names (shape-like operands such as Reshape's shape or Slice's starts),
+ * which it reads on the host in prepare and which therefore arrive in host memory. Builders
+ * hand prepare host pointers for constants and NULL for activations, as for any kernel.
  *
  * Nothing here throws; every failure is a status plus a message in the edgert_error passed in.
  */
@@ -27,7 +55,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to the structs below; a loader refuses any other value. */
-#define EDGERT_PLUGIN_ABI_VERSION 2u
+#define EDGERT_PLUGIN_ABI_VERSION 3u
 #define EDGERT_PLUGIN_ENTRY_SYMBOL "edgert_plugin_entry"
 
 typedef enum edgert_attr_type {
@@ -91,6 +119,19 @@ typedef struct edgert_prepare_info {
 
 typedef struct edgert_kernel edgert_kernel;
 
+/* Where a tensor's bytes live; see the header comment. */
+typedef enum edgert_memory_space {
+  EDGERT_MEMORY_HOST = 0,
+  EDGERT_MEMORY_DEVICE = 1,
+  EDGERT_MEMORY_UNIFIED = 2
+} edgert_memory_space;
+
+/* edgert_kernel.flags */
+/* execute only enqueues work on its stream (no host-side reads of tensor data, no
+ * synchronization, the same work for the same shapes): a run of such kernels can be captured
+ * into a CUDA graph and replayed. Host kernels leave it unset. */
+#define EDGERT_KERNEL_CAPTURABLE 1u
+
 /*
  * Every function receives the kernel it was reached through as `self`, so one set of functions
  * can serve many kernels through `user_data`.
@@ -125,13 +166,67 @@ struct edgert_kernel {
                            edgert_tensor* outputs, void** state, edgert_prepare_info* info,
                            edgert_error* error);
 
-  /* Outputs arrive with dtype, shape and data set as prepare asked; workspace as sized. */
+  /*
+   * Outputs arrive with dtype, shape and data set as prepare asked; workspace as sized, in the
+   * kernel's space. `stream` is the device stream to enqueue on (opaque: a cudaStream_t for
+   * the CUDA plugin; NULL for host kernels and the default stream).
+   */
   edgert_status (*execute)(const edgert_kernel* self, void* state, const edgert_node* node, const edgert_tensor* inputs,
-                           edgert_tensor* outputs, void* workspace, edgert_error* error);
+                           edgert_tensor* outputs, void* workspace, void* stream, edgert_error* error);
 
   /* Frees what prepare stored in state; called once per non-NULL state. */
   void (*release)(const edgert_kernel* self, void* state);
+
+  uint32_t flags;      /* EDGERT_KERNEL_* bits */
+  /* Bit i set: input i is read on the host (in prepare or execute), whatever the kernel's
+   * space; the builder keeps such inputs constants or host tensors. */
+  uint64_t host_inputs;
 };
+
+/*
+ * The device side of a plugin whose kernels run on an accelerator. Every function may be
+ * called from any thread; none throws. Pointers it returns stay valid until freed.
+ */
+typedef struct edgert_device {
+  uint32_t struct_size;              /* sizeof(edgert_device) as the plugin knows it */
+  edgert_memory_space kernel_space;  /* where its kernels read and write tensors: DEVICE */
+  /* 1: the device shares the host's physical memory (Jetson's integrated GPU): UNIFIED memory
+   * is as fast for it as DEVICE memory, and tensors crossing to host kernels stay in place. */
+  int32_t integrated;
+  /* Names the device and the libraries whose kernels it times, e.g. "NVIDIA H100 80GB HBM3 sm_90
+   * driver 13.0 cudnn 9.14.0 cublasLt 13.1.0"; keys timing-cache records, so it changes
+   * whenever a measured speed could. Valid for the process's life; empty when score() is 0. */
+  const char* (*describe)(void);
+
+  /* DEVICE or UNIFIED memory, at least 256-byte aligned; `bytes` 0 gives a valid pointer. */
+  edgert_status (*allocate)(edgert_memory_space space, size_t bytes, void** pointer, edgert_error* error);
+  void (*free)(edgert_memory_space space, void* pointer);
+
+  /* One stream per execution context. */
+  edgert_status (*stream_create)(void** stream, edgert_error* error);
+  void (*stream_destroy)(void* stream);
+  /* Blocks until everything enqueued on `stream` has finished. */
+  edgert_status (*synchronize)(void* stream, edgert_error* error);
+  /* Enqueues a copy of `bytes` between any two spaces (the runtime tells which); counted. */
+  edgert_status (*copy)(void* destination, edgert_memory_space destination_space, const void* source,
+                        edgert_memory_space source_space, size_t bytes, void* stream, edgert_error* error);
+  /* Copies enqueued since the process started: tests prove zero-copy paths with it. */
+  uint64_t (*copies_made)(void);
+
+  /* Graph capture: begin recording what is enqueued on `stream`, end it into a replayable
+   * graph, replay, free. NULL when the device has no graphs. */
+  edgert_status (*graph_begin)(void* stream, edgert_error* error);
+  edgert_status (*graph_end)(void* stream, void** graph, edgert_error* error);
+  edgert_status (*graph_launch)(void* graph, void* stream, edgert_error* error);
+  void (*graph_free)(void* graph);
+
+  /* Device-side timing: a timer records a point on a stream; elapsed reads the milliseconds
+   * between two recorded points once both have passed (it waits for them). */
+  edgert_status (*timer_create)(void** timer, edgert_error* error);
+  edgert_status (*timer_record)(void* timer, void* stream, edgert_error* error);
+  edgert_status (*timer_elapsed)(void* start, void* end, float* milliseconds, edgert_error* error);
+  void (*timer_free)(void* timer);
+} edgert_device;
 
 /* Process-wide settings a host hands a plugin (ABI 2). Appended fields grow struct_size. */
 typedef struct edgert_plugin_config {
@@ -151,6 +246,8 @@ typedef struct edgert_plugin {
   /* Applies process-wide settings; the host calls it before running kernels and again whenever
    * the settings change (never while a kernel runs). May be NULL: nothing to configure. */
   edgert_status (*configure)(const edgert_plugin_config* config, edgert_error* error);
+  /* NULL: the kernels run on the host (HOST tensors). Otherwise the device they run on. */
+  const edgert_device* device;
 } edgert_plugin;
 
 typedef const edgert_plugin* (*edgert_plugin_entry_fn)(void);

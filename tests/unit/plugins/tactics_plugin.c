@@ -76,8 +76,9 @@ static edgert_status relu_prepare(const edgert_kernel* self, const edgert_node* 
 
 static edgert_status relu_execute(const edgert_kernel* self, void* state, const edgert_node* node,
                                   const edgert_tensor* inputs, edgert_tensor* outputs, void* workspace,
-                                  edgert_error* error) {
+                                  void* stream, edgert_error* error) {
   (void)self;
+  (void)stream;
   (void)node;
   (void)workspace;
   (void)error;
@@ -108,10 +109,10 @@ static edgert_status tactictest_configure(const edgert_plugin_config* config, ed
 static int32_t tactictest_score(void) { return 100; }
 
 static const edgert_kernel kKernels[] = {
-    {"", "Relu", "tactictest-relu", 0, relu_supports, relu_tactics, relu_prepare, relu_execute, relu_release},
+    {"", "Relu", "tactictest-relu", 0, relu_supports, relu_tactics, relu_prepare, relu_execute, relu_release, 0, 0},
 };
 
 static const edgert_plugin kPlugin = {EDGERT_PLUGIN_ABI_VERSION, "tactictest", "1.0.0", tactictest_score, 1,
-                                      kKernels, tactictest_configure};
+                                      kKernels, tactictest_configure, 0};
 
 EXPORT const edgert_plugin* edgert_plugin_entry(void) { return &kPlugin; }
