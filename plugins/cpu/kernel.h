@@ -13,63 +13,29 @@
 
 #include "dtype.h"
 #include "edgert/plugin.h"
+#include "op_support.h"
 
 namespace edgert::cpu {
 
-class KernelError : public std::runtime_error {
- public:
-  KernelError(edgert_status status, const std::string& message)
-      : std::runtime_error(message), status_(status) {}
-  edgert_status status() const { return status_; }
+using plugin::Attributes;
+using plugin::fail;
+using plugin::is_present;
+using plugin::KernelError;
+using plugin::normalize_axis;
+using plugin::numel;
+using plugin::read_ints;
+using plugin::set_output;
+using plugin::set_shape;
+using plugin::Shape;
+using plugin::shape_of;
+using plugin::shape_string;
 
- private:
-  edgert_status status_;
-};
-
-// printf-style; the adapter prefixes the node's name and op type.
-[[noreturn]] void fail(edgert_status status, const char* format, ...)
-    __attribute__((format(printf, 2, 3)));
-
-using Shape = std::vector<int64_t>;
-
-int64_t numel(const edgert_tensor& t);
-int64_t numel(const Shape& shape);
-Shape shape_of(const edgert_tensor& t);
-void set_shape(edgert_tensor& t, const Shape& shape);
-void set_output(edgert_tensor& t, edgert_dtype dtype, const Shape& shape);
-bool is_present(const edgert_tensor& t);
-std::string shape_string(const Shape& shape);
-
-// Resolves a possibly negative axis against `rank`, failing with a message naming `what`.
-int64_t normalize_axis(int64_t axis, int64_t rank, const char* what = "axis");
-
-// Values of a small integer tensor (shape, axes, pads, ...) as int64, whatever its int dtype.
-// Fails with EDGERT_ERR_NEEDS_DATA when the data is not known (builder-time shape inference).
-std::vector<int64_t> read_ints(const edgert_tensor& t, const char* what);
 double read_scalar(const edgert_tensor& t, const char* what);
 
 template <typename T>
 T* data_as(const edgert_tensor& t) {
   return static_cast<T*>(t.data);
 }
-
-// Read-only view of a node's attributes.
-class Attributes {
- public:
-  explicit Attributes(const edgert_node* node) : node_(node) {}
-  const edgert_attribute* find(const char* name) const;
-  bool has(const char* name) const { return find(name) != nullptr; }
-  int64_t get_int(const char* name, int64_t fallback) const;
-  float get_float(const char* name, float fallback) const;
-  std::string get_string(const char* name, const std::string& fallback) const;
-  std::vector<int64_t> get_ints(const char* name, const std::vector<int64_t>& fallback = {}) const;
-  std::vector<float> get_floats(const char* name, const std::vector<float>& fallback = {}) const;
-  std::vector<std::string> get_strings(const char* name) const;
-  const edgert_tensor* get_tensor(const char* name) const;
-
- private:
-  const edgert_node* node_;
-};
 
 // One instance per node, created on the first prepare and kept in the kernel state.
 class Op {
