@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "build_error.h"
 #include "engine_file.h"
@@ -35,16 +36,22 @@ struct WeightPlan {
   }
 };
 
-Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Graph& graph, WeightPlan& weights,
+Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Model& model, const Graph& graph, WeightPlan& weights,
                                const std::map<std::string, int32_t>& plugin_index) {
   std::vector<bool> referenced(graph.values.size(), false);
+  std::set<std::string> read_below;  // read by subgraphs at any depth: constants only they read
   for (const Node& n : graph.nodes) {
     for (int32_t t : n.inputs)
       if (t >= 0) referenced[t] = true;
-    for (const Attribute& a : n.attributes)
+    for (const Attribute& a : n.attributes) {
       if (a.tensor >= 0) referenced[a.tensor] = true;
+      if (a.graph >= 0) outer_names(model, a.graph, read_below);
+    }
   }
   for (int32_t t : graph.outputs) referenced[t] = true;
+  if (!read_below.empty())
+    for (size_t i = 0; i < graph.values.size(); ++i)
+      if (read_below.count(graph.values[i].name)) referenced[i] = true;
 
   std::vector<Offset<fbs::Tensor>> tensors;
   for (size_t i = 0; i < graph.values.size(); ++i) {
@@ -133,7 +140,7 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
 
   WeightPlan weights;
   std::vector<Offset<fbs::Graph>> graphs;
-  for (const Graph& g : model.graphs) graphs.push_back(write_graph(fbb, g, weights, plugin_index));
+  for (const Graph& g : model.graphs) graphs.push_back(write_graph(fbb, model, g, weights, plugin_index));
 
   const Graph& main = model.graphs[0];
   std::vector<Offset<fbs::Binding>> inputs, outputs;

@@ -60,4 +60,22 @@ int32_t Graph::find_value(const std::string& value_name) const {
   return -1;
 }
 
+void outer_names(const Model& model, int32_t g, std::set<std::string>& names) {
+  const Graph& graph = model.graphs[g];
+  std::set<std::string> defined, read;
+  for (int32_t t : graph.inputs) defined.insert(graph.values[t].name);
+  for (const Value& v : graph.values)
+    if (v.is_constant()) defined.insert(v.name);
+  for (const Node& n : graph.nodes) {
+    for (int32_t t : n.inputs)
+      if (t >= 0) read.insert(graph.values[t].name);
+    for (int32_t t : n.outputs) defined.insert(graph.values[t].name);
+    for (const Attribute& a : n.attributes)
+      if (a.graph >= 0) outer_names(model, a.graph, read);
+  }
+  for (int32_t t : graph.outputs) read.insert(graph.values[t].name);
+  for (const std::string& name : read)
+    if (!defined.count(name)) names.insert(name);
+}
+
 }  // namespace edgert::builder

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,5 +101,11 @@ struct Model {
   std::string source_path;
   std::string producer;  // e.g. "pytorch 1.13.1"
 };
+
+// Adds to `names` the names graph `g` reads from enclosing scopes: those its nodes, its
+// outputs or its subgraphs at any depth read, and it does not define itself (as an input, a
+// constant or a node's output). A graph between the one defining a name and the one reading it
+// reads it too: it passes the value on.
+void outer_names(const Model& model, int32_t g, std::set<std::string>& names);
 
 }  // namespace edgert::builder

@@ -30,21 +30,6 @@ std::vector<int> in_place_slots(const Node& node) {
   return {};
 }
 
-// Names a subgraph (and its nested subgraphs) reads from enclosing scopes.
-void outer_names(const Model& model, int32_t g, std::set<std::string>& names) {
-  const Graph& graph = model.graphs[g];
-  std::set<int32_t> defined(graph.inputs.begin(), graph.inputs.end());
-  for (const Node& n : graph.nodes) {
-    for (int32_t t : n.inputs)
-      if (t >= 0 && !defined.count(t) && !graph.values[t].is_constant()) names.insert(graph.values[t].name);
-    for (int32_t t : n.outputs) defined.insert(t);
-    for (const Attribute& a : n.attributes)
-      if (a.graph >= 0) outer_names(model, a.graph, names);
-  }
-  for (int32_t t : graph.outputs)
-    if (!defined.count(t) && !graph.values[t].is_constant()) names.insert(graph.values[t].name);
-}
-
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // A Concat whose inputs are planned at their place in its output, so the kernel has nothing

@@ -3,8 +3,8 @@
 // arena, and tensors whose lifetimes do not overlap share bytes.
 //
 // Lifetimes follow the execution order: a tensor lives from the node writing it to the last
-// node reading it (a node running a subgraph counts as reading what the subgraph reads by
-// name; engine outputs live to the end). Placement is best-fit in execution order: each
+// node reading it (a node running a subgraph counts as reading what the subgraph and its own
+// subgraphs read by name; engine outputs live to the end). Placement is best-fit in execution order: each
 // tensor takes the smallest gap between the tensors alive with it, or the end of the arena.
 // Element-wise ops whose kernels tolerate aliasing write over an input read for the last time
 // (in place). A Concat along a leading axis gets its inputs written straight into their place

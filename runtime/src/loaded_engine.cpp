@@ -78,6 +78,7 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
     }
 
   graphs_.resize(e->graphs()->size());
+  written_.resize(graphs_.size());
   for (uint32_t g = 0; g < e->graphs()->size(); ++g) {
     if (g > 0 && graphs_[g].parent < 0) {
       set_error(error, EDGERT_ERR_FORMAT, "engine '%s': graph %u is not the subgraph of any node", where, g);
@@ -85,6 +86,7 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
     }
     if (!resolve_graph(g, error)) return false;
   }
+  written_.clear();
 
   for (const auto* list : {e->inputs(), e->outputs()}) {
     bool is_input = list == e->inputs();
@@ -345,14 +347,14 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
   for (int32_t t : graph.outputs) graph.is_graph_output[t] = true;
 
   uint32_t num_nodes = g->nodes() ? g->nodes()->size() : 0;
+  std::vector<bool> produced(num_tensors, false);
+  for (uint32_t n = 0; n < num_nodes; ++n)
+    if (g->nodes()->Get(n)->outputs())
+      for (int32_t t : *g->nodes()->Get(n)->outputs()) produced[t] = true;
   if (index > 0) {
-    // A subgraph tensor that is not a constant, an input or written here is the parent's,
-    // by name (ONNX outer-scope references).
-    std::vector<bool> produced(num_tensors, false);
-    for (uint32_t n = 0; n < num_nodes; ++n)
-      if (g->nodes()->Get(n)->outputs())
-        for (int32_t t : *g->nodes()->Get(n)->outputs()) produced[t] = true;
-    const LoadedGraph& parent = graphs_[graph.parent];  // resolved already: parents come first
+    // A subgraph tensor that is not a constant, an input or written here is an enclosing
+    // graph's, by name (ONNX outer-scope references). Tensors only the subgraph's own
+    // subgraphs read are captured when those are resolved (capture_outer).
     std::vector<bool> read(num_tensors, false);
     for (uint32_t n = 0; n < num_nodes; ++n)
       if (g->nodes()->Get(n)->inputs())
@@ -361,21 +363,15 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
     for (int32_t t : graph.outputs) read[t] = true;
     for (uint32_t t = 0; t < num_tensors; ++t) {
       if (!read[t] || available[t] || produced[t]) continue;
-      int32_t found = -1;
-      for (size_t p = 0; p < parent.tensors.size() && found < 0; ++p)
-        if (std::strcmp(parent.tensors[p].name, graph.tensors[t].name) == 0) found = static_cast<int32_t>(p);
-      if (found < 0) {
-        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': subgraph %u reads '%s', which neither it nor its parent "
-                  "graph defines", where, index, graph.tensors[t].name);
-        return false;
-      }
+      int32_t found = capture_outer(index, graph.tensors[t].name, error);
+      if (found < 0) return false;
       graph.captures.emplace_back(static_cast<int32_t>(t), found);
       available[t] = true;
-      // The parent must keep the tensor alive until the node running this subgraph is done.
-      int32_t& last = graphs_[graph.parent].last_use[found];
-      last = std::max(last, graph.parent_node);
     }
   }
+  std::vector<bool>& written = written_[index];
+  written = available;
+  for (uint32_t t = 0; t < num_tensors; ++t) written[t] = written[t] || produced[t];
   graph.nodes.resize(num_nodes);
   for (uint32_t n = 0; n < num_nodes; ++n) {
     const fb::Node* src = g->nodes()->Get(n);
@@ -498,6 +494,46 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
         return false;
       }
   return true;
+}
+
+int32_t LoadedEngine::capture_outer(uint32_t index, const char* name, edgert_error* error) {
+  // Up from the parent while a graph only passes the name on: the builder gives every graph
+  // between the one defining a name and the one reading it a tensor of that name, which no node
+  // there writes. chain[i] is (graph, its tensor of that name); chain[i + 1] is chain[i]'s parent.
+  // A loop, not recursion: a hostile engine may nest thousands of graphs.
+  std::vector<std::pair<uint32_t, int32_t>> chain;
+  for (uint32_t child = index;;) {
+    const uint32_t p = static_cast<uint32_t>(graphs_[child].parent);  // < child: subgraphs point forward
+    const LoadedGraph& parent = graphs_[p];
+    const std::vector<bool>& written = written_[p];
+    int32_t found = -1;  // the first tensor of that name with a value, else the first of that name
+    for (size_t t = 0; t < parent.tensors.size(); ++t)
+      if (std::strcmp(parent.tensors[t].name, name) == 0 && (found < 0 || (!written[found] && written[t])))
+        found = static_cast<int32_t>(t);
+    if (found < 0) {
+      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': subgraph %u reads '%s', which neither it nor any enclosing "
+                "graph defines", file_.path().c_str(), index, name);
+      return -1;
+    }
+    chain.emplace_back(p, found);
+    // A main-graph tensor nobody writes is captured as it is: the run names it when a node
+    // reads it ("has no value"), and engines whose untaken branch reads one load as before.
+    if (written[found] || p == 0) break;
+    child = p;
+  }
+  uint32_t below = index;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const auto [g, t] = chain[i];
+    if (i + 1 < chain.size()) {
+      graphs_[g].captures.emplace_back(t, chain[i + 1].second);
+      written_[g][t] = true;
+    }
+    // Alive until the node running the graph below is done.
+    int32_t& last = graphs_[g].last_use[t];
+    last = std::max(last, graphs_[below].parent_node);
+    below = g;
+  }
+  return chain[0].second;
 }
 
 void fill_tensor_info(const LoadedTensor& tensor, const std::string& binding_name, edgert_tensor_info* info) {

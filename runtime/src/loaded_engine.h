@@ -56,7 +56,9 @@ struct LoadedGraph {
   // constants are never freed early, whatever this says.
   std::vector<int32_t> last_use;
   std::vector<bool> is_graph_output;
-  // Subgraphs read tensors of the enclosing graph by name: (tensor here, tensor in the parent).
+  // Subgraphs read tensors of enclosing graphs by name: (tensor here, tensor in the parent),
+  // copied from the parent when this graph starts. A value from further out reaches here
+  // through every graph in between, each capturing it from its own parent.
   int32_t parent = -1;
   int32_t parent_node = -1;  // the node of the parent graph that runs this subgraph
   std::vector<std::pair<int32_t, int32_t>> captures;
@@ -118,6 +120,11 @@ class LoadedEngine {
  private:
   bool resolve(const edgert_load_options& options, edgert_error* error);
   bool resolve_graph(uint32_t index, edgert_error* error);
+  // The tensor of graph `index`'s parent named `name` (which graph `index` reads), kept alive
+  // there until the node running graph `index` is done. A parent that does not write it
+  // captures it from its own parent in turn, and so on up to the graph that does. -1 (error
+  // set) when an enclosing graph on the way has no tensor of that name.
+  int32_t capture_outer(uint32_t index, const char* name, edgert_error* error);
   bool resolve_profiles(edgert_error* error);
   bool resolve_memory_plan(edgert_error* error);
   bool verify_memory_plan(const fb::MemoryPlan* plan, uint32_t index, ArenaPlan* out, edgert_error* error);
@@ -125,6 +132,9 @@ class LoadedEngine {
   EngineFile file_;
   std::vector<const LoadedPlugin*> plugins_;  // null entry for the builtin pseudo-plugin
   std::vector<LoadedGraph> graphs_;
+  // While resolving: per resolved graph, per tensor, whether it has a value when the graph runs
+  // (a constant, an input, a capture or a node's output).
+  std::vector<std::vector<bool>> written_;
   std::vector<int32_t> inputs_, outputs_;
   std::vector<std::string> input_names_, output_names_;
   std::string board_;

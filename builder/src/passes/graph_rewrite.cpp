@@ -72,8 +72,9 @@ void remove_nodes(Graph& graph, const std::vector<bool>& dead) {
   graph.nodes = std::move(kept);
 }
 
-void compact_values(Graph& graph) {
+void compact_values(Graph& graph, const std::vector<bool>& pinned) {
   std::vector<bool> used(graph.values.size(), false);
+  for (size_t v = 0; v < pinned.size() && v < used.size(); ++v) used[v] = pinned[v];
   for (const Node& node : graph.nodes) {
     for (int32_t t : node.inputs)
       if (t >= 0) used[t] = true;

@@ -35,9 +35,10 @@ bool redirect_value(Graph& graph, int32_t from, int32_t to, std::vector<bool>& p
 // Removes the nodes marked true, keeping the order of the rest.
 void remove_nodes(Graph& graph, const std::vector<bool>& dead);
 
-// Drops values no node, attribute or graph IO refers to and renumbers the rest. Subgraphs
-// refer to main-graph values by name, so renumbering is invisible to them.
-void compact_values(Graph& graph);
+// Drops values no node, attribute or graph IO refers to and renumbers the rest; `pinned`
+// values stay (a constant only a subgraph reads, by name). Subgraphs refer to main-graph
+// values by name, so renumbering is invisible to them.
+void compact_values(Graph& graph, const std::vector<bool>& pinned);
 
 // A constant's values as doubles (float and integer dtypes); empty when not a constant or of
 // another dtype.

@@ -60,7 +60,7 @@ std::vector<PassReport> PassManager::run(Model& model) const {
     report.nodes_before = graph.nodes.size();
     report.rewrites = pass(context);
     if (report.rewrites > 0) {
-      compact_values(graph);
+      compact_values(graph, context.pinned);
       infer();
     }
     report.nodes_after = graph.nodes.size();
