@@ -1,0 +1,236 @@
+// Reductions on the GPU: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1,
+// ReduceL2, ReduceSumSquare and ReduceLogSum over any set of axes, float32 and float16,
+// accumulating in float. Axes come from the attribute, or from input 1 (read on the host) from
+// opset 13 for ReduceSum and 18 for the others; keepdims and noop_with_empty_axes as ONNX says.
+// Max and Min propagate NaN (numpy, the CPU plugin).
+//
+// The output is walked in its storage order with one input offset per kept position; each output
+// reduces over the reduced axes (walked in the input's storage order). Small reductions
+// (<= kThreadLimit elements) take one thread per output; larger ones one block per output.
+// With layout NHWC a rank-4 input is [N, H, W, C] in memory, and so is a rank-4 output
+// (keepdims); an output of lower rank is row-major in its logical dims.
+#include <string>
+
+#include "activation.cuh"
+#include "cuda_op.h"
+#include "edgert/dtype_info.h"
+#include "layout.h"
+
+namespace edgert::cuda {
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr int64_t kThreadLimit = 64;
+
+enum class ReduceKind : int { Sum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum };
+
+struct ReducePlan {
+  ReduceKind kind = ReduceKind::Sum;
+  int kept_rank = 0, reduced_rank = 0;
+  int64_t kept_dims[EDGERT_MAX_RANK] = {}, kept_strides[EDGERT_MAX_RANK] = {};        // output storage order
+  int64_t reduced_dims[EDGERT_MAX_RANK] = {}, reduced_strides[EDGERT_MAX_RANK] = {};  // input storage order
+  int64_t outputs = 0, count = 1;                                                     // elements per output
+};
+
+__device__ __forceinline__ float initial(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::Max: return -INFINITY;
+    case ReduceKind::Min: return INFINITY;
+    case ReduceKind::Prod: return 1.f;
+    default: return 0.f;
+  }
+}
+
+// Folds value v (or another partial result, `partial`) into acc.
+__device__ __forceinline__ float combine(ReduceKind k, float acc, float v, bool partial) {
+  switch (k) {
+    case ReduceKind::Max: return isnan(acc) || isnan(v) ? NAN : fmaxf(acc, v);
+    case ReduceKind::Min: return isnan(acc) || isnan(v) ? NAN : fminf(acc, v);
+    case ReduceKind::Prod: return acc * v;
+    case ReduceKind::L1: return acc + (partial ? v : fabsf(v));
+    case ReduceKind::L2:
+    case ReduceKind::SumSquare: return acc + (partial ? v : v * v);
+    default: return acc + v;
+  }
+}
+
+__device__ __forceinline__ float finish(ReduceKind k, float acc, int64_t count) {
+  switch (k) {
+    case ReduceKind::Mean: return acc / static_cast<float>(count);
+    case ReduceKind::L2: return sqrtf(acc);
+    case ReduceKind::LogSum: return logf(acc);
+    default: return acc;
+  }
+}
+
+__device__ __forceinline__ int64_t offset_of(int64_t index, int rank, const int64_t* dims, const int64_t* strides) {
+  int64_t offset = 0;
+  for (int a = rank - 1; a >= 0; --a) {
+    offset += index % dims[a] * strides[a];
+    index /= dims[a];
+  }
+  return offset;
+}
+
+template <typename T>
+__global__ void reduce_per_thread(const T* __restrict__ x, T* __restrict__ y, ReducePlan p) {
+  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < p.outputs;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = offset_of(o, p.kept_rank, p.kept_dims, p.kept_strides);
+    float acc = initial(p.kind);
+    for (int64_t j = 0; j < p.count; ++j)
+      acc = combine(p.kind, acc, to_float(x[base + offset_of(j, p.reduced_rank, p.reduced_dims, p.reduced_strides)]), false);
+    y[o] = from_float<T>(finish(p.kind, acc, p.count));
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) reduce_per_block(const T* __restrict__ x, T* __restrict__ y, ReducePlan p) {
+  __shared__ float scratch[kThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int64_t o = blockIdx.x; o < p.outputs; o += gridDim.x) {
+    const int64_t base = offset_of(o, p.kept_rank, p.kept_dims, p.kept_strides);
+    float acc = initial(p.kind);
+    for (int64_t j = threadIdx.x; j < p.count; j += blockDim.x)
+      acc = combine(p.kind, acc, to_float(x[base + offset_of(j, p.reduced_rank, p.reduced_dims, p.reduced_strides)]), false);
+    for (int offset = 16; offset > 0; offset /= 2)
+      acc = combine(p.kind, acc, __shfl_xor_sync(0xffffffffu, acc, offset), true);
+    __syncthreads();  // the previous output's partials have been read
+    if (lane == 0) scratch[warp] = acc;
+    __syncthreads();
+    if (warp == 0) {
+      acc = lane < static_cast<int>(kThreads / 32) ? scratch[lane] : initial(p.kind);
+      for (int offset = 16; offset > 0; offset /= 2)
+        acc = combine(p.kind, acc, __shfl_xor_sync(0xffffffffu, acc, offset), true);
+      if (lane == 0) y[o] = from_float<T>(finish(p.kind, acc, p.count));
+    }
+  }
+}
+
+ReduceKind reduce_kind(const std::string& op) {
+  if (op == "ReduceSum") return ReduceKind::Sum;
+  if (op == "ReduceMean") return ReduceKind::Mean;
+  if (op == "ReduceMax") return ReduceKind::Max;
+  if (op == "ReduceMin") return ReduceKind::Min;
+  if (op == "ReduceProd") return ReduceKind::Prod;
+  if (op == "ReduceL1") return ReduceKind::L1;
+  if (op == "ReduceL2") return ReduceKind::L2;
+  if (op == "ReduceSumSquare") return ReduceKind::SumSquare;
+  if (op == "ReduceLogSum") return ReduceKind::LogSum;
+  fail(EDGERT_ERR_UNSUPPORTED, "'%s' is not a reduction of this kernel", op.c_str());
+}
+
+// Axes come from input 1 from opset 13 (ReduceSum) or 18 (the others).
+bool axes_from_input(const edgert_node& node) {
+  return (std::string(node.op_type) == "ReduceSum" && node.opset >= 13) || node.opset >= 18;
+}
+
+int32_t reduce_supports(const edgert_node* node, const edgert_tensor* in) {
+  if (in[0].dtype != EDGERT_DTYPE_UNDEFINED && !is_float(in[0].dtype)) return 0;
+  return in[0].rank <= EDGERT_MAX_RANK;
+}
+
+class ReduceOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
+    const Attributes attrs(&node);
+    if (!is_float(in[0].dtype))
+      fail(EDGERT_ERR_UNSUPPORTED, "data is %s; the GPU kernel takes float32 and float16", edgert_dtype_name(in[0].dtype));
+    dtype_ = in[0].dtype;
+    const bool keepdims = attrs.get_int("keepdims", 1) != 0;
+    const bool noop_with_empty_axes = attrs.get_int("noop_with_empty_axes", 0) != 0;
+    std::vector<int64_t> axes;
+    if (!axes_from_input(node)) {
+      axes = attrs.get_ints("axes");
+    } else if (node.num_inputs > 1 && is_present(in[1])) {
+      info.data_dependent = 1;  // the output shape follows the values of axes
+      axes = read_ints(in[1], "axes");
+    }
+    const int rank = in[0].rank;
+    bool reduced[EDGERT_MAX_RANK] = {};
+    identity_ = axes.empty() && noop_with_empty_axes;
+    if (axes.empty()) {
+      if (!identity_)
+        for (int i = 0; i < rank; ++i) reduced[i] = true;
+    } else {
+      for (int64_t a : axes) reduced[normalize_axis(a, rank, "axes entry")] = true;
+    }
+    const Shape in_shape = shape_of(in[0]);
+    Shape out_shape;
+    std::vector<int64_t> out_axis_of;  // output logical axis -> input logical axis
+    for (int i = 0; i < rank; ++i) {
+      if (reduced[i] && !keepdims) continue;
+      out_shape.push_back(reduced[i] ? 1 : in_shape[static_cast<size_t>(i)]);
+      out_axis_of.push_back(i);
+    }
+    if (identity_) out_shape = in_shape;
+    set_output(out[0], dtype_, out_shape);
+    bytes_ = static_cast<size_t>(numel(in_shape)) * edgert_dtype_size(dtype_);
+    if (identity_) return;
+
+    const bool nhwc = channels_last(node);
+    const std::vector<int64_t> in_strides = storage_strides(in_shape, nhwc);
+    ReducePlan p;
+    p.kind = reduce_kind(node.op_type);
+    const int64_t out_rank = static_cast<int64_t>(out_shape.size());
+    for (int64_t pos = 0; pos < out_rank; ++pos) {
+      const int64_t axis = out_axis_of[static_cast<size_t>(logical_axis(pos, out_rank, nhwc))];
+      if (reduced[axis]) continue;  // kept as a 1
+      p.kept_dims[p.kept_rank] = in_shape[static_cast<size_t>(axis)];
+      p.kept_strides[p.kept_rank++] = in_strides[static_cast<size_t>(axis)];
+    }
+    for (int pos = 0; pos < rank; ++pos) {
+      const int64_t axis = logical_axis(pos, rank, nhwc);
+      if (!reduced[axis]) continue;
+      p.reduced_dims[p.reduced_rank] = in_shape[static_cast<size_t>(axis)];
+      p.reduced_strides[p.reduced_rank++] = in_strides[static_cast<size_t>(axis)];
+    }
+    p.outputs = numel(out_shape);
+    p.count = 1;
+    for (int a = 0; a < p.reduced_rank; ++a) p.count *= p.reduced_dims[a];
+    plan_ = p;
+  }
+
+  void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*, cudaStream_t stream) override {
+    if (identity_) {
+      if (bytes_ && out[0].data != in[0].data)
+        check_cuda(cudaMemcpyAsync(out[0].data, in[0].data, bytes_, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
+      return;
+    }
+    if (plan_.outputs == 0) return;
+    if (dtype_ == EDGERT_DTYPE_FLOAT16) run<__half>(in[0].data, out[0].data, stream);
+    else run<float>(in[0].data, out[0].data, stream);
+  }
+
+ private:
+  template <typename T>
+  void run(const void* x, void* y, cudaStream_t stream) const {
+    const T* xt = static_cast<const T*>(x);
+    T* yt = static_cast<T*>(y);
+    if (plan_.count <= kThreadLimit) {
+      reduce_per_thread<T><<<blocks_for(plan_.outputs, kThreads), kThreads, 0, stream>>>(xt, yt, plan_);
+      return check_launch("reduce_per_thread");
+    }
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(plan_.outputs, 65535 * 8));
+    reduce_per_block<T><<<blocks, kThreads, 0, stream>>>(xt, yt, plan_);
+    check_launch("reduce_per_block");
+  }
+
+  edgert_dtype dtype_ = EDGERT_DTYPE_FLOAT32;
+  bool identity_ = false;
+  size_t bytes_ = 0;
+  ReducePlan plan_;
+};
+
+}  // namespace
+
+void register_reduce_kernels(KernelRegistry& r) {
+  static const char* const kReductions[][2] = {
+      {"ReduceSum", "cuda-reduce-sum"},   {"ReduceMean", "cuda-reduce-mean"},   {"ReduceMax", "cuda-reduce-max"},
+      {"ReduceMin", "cuda-reduce-min"},   {"ReduceProd", "cuda-reduce-prod"},   {"ReduceL1", "cuda-reduce-l1"},
+      {"ReduceL2", "cuda-reduce-l2"},     {"ReduceSumSquare", "cuda-reduce-sum-square"},
+      {"ReduceLogSum", "cuda-reduce-log-sum"}};
+  for (const auto& [op, name] : kReductions) r.add<ReduceOp>(op, name, reduce_supports, nullptr, 1u << 1);
+}
+
+}  // namespace edgert::cuda
