@@ -15,6 +15,10 @@ set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 
+# No CUDA plugin in a plain arm64 build: the build machine's CUDA libraries are x86-64.
+# toolchain/jetson-orin.cmake turns it on for sm_87 with JetPack's (or stand-in) libraries.
+set(EDGERT_WITH_CUDA OFF CACHE STRING "Build the CUDA plugin: AUTO, ON or OFF")
+
 set(EDGERT_CROSS_TRIPLE aarch64-linux-gnu)
 set(CMAKE_C_COMPILER ${EDGERT_CROSS_TRIPLE}-gcc)
 set(CMAKE_CXX_COMPILER ${EDGERT_CROSS_TRIPLE}-g++)

@@ -7,6 +7,7 @@
 
 #include "board.h"
 #include "error.h"
+#include "graph_executor.h"
 
 namespace edgert {
 namespace {
@@ -97,7 +98,67 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
     }
   }
   for (int32_t t : outputs_) graphs_[0].is_graph_output[t] = true;
-  return resolve_profiles(error) && resolve_memory_plan(error);
+  return resolve_profiles(error) && resolve_memory_plan(error) && resolve_device(error);
+}
+
+LoadedEngine::~LoadedEngine() {
+  for (void* p : device_constants_)
+    if (p) device_->free(EDGERT_MEMORY_DEVICE, p);
+}
+
+bool LoadedEngine::resolve_device(edgert_error* error) {
+  const char* where = file_.path().c_str();
+  for (const LoadedGraph& graph : graphs_)
+    for (const LoadedNode& node : graph.nodes) {
+      if (!node.device) continue;
+      if (device_ && device_ != node.device) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s' runs nodes on two devices (plugin '%s' and another); one "
+                  "device plugin per engine", where, node.plugin->name.c_str());
+        return false;
+      }
+      if (&graph != &graphs_[0]) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node '%s' of a subgraph runs on a device; device kernels "
+                  "run in the main graph only", where, node.node.name);
+        return false;
+      }
+      device_ = node.device;
+    }
+  for (const LoadedGraph& graph : graphs_)
+    for (const LoadedTensor& t : graph.tensors)
+      if (t.space != EDGERT_MEMORY_HOST && (!device_ || &graph != &graphs_[0])) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': tensor '%s' lives in device memory, but no device kernel "
+                  "of the main graph uses it", where, t.name);
+        return false;
+      }
+  if (!device_) return true;
+  // Constants device kernels read (except the operands they read on the host) are copied to
+  // device memory once, here, and shared by every context.
+  const LoadedGraph& main = graphs_[0];
+  device_constants_.assign(main.tensors.size(), nullptr);
+  void* stream = nullptr;
+  if (device_->stream_create(&stream, error) != EDGERT_OK) return false;
+  edgert_status status = EDGERT_OK;
+  for (const LoadedNode& node : main.nodes) {
+    if (!node.device) continue;
+    for (size_t i = 0; i < node.inputs.size() && status == EDGERT_OK; ++i) {
+      const int32_t t = node.inputs[i];
+      if (t < 0 || !main.tensors[t].is_constant || device_constants_[t]) continue;
+      if (i < 64 && (node.kernel->host_inputs >> i) & 1u) continue;
+      size_t bytes = 0;
+      if (!tensor_bytes(main.tensors[t].constant, &bytes)) continue;
+      status = device_->allocate(EDGERT_MEMORY_DEVICE, bytes, &device_constants_[t], error);
+      if (status == EDGERT_OK)
+        status = device_->copy(device_constants_[t], EDGERT_MEMORY_DEVICE, main.tensors[t].constant.data,
+                               EDGERT_MEMORY_HOST, bytes, stream, error);
+    }
+  }
+  if (status == EDGERT_OK) status = device_->synchronize(stream, error);
+  device_->stream_destroy(stream);
+  if (status != EDGERT_OK) {
+    prefix_error(error, "engine '%s': copying its weights to the device", where);
+    return false;
+  }
+  return true;
 }
 
 bool LoadedEngine::resolve_memory_plan(edgert_error* error) {
@@ -150,9 +211,11 @@ bool LoadedEngine::verify_memory_plan(const fb::MemoryPlan* p, uint32_t index, A
   for (int32_t n = 0; n < num_nodes; ++n)
     for (int32_t t : graph.nodes[n].outputs) {
       start[t] = n;
-      builtin_output[t] = graph.nodes[n].builtin != BuiltinOp::None;
+      // A copy between memory spaces writes an arena tensor like a kernel; subgraph ops do not.
+      builtin_output[t] = graph.nodes[n].builtin != BuiltinOp::None && graph.nodes[n].builtin != BuiltinOp::Copy;
     }
   struct Block {
+    int space;  // arenas of different spaces never overlap
     uint64_t offset, size;
     int32_t start, end;
     int32_t tensor;
@@ -162,6 +225,11 @@ bool LoadedEngine::verify_memory_plan(const fb::MemoryPlan* p, uint32_t index, A
   plan.arena_bytes = p->arena_bytes();
   plan.alignment = alignment;
   plan.workspace_bytes = p->workspace_bytes();
+  plan.device_arena_bytes = p->device_arena_bytes();
+  plan.unified_arena_bytes = p->unified_arena_bytes();
+  plan.device_workspace_bytes = p->device_workspace_bytes();
+  for (uint64_t bytes : {plan.device_arena_bytes, plan.unified_arena_bytes, plan.device_workspace_bytes})
+    if (bytes > kMaxArenaBytes) return bad("asks for a " + std::to_string(bytes) + "-byte device arena, over the limit");
   plan.offsets.assign(p->offsets()->begin(), p->offsets()->end());
   plan.sizes.assign(p->sizes()->begin(), p->sizes()->end());
   for (size_t t = 0; t < num_tensors; ++t) {
@@ -169,15 +237,17 @@ bool LoadedEngine::verify_memory_plan(const fb::MemoryPlan* p, uint32_t index, A
     const uint64_t size = plan.sizes[t];
     if (offset == -1) continue;
     const std::string name = std::string("tensor '") + graph.tensors[t].name + "'";
-    if (offset < 0 || static_cast<uint64_t>(offset) % alignment != 0 || size > plan.arena_bytes ||
-        static_cast<uint64_t>(offset) > plan.arena_bytes - size)
+    const uint64_t arena = plan.arena_bytes_of(graph.tensors[t].space);
+    if (offset < 0 || static_cast<uint64_t>(offset) % alignment != 0 || size > arena ||
+        static_cast<uint64_t>(offset) > arena - size)
       return bad("places " + name + " (" + std::to_string(size) + " bytes) at offset " + std::to_string(offset) +
-                 ", outside the " + std::to_string(plan.arena_bytes) + "-byte arena or misaligned");
+                 ", outside the " + std::to_string(arena) + "-byte arena of its memory space or misaligned");
     if (start[t] < 0 || builtin_output[t] || graph.tensors[t].is_constant)
       return bad("places " + name + ", which is not written by a plugin kernel of the main graph");
     if (size == 0) continue;
     int32_t end = graph.is_graph_output[t] ? num_nodes : std::max(graph.last_use[t], start[t]);
-    blocks.push_back({static_cast<uint64_t>(offset), size, start[t], end, static_cast<int32_t>(t)});
+    blocks.push_back({static_cast<int>(graph.tensors[t].space), static_cast<uint64_t>(offset), size, start[t], end,
+                      static_cast<int32_t>(t)});
   }
   // A Concat's input planned at its place in the Concat's output (memory_planner.h): tensor
   // `input` lies at `output`'s offset plus the sizes of the inputs before it, and this Concat
@@ -196,9 +266,13 @@ bool LoadedEngine::verify_memory_plan(const fb::MemoryPlan* p, uint32_t index, A
       at += plan.sizes[u];
     }
   }
-  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.offset < b.offset; });
+  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) {
+    return a.space != b.space ? a.space < b.space : a.offset < b.offset;
+  });
   for (size_t i = 0; i < blocks.size(); ++i)
-    for (size_t j = i + 1; j < blocks.size() && blocks[j].offset < blocks[i].offset + blocks[i].size; ++j) {
+    for (size_t j = i + 1; j < blocks.size() && blocks[j].space == blocks[i].space &&
+                           blocks[j].offset < blocks[i].offset + blocks[i].size;
+         ++j) {
       const Block &a = blocks[i], &b = blocks[j];
       if (a.end < b.start || b.end < a.start) continue;  // never alive together
       // In place: a node overwrites an input it reads for the last time with its output.
@@ -319,6 +393,13 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
     dst.name = str(src->name());
     dst.dtype = src->dtype();
     dst.rank_known = src->rank_known();
+    const int8_t space = src->memory_space();
+    if (space < EDGERT_MEMORY_HOST || space > EDGERT_MEMORY_UNIFIED) {
+      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': tensor '%s' has memory space %d, which is none of host (0), "
+                "device (1) and unified (2)", where, str(src->name()), static_cast<int>(space));
+      return false;
+    }
+    dst.space = static_cast<edgert_memory_space>(space);
     dst.rank = src->shape() ? static_cast<int32_t>(src->shape()->size()) : 0;
     for (int32_t d = 0; d < dst.rank; ++d) {
       dst.dims[d] = src->shape()->Get(d)->value();
@@ -380,7 +461,8 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
     if (!node.plugin) {
       std::string kernel = src->kernel()->str();
       node.builtin = kernel == "builtin-if" ? BuiltinOp::If : kernel == "builtin-loop" ? BuiltinOp::Loop
-                     : kernel == "builtin-scan" ? BuiltinOp::Scan : BuiltinOp::None;
+                     : kernel == "builtin-scan" ? BuiltinOp::Scan : kernel == "builtin-copy" ? BuiltinOp::Copy
+                                                                        : BuiltinOp::None;
       if (node.builtin == BuiltinOp::None) {
         set_error(error, EDGERT_ERR_PLUGIN, "engine '%s': node '%s' needs builtin op '%s', which this runtime "
                   "does not have", where, str(src->name()), kernel.c_str());
@@ -394,6 +476,7 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
                 node.plugin->path.c_str(), node.plugin->table->version);
       return false;
     }
+    if (node.plugin) node.device = node.plugin->table->device;
     node.tactic = src->tactic();
     if (const auto* tactics = src->profile_tactics()) {
       // The FlatBuffers verifier does not check the alignment of 8-byte vector elements.

@@ -22,11 +22,14 @@ struct LoadedTensor {
   const char* dim_names[EDGERT_MAX_RANK] = {};
   bool is_constant = false;
   edgert_tensor constant{};  // for constants: data points into the mmap (read-only)
+  edgert_memory_space space = EDGERT_MEMORY_HOST;  // where the runtime keeps it (engine.fbs)
 };
 
-// Ops the runtime runs itself because they execute subgraphs (a kernel cannot call back into
-// the executor). The builder assigns them to the reserved plugin name "builtin".
-enum class BuiltinOp { None, If, Loop, Scan };
+// Ops the runtime runs itself, because they execute subgraphs (a kernel cannot call back into
+// the executor) or move a tensor between memory spaces (edgert.Copy, which the builder puts
+// where a host and a device kernel meet on a discrete GPU). The builder assigns them to the
+// reserved plugin name "builtin".
+enum class BuiltinOp { None, If, Loop, Scan, Copy };
 constexpr const char* kBuiltinPlugin = "builtin";
 
 struct LoadedNode {
@@ -39,6 +42,7 @@ struct LoadedNode {
   std::vector<int32_t> outputs;
   const LoadedPlugin* plugin = nullptr;  // null for builtin ops
   const edgert_kernel* kernel = nullptr;
+  const edgert_device* device = nullptr;  // the plugin's device; null for host kernels and builtins
   int64_t tactic = 0;
   std::vector<int64_t> profile_tactics;  // per optimization profile; empty: `tactic` for all
 
@@ -71,11 +75,17 @@ struct LoadedGraph {
 // in its output). A hostile plan can therefore not make the runtime write
 // outside the arena or over a live tensor.
 struct ArenaPlan {
-  uint64_t arena_bytes = 0;
+  uint64_t arena_bytes = 0;             // host arena
   uint64_t alignment = 64;
-  uint64_t workspace_bytes = 0;
-  std::vector<int64_t> offsets;  // per tensor of graphs[0]; -1: from the allocator
+  uint64_t workspace_bytes = 0;         // host workspace
+  uint64_t device_arena_bytes = 0, unified_arena_bytes = 0, device_workspace_bytes = 0;
+  std::vector<int64_t> offsets;  // per tensor of graphs[0], in the arena of its space; -1: from the allocator
   std::vector<uint64_t> sizes;
+
+  uint64_t arena_bytes_of(edgert_memory_space space) const {
+    return space == EDGERT_MEMORY_DEVICE ? device_arena_bytes
+           : space == EDGERT_MEMORY_UNIFIED ? unified_arena_bytes : arena_bytes;
+  }
 };
 
 class LoadedEngine {
@@ -112,6 +122,16 @@ class LoadedEngine {
     return plans_.empty() ? nullptr : &plans_[std::min(profile, plans_.size() - 1)];
   }
 
+  // The device of the engine's device plugin (at most one per engine), or null when every node
+  // runs on the host.
+  const edgert_device* device() const { return device_; }
+  // The engine's copy, in device memory, of constant tensor `t` of the main graph when a device
+  // kernel reads it; null otherwise. Made once at load and shared by every context.
+  const void* device_constant(int32_t t) const {
+    return t >= 0 && static_cast<size_t>(t) < device_constants_.size() ? device_constants_[t] : nullptr;
+  }
+  ~LoadedEngine();
+
   // The first profile whose ranges hold every input shape (0 without profiles); fails with a
   // message giving each profile's ranges when none does.
   edgert_status select_profile(const edgert_tensor* inputs, size_t num_inputs, size_t* profile,
@@ -128,6 +148,7 @@ class LoadedEngine {
   bool resolve_profiles(edgert_error* error);
   bool resolve_memory_plan(edgert_error* error);
   bool verify_memory_plan(const fb::MemoryPlan* plan, uint32_t index, ArenaPlan* out, edgert_error* error);
+  bool resolve_device(edgert_error* error);
 
   EngineFile file_;
   std::vector<const LoadedPlugin*> plugins_;  // null entry for the builtin pseudo-plugin
@@ -140,6 +161,8 @@ class LoadedEngine {
   std::string board_;
   std::vector<Profile> profiles_;
   std::vector<ArenaPlan> plans_;  // one per profile (or one for the engine); empty: no plan
+  const edgert_device* device_ = nullptr;
+  std::vector<void*> device_constants_;  // per tensor of graphs[0]; device memory of device_
 };
 
 void fill_tensor_info(const LoadedTensor& tensor, const std::string& binding_name, edgert_tensor_info* info);

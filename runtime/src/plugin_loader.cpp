@@ -107,6 +107,18 @@ const LoadedPlugin* open_plugin_file(const std::string& name, const std::string&
     dlclose(handle);
     return nullptr;
   }
+  if (const edgert_device* d = table->device) {
+    // Everything but graphs is required of a device: the runtime calls it unconditionally.
+    const bool complete = d->struct_size >= sizeof(edgert_device) && d->allocate && d->free && d->stream_create &&
+                          d->stream_destroy && d->synchronize && d->copy && d->copies_made && d->describe &&
+                          d->timer_create && d->timer_record && d->timer_elapsed && d->timer_free &&
+                          (d->kernel_space == EDGERT_MEMORY_DEVICE || d->kernel_space == EDGERT_MEMORY_UNIFIED);
+    if (!complete) {
+      set_error(error, EDGERT_ERR_PLUGIN, "plugin '%s' (%s) has an incomplete device table", name.c_str(), file.c_str());
+      dlclose(handle);
+      return nullptr;
+    }
+  }
   // The handle stays open for the life of the process (see plugin_loader.h).
   auto plugin = std::make_unique<LoadedPlugin>();
   plugin->name = name;

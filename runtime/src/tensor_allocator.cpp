@@ -5,7 +5,10 @@
 namespace edgert {
 
 TensorAllocator::~TensorAllocator() {
-  for (auto& [block, size] : sizes_) std::free(block);
+  for (auto& [block, size] : sizes_) {
+    if (device_) device_->free(space_, block);
+    else std::free(block);
+  }
 }
 
 void* TensorAllocator::allocate(size_t bytes) {
@@ -18,7 +21,13 @@ void* TensorAllocator::allocate(size_t bytes) {
     free_.erase(it);
     return block;
   }
-  void* block = std::aligned_alloc(64, rounded);
+  void* block = nullptr;
+  if (device_) {
+    edgert_error error{};
+    if (device_->allocate(space_, rounded, &block, &error) != EDGERT_OK) return nullptr;
+  } else {
+    block = std::aligned_alloc(64, rounded);
+  }
   if (!block) return nullptr;
   sizes_[block] = rounded;
   reserved_ += rounded;

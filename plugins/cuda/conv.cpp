@@ -1,0 +1,286 @@
+// Convolutions on the GPU: Conv and edgert.FusedConv (bias, activation, residual: the builder's
+// activation fusion). Grouped and dense convolutions go to cuDNN's convolution forward, one
+// tactic per cuDNN algorithm, timed by the builder; bias + ReLU (+ residual) ride in cuDNN's
+// fused bias-activation call, other epilogues in one kernel of our own after it. Depthwise
+// convolutions (group == C_in == C_out) run our own kernel (depthwise.cu), which fuses every
+// epilogue: cuDNN's depthwise paths are slow at batch 1.
+//
+// Layout: with the node attribute layout = "NHWC" the activations are channels-last and the
+// weights [M, KH, KW, C/group] (cuDNN's KRSC; the builder's layout pass writes them so), except
+// depthwise weights, which stay [C, 1, KH, KW].
+#include <algorithm>
+#include <array>
+
+#include "activation.cuh"
+#include "cuda_op.h"
+#include "depthwise.h"
+#include "epilogue.h"
+#include "handles.h"
+
+namespace edgert::cuda {
+namespace {
+
+// Tactic ids: 0 is the depthwise kernel; cuDNN algorithm a is tactic a + 1.
+constexpr int64_t kDepthwiseTactic = 0;
+int64_t tactic_of(cudnnConvolutionFwdAlgo_t algo) { return static_cast<int64_t>(algo) + 1; }
+
+struct ConvGeometry {
+  int64_t n = 0, c = 0, h = 0, w = 0, m = 0, kh = 0, kw = 0, group = 1;
+  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t out_h = 0, out_w = 0;
+  bool depthwise() const { return group > 1 && group == c && group == m; }
+};
+
+// What FusedConv adds that this plugin does not run: a fused max pool, a channel scale or a
+// pre-convolution (the CPU-only fusions). The builder does not make them for GPU nodes.
+bool has_cpu_only_fusion(const edgert_node* node) {
+  Attributes attrs(node);
+  return attrs.has("pool_kernel_shape") || node->num_inputs > 4;
+}
+
+bool is_fused(const edgert_node* node) { return node->domain && std::string(node->domain) == "edgert"; }
+
+ConvGeometry geometry_of(const edgert_node& node, const edgert_tensor* in) {
+  const edgert_tensor &x = in[0], &w = in[1];
+  if (x.rank != 4 || w.rank != 4)
+    fail(EDGERT_ERR_UNSUPPORTED, "only 2-D convolutions run on the GPU (X rank %d, W rank %d)", x.rank, w.rank);
+  Attributes attrs(&node);
+  const bool nhwc = channels_last(node);
+  ConvGeometry g;
+  g.n = x.dims[0];
+  g.c = x.dims[1];
+  g.h = x.dims[2];
+  g.w = x.dims[3];
+  g.m = w.dims[0];
+  g.group = attrs.get_int("group", 1);
+  // Weights are [M, C/g, KH, KW], or [M, KH, KW, C/g] for a channels-last dense convolution.
+  const bool krsc = nhwc && !g.depthwise();
+  g.kh = krsc ? w.dims[1] : w.dims[2];
+  g.kw = krsc ? w.dims[2] : w.dims[3];
+  const int64_t wc = krsc ? w.dims[3] : w.dims[1];
+  if (g.group < 1 || g.c % g.group != 0 || g.m % g.group != 0 || wc * g.group != g.c)
+    fail(EDGERT_ERR_SHAPE, "X has %lld channels, W %s, group %lld: they do not agree", static_cast<long long>(g.c),
+         shape_string(shape_of(w)).c_str(), static_cast<long long>(g.group));
+  std::vector<int64_t> strides = attrs.get_ints("strides", {1, 1}), dilations = attrs.get_ints("dilations", {1, 1});
+  std::vector<int64_t> kernel = attrs.get_ints("kernel_shape", {g.kh, g.kw});
+  if (strides.size() != 2 || dilations.size() != 2 || kernel.size() != 2 || kernel[0] != g.kh || kernel[1] != g.kw)
+    fail(EDGERT_ERR_SHAPE, "strides, dilations and kernel_shape must match the 2-D weights %s",
+         shape_string(shape_of(w)).c_str());
+  g.stride_h = strides[0];
+  g.stride_w = strides[1];
+  g.dilation_h = dilations[0];
+  g.dilation_w = dilations[1];
+  const int64_t ekh = (g.kh - 1) * g.dilation_h + 1, ekw = (g.kw - 1) * g.dilation_w + 1;
+  const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") {
+    std::vector<int64_t> pads = attrs.get_ints("pads", {0, 0, 0, 0});
+    if (pads.size() != 4) fail(EDGERT_ERR_SHAPE, "pads must have 4 values for a 2-D convolution");
+    g.pad_top = pads[0];
+    g.pad_left = pads[1];
+    g.pad_bottom = pads[2];
+    g.pad_right = pads[3];
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (int axis = 0; axis < 2; ++axis) {
+      const int64_t in_size = axis ? g.w : g.h, stride = axis ? g.stride_w : g.stride_h, k = axis ? ekw : ekh;
+      const int64_t out = (in_size + stride - 1) / stride;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * stride + k - in_size);
+      const int64_t small = total / 2, large = total - small;
+      const bool upper = auto_pad == "SAME_UPPER";
+      (axis ? g.pad_left : g.pad_top) = upper ? small : large;
+      (axis ? g.pad_right : g.pad_bottom) = upper ? large : small;
+    }
+  } else if (auto_pad != "VALID") {
+    fail(EDGERT_ERR_UNSUPPORTED, "auto_pad '%s' is not supported", auto_pad.c_str());
+  }
+  g.out_h = (g.h + g.pad_top + g.pad_bottom - ekh) / g.stride_h + 1;
+  g.out_w = (g.w + g.pad_left + g.pad_right - ekw) / g.stride_w + 1;
+  if (g.out_h <= 0 || g.out_w <= 0)
+    fail(EDGERT_ERR_SHAPE, "X %s is too small for a %lldx%lld kernel", shape_string(shape_of(x)).c_str(),
+         static_cast<long long>(ekh), static_cast<long long>(ekw));
+  return g;
+}
+
+int32_t supports_conv(const edgert_node* node, const edgert_tensor* in) {
+  if (has_cpu_only_fusion(node)) return 0;
+  const edgert_tensor &x = in[0], &w = in[1];
+  if (x.dtype != EDGERT_DTYPE_UNDEFINED && !is_float(x.dtype)) return 0;
+  if (w.dtype != EDGERT_DTYPE_UNDEFINED && !is_float(w.dtype)) return 0;
+  if ((x.rank >= 0 && x.rank != 4) || (w.rank >= 0 && w.rank != 4)) return 0;
+  if (is_fused(node)) {
+    try {
+      Activation::from_node(*node);
+    } catch (const KernelError&) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tensor* in) {
+  Attributes attrs(node);
+  const int64_t group = attrs.get_int("group", 1);
+  const bool depthwise = group > 1 && in[0].rank == 4 && in[1].rank == 4 && in[0].dims[1] == group &&
+                         in[1].dims[0] == group;
+  if (depthwise) return {{kDepthwiseTactic, "conv-depthwise-direct-cuda"}};
+  // Implicit-precomputed GEMM first: cuDNN's usual best at batch 1, and the only algorithm its
+  // fused bias-activation call takes without an activation.
+  return {{tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM), "conv-implicit-precomp-gemm-cudnn"},
+          {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM), "conv-implicit-gemm-cudnn"},
+          {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED), "conv-winograd-nonfused-cudnn"},
+          {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING), "conv-fft-tiling-cudnn"},
+          {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_GEMM), "conv-gemm-cudnn"}};
+}
+
+cudnnDataType_t cudnn_type(edgert_dtype dtype) {
+  return dtype == EDGERT_DTYPE_FLOAT16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+
+// RAII for the four descriptors of one convolution.
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnActivationDescriptor_t activation = nullptr;
+  Descriptors() {
+    check_cudnn(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
+    check_cudnn(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
+    check_cudnn(cudnnCreateTensorDescriptor(&bias), "cudnnCreateTensorDescriptor");
+    check_cudnn(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
+    check_cudnn(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+    check_cudnn(cudnnCreateActivationDescriptor(&activation), "cudnnCreateActivationDescriptor");
+  }
+  ~Descriptors() {
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyTensorDescriptor(bias);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyConvolutionDescriptor(conv);
+    cudnnDestroyActivationDescriptor(activation);
+  }
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+};
+
+class ConvOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
+    const edgert_tensor &x = in[0], &w = in[1];
+    if (!is_float(x.dtype) || w.dtype != x.dtype)
+      fail(EDGERT_ERR_UNSUPPORTED, "X is %s and W %s; the GPU convolution takes float32 or float16, both alike",
+           edgert_dtype_name(x.dtype), edgert_dtype_name(w.dtype));
+    g_ = geometry_of(node, in);
+    dtype_ = x.dtype;
+    nhwc_ = channels_last(node);
+    has_bias_ = node.num_inputs > 2 && is_present(in[2]);
+    has_residual_ = is_fused(&node) && node.num_inputs > 3 && is_present(in[3]);
+    if (has_bias_ && (in[2].dtype != dtype_ || numel(in[2]) != g_.m))
+      fail(EDGERT_ERR_SHAPE, "B is %s %s, expected %s [%lld]", edgert_dtype_name(in[2].dtype),
+           shape_string(shape_of(in[2])).c_str(), edgert_dtype_name(dtype_), static_cast<long long>(g_.m));
+    activation_ = is_fused(&node) ? Activation::from_node(node) : Activation{};
+    const Shape y_shape = {g_.n, g_.m, g_.out_h, g_.out_w};
+    if (has_residual_ && (in[3].dtype != dtype_ || shape_of(in[3]) != y_shape))
+      fail(EDGERT_ERR_SHAPE, "the residual is %s %s, expected the output's %s", edgert_dtype_name(in[3].dtype),
+           shape_string(shape_of(in[3])).c_str(), shape_string(y_shape).c_str());
+    set_output(out[0], dtype_, y_shape);
+    if (g_.depthwise()) {
+      if (tactic() != kDepthwiseTactic) fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld is not the depthwise kernel", static_cast<long long>(tactic()));
+      return;
+    }
+    if (tactic() < 1 || tactic() > CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+      fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld names no cuDNN algorithm", static_cast<long long>(tactic()));
+    algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(tactic() - 1);
+    describe(node);
+    size_t bytes = 0;
+    check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(cudnn_handle(), d_.x, d_.w, d_.conv, d_.y, algo_, &bytes),
+                "cuDNN has no such algorithm for this convolution");
+    info.workspace_bytes = bytes;
+    // cuDNN fuses bias + ReLU (+ residual) into the convolution; without an activation only for
+    // the implicit-precomputed GEMM algorithm (cudnnConvolutionBiasActivationForward's rule).
+    fused_epilogue_ = has_bias_ && (activation_.kind == ActivationKind::Relu ||
+                                    (activation_.kind == ActivationKind::None &&
+                                     algo_ == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM));
+  }
+
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace,
+               cudaStream_t stream) override {
+    const void* bias = has_bias_ ? in[2].data : nullptr;
+    const void* residual = has_residual_ ? in[3].data : nullptr;
+    if (g_.depthwise()) {
+      DepthwiseShape s{g_.n, g_.c, g_.h, g_.w, g_.kh, g_.kw, g_.stride_h, g_.stride_w, g_.pad_top, g_.pad_left,
+                       g_.dilation_h, g_.dilation_w, g_.out_h, g_.out_w, nhwc_};
+      launch_depthwise(in[0].data, in[1].data, bias, residual, out[0].data, dtype_, s, activation_, stream);
+      return;
+    }
+    cudnnHandle_t handle = cudnn_handle();
+    check_cudnn(cudnnSetStream(handle, stream), "cudnnSetStream");
+    const float one = 1.0f, zero = 0.0f;
+    if (fused_epilogue_) {
+      // y = act(conv(x) + alpha2 * z + bias), z = the residual (or y itself, weighted 0).
+      const float alpha2 = residual ? 1.0f : 0.0f;
+      check_cudnn(cudnnConvolutionBiasActivationForward(
+                      handle, &one, d_.x, in[0].data, d_.w, in[1].data, d_.conv, algo_, workspace, workspace_bytes_,
+                      &alpha2, d_.y, residual ? residual : out[0].data, d_.bias, bias, d_.activation, d_.y, out[0].data),
+                  "cudnnConvolutionBiasActivationForward");
+      return;
+    }
+    check_cudnn(cudnnConvolutionForward(handle, &one, d_.x, in[0].data, d_.w, in[1].data, d_.conv, algo_, workspace,
+                                        workspace_bytes_, &zero, d_.y, out[0].data),
+                "cudnnConvolutionForward");
+    if (bias || residual || activation_.kind != ActivationKind::None)
+      launch_bias_activation(out[0].data, bias, residual, dtype_, g_.n, g_.m, g_.out_h * g_.out_w, nhwc_, activation_,
+                             stream);
+  }
+
+ private:
+  void describe(const edgert_node& node) {
+    const cudnnDataType_t type = cudnn_type(dtype_);
+    const cudnnTensorFormat_t format = nhwc_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    check_cudnn(cudnnSetTensor4dDescriptor(d_.x, format, type, i(g_.n), i(g_.c), i(g_.h), i(g_.w)), "X descriptor");
+    check_cudnn(cudnnSetTensor4dDescriptor(d_.y, format, type, i(g_.n), i(g_.m), i(g_.out_h), i(g_.out_w)),
+                "Y descriptor");
+    check_cudnn(cudnnSetTensor4dDescriptor(d_.bias, CUDNN_TENSOR_NCHW, type, 1, i(g_.m), 1, 1), "bias descriptor");
+    check_cudnn(cudnnSetFilter4dDescriptor(d_.w, type, format, i(g_.m), i(g_.c / g_.group), i(g_.kh), i(g_.kw)),
+                "W descriptor");
+    if (g_.pad_top != g_.pad_bottom || g_.pad_left != g_.pad_right)
+      fail(EDGERT_ERR_UNSUPPORTED, "asymmetric pads (%lld, %lld, %lld, %lld): cuDNN pads both sides alike",
+           static_cast<long long>(g_.pad_top), static_cast<long long>(g_.pad_left),
+           static_cast<long long>(g_.pad_bottom), static_cast<long long>(g_.pad_right));
+    // Accumulate in float for both types (cuDNN's pseudo-half configuration for float16).
+    check_cudnn(cudnnSetConvolution2dDescriptor(d_.conv, i(g_.pad_top), i(g_.pad_left), i(g_.stride_h),
+                                                i(g_.stride_w), i(g_.dilation_h), i(g_.dilation_w),
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                "convolution descriptor");
+    check_cudnn(cudnnSetConvolutionGroupCount(d_.conv, i(g_.group)), "cudnnSetConvolutionGroupCount");
+    // float16 on tensor cores; float32 stays float32 (no TF32) unless the build allowed it.
+    const cudnnMathType_t math = dtype_ == EDGERT_DTYPE_FLOAT16 ? CUDNN_TENSOR_OP_MATH
+                                 : allows_tf32(node)            ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                                                                : CUDNN_FMA_MATH;
+    check_cudnn(cudnnSetConvolutionMathType(d_.conv, math), "cudnnSetConvolutionMathType");
+    const cudnnActivationMode_t mode =
+        activation_.kind == ActivationKind::Relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY;
+    check_cudnn(cudnnSetActivationDescriptor(d_.activation, mode, CUDNN_PROPAGATE_NAN, 0.0), "activation descriptor");
+    workspace_bytes_ = 0;
+    check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(cudnn_handle(), d_.x, d_.w, d_.conv, d_.y, algo_,
+                                                        &workspace_bytes_),
+                "cuDNN has no such algorithm for this convolution");
+  }
+
+  ConvGeometry g_;
+  edgert_dtype dtype_ = EDGERT_DTYPE_FLOAT32;
+  bool nhwc_ = false, has_bias_ = false, has_residual_ = false, fused_epilogue_ = false;
+  Activation activation_;
+  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  size_t workspace_bytes_ = 0;
+  Descriptors d_;
+};
+
+}  // namespace
+
+void register_conv_kernels(KernelRegistry& r) {
+  r.add<ConvOp>("Conv", "cuda-conv", supports_conv, conv_tactics);
+  r.add_in_domain<ConvOp>("edgert", "FusedConv", "cuda-fused-conv", supports_conv, conv_tactics);
+}
+
+}  // namespace edgert::cuda
