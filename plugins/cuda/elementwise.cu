@@ -548,7 +548,9 @@ class CopyOp : public Op {
       ratio = a.get_float("ratio", 0.5f);
     } else if (node.opset >= 12 && node.num_inputs > 2 && is_present(in[2])) {
       info.data_dependent = 1;
-      training = read_ints(in[2], "training_mode").at(0) != 0;
+      if (!in[2].data) fail(EDGERT_ERR_NEEDS_DATA, "values of training_mode are not known yet");
+      training = in[2].dtype == EDGERT_DTYPE_BOOL ? *static_cast<const uint8_t*>(in[2].data) != 0
+                                                  : read_ints(in[2], "training_mode").at(0) != 0;
       if (training && node.num_inputs > 1 && is_present(in[1])) ratio = read_floats(in[1], "ratio").at(0);
     }
     if (training && ratio != 0)
