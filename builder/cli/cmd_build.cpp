@@ -115,7 +115,8 @@ void add_build_command(CLI::App& app) {
                   "records (into --timing-cache, else a temporary cache)");
   cmd->add_option("--tune-port", options->tune_on.port, "ssh port of --tune-on");
   cmd->add_option("--tune-identity", options->tune_on.identity, "ssh identity file for --tune-on");
-  cmd->add_option("--tune-ssh-option", options->tune_on.options, "Extra ssh -o option for --tune-on (repeatable)");
+  cmd->add_option("--tune-ssh-option", options->tune_on.options, "Extra ssh -o option for --tune-on (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--plugin-path", options->plugin_path, "Colon-separated plugin directories");
   cmd->add_flag("-v,--verbose", options->verbose, "Log each build step, pass and the memory plan");
   cmd->add_flag("--no-optimize", options->no_optimize, "Skip the graph passes (folding, fusion): nodes as imported");

@@ -55,7 +55,8 @@ void add_deploy_command(CLI::App& app) {
   cmd->add_option("--pipeline", o->pipeline, "Pipeline to swap")->required();
   cmd->add_option("-p,--port", o->board.port, "ssh port");
   cmd->add_option("-i,--identity", o->board.identity, "ssh identity file");
-  cmd->add_option("-o,--ssh-option", o->board.options, "Extra ssh -o option (repeatable)");
+  cmd->add_option("-o,--ssh-option", o->board.options, "Extra ssh -o option (repeatable)")
+      ->allow_extra_args(false);  // one value per -o: a positional after it is not swallowed
   cmd->add_option("--staging", o->staging, "Directory on the board the file is copied into")->capture_default_str();
   cmd->add_option("--edgertctl", o->edgertctl, "edgertctl on the board")->capture_default_str();
   cmd->add_option("--socket", o->socket, "edgertd's control socket on the board (default: edgertctl's)");

@@ -232,7 +232,8 @@ void add_tune_command(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
   cmd->add_option("-p,--port", o->tuning.board.port, "ssh port");
   cmd->add_option("-i,--identity", o->tuning.board.identity, "ssh identity file");
-  cmd->add_option("-o,--ssh-option", o->tuning.board.options, "Extra ssh -o option (repeatable)");
+  cmd->add_option("-o,--ssh-option", o->tuning.board.options, "Extra ssh -o option (repeatable)")
+      ->allow_extra_args(false);  // one value per -o: a positional after it is not swallowed
   cmd->add_option("--remote-edgert", o->tuning.remote_edgert, "edgert on the board")->capture_default_str();
   cmd->add_option("--board-engine", o->tuning.board_engine, "Also bring back the engine the board built here");
   cmd->add_option("--plugin-path", o->tuning.plugin_path, "Plugins here (their versions must be the board's)");

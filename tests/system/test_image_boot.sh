@@ -4,7 +4,9 @@
 # forwarded port; edgertd is active and answers edgertctl; the profile's zram swap and sysctl are
 # in effect; the overlay's group, directories and sshd drop-in are in place; then, in the VM:
 # vivid's /dev/video0 feeds the pipeline and results come out of the engine; `edgert deploy` over
-# the forwarded ssh port hot-swaps to a signed engine (an unsigned one is refused); kill -9 of
+# the forwarded ssh port hot-swaps to a signed engine (an unsigned one is refused); `edgert tune
+# --host` times the model's tactics on the board and a build here for the board's profile then
+# times none and carries the board's tactic for every node; kill -9 of
 # edgertd and systemd restarts it on the deployed engine; the unit's MemoryMax (the profile's
 # budget) is the cgroup's memory.max and edgertd's budget.
 #
@@ -142,6 +144,33 @@ results=$(guest "timeout $((10 * slow)) edgertctl results /run/edgert/results.so
 [[ $(grep -c "\"engine\":\"$sha_b\"" <<<"$results") -eq 3 ]] || fail "camera results do not come from engine ${sha_b:0:12}: $results"
 echo "edgert deploy over ssh: pipeline main runs ${sha_b:0:12} (signed by system-test) $((SECONDS - t2)) s after the deploy began"
 guest edgertctl engines | grep -q "system-test" || fail "edgertctl engines does not show the signer"
+
+# Tactics timed on the board: edgert tune over the forwarded port runs the board's own edgert,
+# and a build here for the board's profile takes its records. For qemu-virt-x86_64 this machine
+# could time them itself (it runs the board's engines): the records still come first.
+tune=("$build/bin/edgert" tune --host root@127.0.0.1 -p "$port" -i "$work/id" -o StrictHostKeyChecking=no
+      -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR)
+t4=$SECONDS
+out=$("${tune[@]}" "$work/b.onnx" --board $board --timing-cache "$work/board.timing" --board-engine "$work/b-board.engine" 2>&1) ||
+  { echo "$out"; fail "edgert tune --host root@127.0.0.1 -p $port"; }
+grep -E '^\[[1-4]/4\]' <<<"$out"
+[[ $out == *"[4/4] merged "*" record(s) from root@127.0.0.1"* ]] || { echo "$out"; fail "edgert tune merged no records"; }
+built=$("$build/bin/edgert" build "$work/b.onnx" --board $board --timing-cache "$work/board.timing" -o "$work/b-here.engine" 2>&1) ||
+  { echo "$built"; fail "the build here with the board's timing cache"; }
+summary=$(grep '^tactics:' <<<"$built") || fail "no tactics line in: $built"
+echo "build here: $summary"
+[[ $summary == *" 0 misses; 0 timed"* ]] || fail "the build here timed tactics or missed records: $summary"
+"$build/bin/edgert" inspect --json "$work/b-board.engine" >"$work/b-board.json"
+"$build/bin/edgert" inspect --json "$work/b-here.engine" >"$work/b-here.json"
+/usr/bin/python3 - "$work/b-board.json" "$work/b-here.json" <<'EOF' || fail "the engine built here does not carry the board's tactics"
+import json, sys
+board, here = ([(n["name"], n["tactic"], n["tactic_name"]) for g in json.load(open(p))["graphs"] for n in g["nodes"]]
+               for p in sys.argv[1:3])
+for (name, t, tn), (_, th, thn) in zip(board, here):
+    print("  %-32s board %-40s here %s" % (name, "%s (%s)" % (tn, t), "%s (%s)" % (thn, th)))
+sys.exit(0 if board == here and board else 1)
+EOF
+echo "edgert tune: the board's tactics in the engine built here, 0 timed here ($((SECONDS - t4)) s)"
 
 # systemd supervises: kill -9 brings a new main process, active again, on the deployed engine.
 pid=$(guest systemctl show -p MainPID --value edgertd)

@@ -335,8 +335,9 @@ TEST_F(BoardTuningTest, WhatStopsItIsSaidPlainly) {
 
   // A real ssh to a port nobody listens on.
   if (run_command("command -v ssh").exit_code == 0) {
-    auto r = run_command(edgert_cli() + " tune " + dir_.file("relus.onnx") + " --host nobody@127.0.0.1 -p 1 -o "
-                         "ConnectTimeout=5 --board x86_64-generic" + cache);
+    // -o takes one value: the model after it is still the model.
+    auto r = run_command(edgert_cli() + " tune --host nobody@127.0.0.1 -p 1 -o ConnectTimeout=5 " +
+                         dir_.file("relus.onnx") + " --board x86_64-generic" + cache);
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("cannot reach nobody@127.0.0.1 over ssh"), std::string::npos) << r.output;
   }
