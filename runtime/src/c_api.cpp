@@ -117,4 +117,49 @@ edgert_status edgert_context_output(const edgert_context* context, int32_t index
   return EDGERT_OK;
 }
 
+edgert_status edgert_context_bind_input(edgert_context* context, int32_t index, const edgert_tensor* tensor,
+                                        edgert_memory_space space, edgert_error* error) {
+  if (!context || !tensor) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "context and tensor must not be NULL");
+  return guarded(error, [&] { return context->context->bind_input(index, *tensor, space, error); });
+}
+
+edgert_status edgert_context_bind_output(edgert_context* context, int32_t index, void* data, size_t capacity,
+                                         edgert_memory_space space, edgert_error* error) {
+  if (!context) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "context must not be NULL");
+  return guarded(error, [&] { return context->context->bind_output(index, data, capacity, space, error); });
+}
+
+edgert_status edgert_context_enqueue(edgert_context* context, void* stream, edgert_error* error) {
+  if (!context) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "context must not be NULL");
+  return guarded(error, [&] { return context->context->enqueue(stream, error); });
+}
+
+edgert_status edgert_context_synchronize(edgert_context* context, edgert_error* error) {
+  if (!context) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "context must not be NULL");
+  return guarded(error, [&] { return context->context->synchronize(error); });
+}
+
+void edgert_context_set_cuda_graphs(edgert_context* context, int32_t enabled) {
+  if (context) context->context->set_cuda_graphs(enabled != 0);
+}
+
+edgert_status edgert_engine_allocate(const edgert_engine* engine, edgert_memory_space space, size_t bytes, void** data,
+                                     edgert_error* error) {
+  if (!engine || !data) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "engine and data must not be NULL");
+  *data = nullptr;
+  const edgert_device* device = engine->engine->device();
+  if (!device) return set_error(error, EDGERT_ERR_UNSUPPORTED, "the engine has no device plugin to allocate with");
+  if (space != EDGERT_MEMORY_DEVICE && space != EDGERT_MEMORY_UNIFIED)
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "edgert_engine_allocate makes device or unified memory");
+  return device->allocate(space, bytes, data, error);
+}
+
+void edgert_engine_free(const edgert_engine* engine, edgert_memory_space space, void* data) {
+  if (engine && data && engine->engine->device()) engine->engine->device()->free(space, data);
+}
+
+uint64_t edgert_engine_device_copies(const edgert_engine* engine) {
+  return engine && engine->engine->device() ? engine->engine->device()->copies_made() : 0;
+}
+
 }  // extern "C"

@@ -7,11 +7,63 @@
 #include "error.h"
 
 namespace edgert {
+namespace {
+
+bool same_tensor(const edgert_tensor& a, const edgert_tensor& b) {
+  if (a.dtype != b.dtype || a.rank != b.rank || a.data != b.data) return false;
+  for (int32_t d = 0; d < a.rank; ++d)
+    if (a.dims[d] != b.dims[d]) return false;
+  return true;
+}
+
+// Whether a kernel of `space` (host, or a device's) can read and write memory of `binding`:
+// unified memory serves both sides.
+bool reachable(edgert_memory_space space, edgert_memory_space binding) {
+  return binding == space || binding == EDGERT_MEMORY_UNIFIED;
+}
+
+}  // namespace
 
 ExecutionContext::ExecutionContext(const LoadedEngine& engine)
-    : engine_(engine), main_(engine, 0, allocator_, nullptr) {}
+    : engine_(engine), device_(engine.device()), main_(engine, 0, allocator_, nullptr) {
+  const size_t inputs = engine.input_tensors().size(), outputs = engine.output_tensors().size();
+  bound_inputs_.assign(inputs, edgert_tensor{});
+  bound_input_spaces_.assign(inputs, EDGERT_MEMORY_HOST);
+  bound_outputs_.assign(outputs, {nullptr, 0});
+  staged_inputs_.resize(inputs);
+  host_outputs_.resize(outputs);
+  host_output_views_.assign(outputs, edgert_tensor{});
+  if (!device_) return;
+  device_memory_ = std::make_unique<TensorAllocator>(device_, EDGERT_MEMORY_DEVICE);
+  unified_memory_ = std::make_unique<TensorAllocator>(device_, EDGERT_MEMORY_UNIFIED);
+  device_run_.device = device_;
+  device_run_.device_memory = device_memory_.get();
+  device_run_.unified_memory = unified_memory_.get();
+  main_.use_device(&device_run_);
+}
+
+ExecutionContext::~ExecutionContext() {
+  if (device_) {
+    edgert_error ignored{};
+    if (device_run_.stream) device_run_.synchronize(&ignored);
+    drop_graph();
+    if (timer_start_) device_->timer_free(timer_start_);
+    if (timer_end_) device_->timer_free(timer_end_);
+  }
+  for (Buffer* b : {&host_arena_, &host_workspace_, &device_arena_, &unified_arena_, &device_workspace_}) release(*b);
+  for (Buffer& b : staged_inputs_) release(b);
+  for (Buffer& b : host_outputs_) release(b);
+  // own_stream_ goes after main_ has released its kernels (they may hold work on it): main_ is
+  // destroyed after this body, so the stream is destroyed by a member declared before it.
+  if (own_stream_) {
+    main_.release_activations();
+    device_->stream_destroy(own_stream_);
+    own_stream_ = nullptr;
+  }
+}
 
 const edgert_tensor& ExecutionContext::output(int32_t index) const {
+  if (use_host_outputs_ && host_output_views_[index].data) return host_output_views_[index];
   return main_.value(engine_.output_tensors()[index]);
 }
 
@@ -47,50 +99,303 @@ edgert_status ExecutionContext::check_inputs(const edgert_tensor* inputs, int32_
   return EDGERT_OK;
 }
 
-void ExecutionContext::FreeDeleter::operator()(void* p) const { std::free(p); }
+edgert_status ExecutionContext::reserve(Buffer& buffer, edgert_memory_space space, size_t bytes, size_t alignment,
+                                        edgert_error* error) {
+  bytes = (std::max<size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+  if (buffer.data && buffer.capacity >= bytes && buffer.space == space) return EDGERT_OK;
+  // A buffer the device may still use, or a captured graph names, goes only after both.
+  if (device_) {
+    if (edgert_status s = device_run_.synchronize(error)) return s;
+    drop_graph();
+  }
+  release(buffer);
+  if (space == EDGERT_MEMORY_HOST) {
+    buffer.data = std::aligned_alloc(alignment, bytes);
+    if (!buffer.data)
+      return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of host memory", bytes);
+  } else if (edgert_status s = device_->allocate(space, bytes, &buffer.data, error)) {
+    buffer.data = nullptr;
+    return s;
+  }
+  buffer.capacity = bytes;
+  buffer.space = space;
+  return EDGERT_OK;
+}
+
+void ExecutionContext::release(Buffer& buffer) {
+  if (!buffer.data) return;
+  if (buffer.space == EDGERT_MEMORY_HOST) std::free(buffer.data);
+  else device_->free(buffer.space, buffer.data);
+  buffer = Buffer{};
+}
 
 edgert_status ExecutionContext::use_profile(size_t profile, edgert_error* error) {
   if (arena_ready_ && profile == profile_) return EDGERT_OK;
-  if (profile != profile_) main_.set_profile(profile);
+  if (profile != profile_) {
+    if (device_)
+      if (edgert_status s = device_run_.synchronize(error)) return s;
+    drop_graph();
+    main_.set_profile(profile);
+  }
   profile_ = profile;
   const ArenaPlan* plan = engine_.arena_plan(profile);
   arena_ready_ = true;
   if (!plan) return EDGERT_OK;
-  auto aligned = [&](uint64_t bytes) { return (std::max<uint64_t>(bytes, 1) + plan->alignment - 1) / plan->alignment * plan->alignment; };
   // The buffers only grow: switching back and forth between profiles allocates nothing more.
-  if (aligned(plan->arena_bytes) > arena_capacity_) {
-    arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(plan->alignment, aligned(plan->arena_bytes))));
-    arena_capacity_ = arena_ ? aligned(plan->arena_bytes) : 0;
-  }
-  if (plan->workspace_bytes && aligned(plan->workspace_bytes) > workspace_capacity_) {
-    workspace_.reset(static_cast<uint8_t*>(std::aligned_alloc(plan->alignment, aligned(plan->workspace_bytes))));
-    workspace_capacity_ = workspace_ ? aligned(plan->workspace_bytes) : 0;
-  }
-  if (!arena_ || (plan->workspace_bytes && !workspace_)) {
+  edgert_status s = reserve(host_arena_, EDGERT_MEMORY_HOST, plan->arena_bytes, plan->alignment, error);
+  if (!s && plan->workspace_bytes)
+    s = reserve(host_workspace_, EDGERT_MEMORY_HOST, plan->workspace_bytes, plan->alignment, error);
+  if (!s && plan->device_arena_bytes)
+    s = reserve(device_arena_, EDGERT_MEMORY_DEVICE, plan->device_arena_bytes, plan->alignment, error);
+  if (!s && plan->unified_arena_bytes)
+    s = reserve(unified_arena_, EDGERT_MEMORY_UNIFIED, plan->unified_arena_bytes, plan->alignment, error);
+  if (!s && plan->device_workspace_bytes)
+    s = reserve(device_workspace_, EDGERT_MEMORY_DEVICE, plan->device_workspace_bytes, plan->alignment, error);
+  if (s) {
     arena_ready_ = false;
-    main_.use_arena(nullptr, nullptr, nullptr);
-    return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "cannot allocate the engine's %llu-byte activation arena and "
-                     "%llu-byte workspace", static_cast<unsigned long long>(plan->arena_bytes),
-                     static_cast<unsigned long long>(plan->workspace_bytes));
+    main_.use_arena(nullptr, ArenaBases{});
+    prefix_error(error, "the engine's activation arenas (%llu host, %llu device, %llu unified bytes) and workspaces",
+                 static_cast<unsigned long long>(plan->arena_bytes),
+                 static_cast<unsigned long long>(plan->device_arena_bytes),
+                 static_cast<unsigned long long>(plan->unified_arena_bytes));
+    return s;
   }
-  arena_bytes_ = std::max<size_t>(arena_bytes_, plan->arena_bytes + plan->workspace_bytes);
-  main_.use_arena(plan, arena_.get(), workspace_.get());
+  arena_bytes_ = std::max<size_t>(arena_bytes_, plan->arena_bytes + plan->workspace_bytes + plan->device_arena_bytes +
+                                                    plan->unified_arena_bytes + plan->device_workspace_bytes);
+  ArenaBases bases;
+  bases.host = static_cast<uint8_t*>(host_arena_.data);
+  bases.host_workspace = host_workspace_.data;
+  bases.device = static_cast<uint8_t*>(device_arena_.data);
+  bases.unified = static_cast<uint8_t*>(unified_arena_.data);
+  bases.device_workspace = device_workspace_.data;
+  main_.use_arena(plan, bases);
   return EDGERT_OK;
 }
 
+void ExecutionContext::set_layer_times(std::vector<double>* times) {
+  layer_times_ = times;
+  main_.set_layer_times(times);
+  if (times) drop_graph();  // a graph replay has no per-layer timers
+}
+
+void ExecutionContext::set_cuda_graphs(bool on) {
+  graphs_allowed_ = on;
+  if (!on) drop_graph();
+}
+
+void ExecutionContext::drop_graph() {
+  if (graph_) device_->graph_free(graph_);
+  graph_ = nullptr;
+  graph_ready_ = false;
+}
+
+bool ExecutionContext::same_as_captured(const std::vector<edgert_tensor>& graph_inputs) const {
+  if (graph_inputs.size() != captured_inputs_.size()) return false;
+  for (size_t i = 0; i < graph_inputs.size(); ++i)
+    if (!same_tensor(graph_inputs[i], captured_inputs_[i])) return false;
+  return true;
+}
+
+edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_inputs, void* stream,
+                                        edgert_error* error) {
+  if (!device_) return main_.run(graph_inputs.data(), graph_inputs.size(), error);
+  device_run_.stream = stream;
+  if (device_timing_) {
+    if (!timer_start_ && device_->timer_create(&timer_start_, error)) return error->status;
+    if (!timer_end_ && device_->timer_create(&timer_end_, error)) return error->status;
+    if (edgert_status s = device_->timer_record(timer_start_, stream, error)) return s;
+  }
+  edgert_status s = EDGERT_OK;
+  if (graph_ready_ && same_as_captured(graph_inputs)) {
+    s = device_->graph_launch(graph_, stream, error);
+    device_run_.pending = true;
+  } else {
+    if (graph_ready_) drop_graph();
+    // Capture once a run went through with these very inputs, every node a capturable device
+    // kernel with its tensors in the arenas: the graph then replays exactly that run.
+    bool capture = graphs_allowed_ && device_->graph_begin && !layer_times_ && !device_run_.used_allocator &&
+                   last_inputs_.size() == graph_inputs.size();
+    for (size_t i = 0; capture && i < graph_inputs.size(); ++i) capture = same_tensor(graph_inputs[i], last_inputs_[i]);
+    for (const LoadedNode& node : engine_.main_graph().nodes)
+      capture = capture && node.device && (node.kernel->flags & EDGERT_KERNEL_CAPTURABLE);
+    capture = capture && main_.shapes_are_static();
+    device_run_.used_allocator = false;
+    if (capture && device_->graph_begin(stream, error) == EDGERT_OK) {
+      s = main_.run(graph_inputs.data(), graph_inputs.size(), error);
+      edgert_error end_error{};
+      void* graph = nullptr;
+      const edgert_status ended = device_->graph_end(stream, &graph, &end_error);
+      if (s == EDGERT_OK && ended == EDGERT_OK && !device_run_.used_allocator) {
+        graph_ = graph;
+        graph_ready_ = true;
+        captured_inputs_ = graph_inputs;
+        s = device_->graph_launch(graph_, stream, error);
+      } else {
+        if (graph) device_->graph_free(graph);
+        graphs_allowed_ = graphs_allowed_ && s != EDGERT_OK;  // a run that cannot be captured is not tried again
+        if (s == EDGERT_OK) s = main_.run(graph_inputs.data(), graph_inputs.size(), error);
+      }
+      device_run_.pending = true;
+    } else {
+      s = main_.run(graph_inputs.data(), graph_inputs.size(), error);
+    }
+  }
+  last_inputs_ = graph_inputs;
+  if (s == EDGERT_OK && device_timing_) s = device_->timer_record(timer_end_, stream, error);
+  return s;
+}
+
+edgert_status ExecutionContext::synchronize(edgert_error* error) {
+  if (!device_) return EDGERT_OK;
+  const bool timed = device_timing_ && device_run_.pending;
+  if (edgert_status s = device_run_.synchronize(error)) return s;
+  if (timed && timer_start_ && timer_end_) {
+    float ms = 0;
+    if (edgert_status s = device_->timer_elapsed(timer_start_, timer_end_, &ms, error)) return s;
+    device_ms_ = ms;
+  }
+  return main_.finish_layer_times(error);
+}
+
 edgert_status ExecutionContext::run(const edgert_tensor* inputs, int32_t num_inputs, edgert_error* error) {
-  main_.release_activations();
   if (edgert_status s = check_inputs(inputs, num_inputs, error)) return s;
   size_t profile = 0;
   if (edgert_status s = engine_.select_profile(inputs, static_cast<size_t>(num_inputs), &profile, error)) return s;
+  if (device_ && !own_stream_)
+    if (edgert_status s = device_->stream_create(&own_stream_, error)) return s;
+  // The previous run's outputs stay valid until this one: wait for its work first.
+  if (device_)
+    if (edgert_status s = device_run_.synchronize(error)) return s;
+  if (!graph_ready_) main_.release_activations();
   if (edgert_status s = use_profile(profile, error)) return s;
-  // Engine inputs are bound in engine order; the main graph lists the same tensors.
+  // Engine inputs are bound in engine order; the main graph lists the same tensors. Inputs a
+  // device kernel reads go to that device first (each copy counted by the plugin).
   const LoadedGraph& graph = engine_.main_graph();
   graph_inputs_.assign(graph.inputs.size(), edgert_tensor{});
-  for (size_t g = 0; g < graph.inputs.size(); ++g)
-    for (size_t b = 0; b < engine_.input_tensors().size(); ++b)
-      if (engine_.input_tensors()[b] == graph.inputs[g]) graph_inputs_[g] = inputs[b];
-  return main_.run(graph_inputs_.data(), graph_inputs_.size(), error);
+  for (size_t b = 0; b < engine_.input_tensors().size(); ++b) {
+    edgert_tensor value = inputs[b];
+    const edgert_memory_space space = graph.tensors[engine_.input_tensors()[b]].space;
+    if (space != EDGERT_MEMORY_HOST) {
+      size_t bytes = 0;
+      tensor_bytes(value, &bytes);
+      if (edgert_status s = reserve(staged_inputs_[b], space, bytes, 256, error)) return s;
+      if (edgert_status s = device_->copy(staged_inputs_[b].data, space, value.data, EDGERT_MEMORY_HOST, bytes,
+                                          own_stream_, error))
+        return s;
+      device_run_.pending = true;
+      value.data = staged_inputs_[b].data;
+    }
+    for (size_t g = 0; g < graph.inputs.size(); ++g)
+      if (engine_.input_tensors()[b] == graph.inputs[g]) graph_inputs_[g] = value;
+  }
+  for (size_t o = 0; o < bound_outputs_.size(); ++o) main_.bind_output(engine_.output_tensors()[o], nullptr, 0);
+  use_host_outputs_ = false;
+  if (edgert_status s = execute(graph_inputs_, own_stream_, error)) {
+    if (device_) {
+      edgert_error ignored{};
+      device_run_.synchronize(&ignored);
+    }
+    return s;
+  }
+  // Outputs in device memory come back to host memory; unified ones are read in place.
+  for (size_t o = 0; device_ && o < engine_.output_tensors().size(); ++o) {
+    const int32_t t = engine_.output_tensors()[o];
+    const edgert_tensor& value = main_.value(t);
+    host_output_views_[o] = edgert_tensor{};
+    if (graph.tensors[t].space != EDGERT_MEMORY_DEVICE) continue;
+    size_t bytes = 0;
+    tensor_bytes(value, &bytes);
+    if (edgert_status s = reserve(host_outputs_[o], EDGERT_MEMORY_HOST, bytes, 64, error)) return s;
+    if (edgert_status s = device_->copy(host_outputs_[o].data, EDGERT_MEMORY_HOST, value.data, EDGERT_MEMORY_DEVICE,
+                                        bytes, own_stream_, error))
+      return s;
+    host_output_views_[o] = value;
+    host_output_views_[o].data = host_outputs_[o].data;
+    use_host_outputs_ = true;
+  }
+  return synchronize(error);
+}
+
+edgert_status ExecutionContext::bind_input(int32_t index, const edgert_tensor& tensor, edgert_memory_space space,
+                                           edgert_error* error) {
+  if (index < 0 || static_cast<size_t>(index) >= bound_inputs_.size())
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "the engine has %zu inputs; there is no input %d",
+                     bound_inputs_.size(), index);
+  if (space != EDGERT_MEMORY_HOST && !device_)
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "input '%s': the engine has no device, so it takes host "
+                     "memory only", engine_.input_names()[index].c_str());
+  bound_inputs_[index] = tensor;
+  bound_input_spaces_[index] = space;
+  return EDGERT_OK;
+}
+
+edgert_status ExecutionContext::bind_output(int32_t index, void* data, size_t capacity, edgert_memory_space space,
+                                            edgert_error* error) {
+  if (index < 0 || static_cast<size_t>(index) >= bound_outputs_.size())
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "the engine has %zu outputs; there is no output %d",
+                     bound_outputs_.size(), index);
+  const LoadedTensor& tensor = engine_.main_graph().tensors[engine_.output_tensors()[index]];
+  if (data && !reachable(tensor.space, space))
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "output '%s' is written in %s memory; bind %s or unified "
+                     "memory to it", engine_.output_names()[index].c_str(),
+                     tensor.space == EDGERT_MEMORY_HOST ? "host" : "device",
+                     tensor.space == EDGERT_MEMORY_HOST ? "host" : "device");
+  bound_outputs_[index] = {data, capacity};
+  return EDGERT_OK;
+}
+
+edgert_status ExecutionContext::enqueue(void* stream, edgert_error* error) {
+  for (size_t i = 0; i < bound_inputs_.size(); ++i)
+    if (bound_inputs_[i].dtype == EDGERT_DTYPE_UNDEFINED)
+      return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "input '%s' is not bound (bind every input first)",
+                       engine_.input_names()[i].c_str());
+  if (edgert_status s = check_inputs(bound_inputs_.data(), static_cast<int32_t>(bound_inputs_.size()), error)) return s;
+  size_t profile = 0;
+  if (edgert_status s = engine_.select_profile(bound_inputs_.data(), bound_inputs_.size(), &profile, error)) return s;
+  if (device_ && !stream && !own_stream_)
+    if (edgert_status s = device_->stream_create(&own_stream_, error)) return s;
+  if (!stream) stream = own_stream_;
+  if (!graph_ready_) main_.release_activations();
+  if (edgert_status s = use_profile(profile, error)) return s;
+  const LoadedGraph& graph = engine_.main_graph();
+  graph_inputs_.assign(graph.inputs.size(), edgert_tensor{});
+  for (size_t b = 0; b < bound_inputs_.size(); ++b) {
+    edgert_tensor value = bound_inputs_[b];
+    const edgert_memory_space space = graph.tensors[engine_.input_tensors()[b]].space;
+    // Memory the kernels reading it reach is used where it is; other memory is copied once.
+    if (!reachable(space, bound_input_spaces_[b])) {
+      size_t bytes = 0;
+      tensor_bytes(value, &bytes);
+      if (edgert_status s = reserve(staged_inputs_[b], space, bytes, 256, error)) return s;
+      if (edgert_status s = device_->copy(staged_inputs_[b].data, space, value.data, bound_input_spaces_[b], bytes,
+                                          stream, error))
+        return s;
+      device_run_.pending = true;
+      value.data = staged_inputs_[b].data;
+    }
+    for (size_t g = 0; g < graph.inputs.size(); ++g)
+      if (engine_.input_tensors()[b] == graph.inputs[g]) graph_inputs_[g] = value;
+  }
+  for (size_t o = 0; o < bound_outputs_.size(); ++o)
+    main_.bind_output(engine_.output_tensors()[o], bound_outputs_[o].first, bound_outputs_[o].second);
+  use_host_outputs_ = false;
+  if (edgert_status s = execute(graph_inputs_, stream, error)) return s;
+  if (!device_) return EDGERT_OK;
+  // An output that did not fit its binding (or was written elsewhere) is copied into it.
+  for (size_t o = 0; o < bound_outputs_.size(); ++o) {
+    const int32_t t = engine_.output_tensors()[o];
+    const edgert_tensor& value = main_.value(t);
+    if (!bound_outputs_[o].first || value.data == bound_outputs_[o].first) continue;
+    size_t bytes = 0;
+    tensor_bytes(value, &bytes);
+    if (bytes > bound_outputs_[o].second)
+      return set_error(error, EDGERT_ERR_SHAPE, "output '%s' has %zu bytes; its binding holds %zu",
+                       engine_.output_names()[o].c_str(), bytes, bound_outputs_[o].second);
+    if (edgert_status s = device_->copy(bound_outputs_[o].first, graph.tensors[t].space, value.data,
+                                        graph.tensors[t].space, bytes, stream, error))
+      return s;
+  }
+  return EDGERT_OK;
 }
 
 }  // namespace edgert

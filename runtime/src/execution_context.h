@@ -1,5 +1,18 @@
-// The mutable state of one engine run at a time: the main graph's executor and the activation
-// allocator shared with its subgraphs. Checks inputs against the engine's bindings and profile.
+// The mutable state of one engine run at a time: the main graph's executor, the allocators
+// shared with its subgraphs, the arenas of the memory plan and, for engines with device
+// kernels, the context's stream, its device arenas and a captured CUDA graph. Checks inputs
+// against the engine's bindings and profiles.
+//
+// Two ways to run:
+//   run(inputs)  synchronous, on host memory: inputs a device kernel reads are copied to the
+//                device first, outputs written there are copied back (each copy counted by the
+//                plugin), and the call returns with the outputs ready on the host.
+//   enqueue()    TensorRT's enqueueV3: inputs and outputs bound with bind_input/bind_output,
+//                work enqueued on a stream, no copies where a binding is in a space the device
+//                reads and writes (device or unified memory). synchronize() waits.
+// With every node a capturable device kernel, a second run with the same shapes and memory
+// is captured as one CUDA graph and later runs replay it (captured again when shapes or
+// bindings change; set_cuda_graphs(false) turns it off).
 #pragma once
 
 #include <memory>
@@ -14,41 +27,93 @@ namespace edgert {
 class ExecutionContext {
  public:
   explicit ExecutionContext(const LoadedEngine& engine);
+  ~ExecutionContext();
   ExecutionContext(const ExecutionContext&) = delete;
   ExecutionContext& operator=(const ExecutionContext&) = delete;
 
   edgert_status run(const edgert_tensor* inputs, int32_t num_inputs, edgert_error* error);
-  // Valid after a successful run, until the next run.
+  // Valid after a successful run, until the next run. After enqueue: the output's tensor in
+  // its own space (the binding when bound).
   const edgert_tensor& output(int32_t index) const;
   const LoadedEngine& engine() const { return engine_; }
-  // Per-node wall time of the main graph's next runs, in nanoseconds (see GraphExecutor).
-  void set_layer_times(std::vector<double>* times) { main_.set_layer_times(times); }
-  // Bytes of the planned arena and workspace (0 before the first run or without a plan).
+
+  // Binds engine input `index` (dtype, shape and data of `tensor`, memory of `space`) for the
+  // next enqueues; borrowed until the run that reads it has finished.
+  edgert_status bind_input(int32_t index, const edgert_tensor& tensor, edgert_memory_space space, edgert_error* error);
+  // Engine output `index` is written into `data` (`capacity` bytes of `space`) by enqueue.
+  edgert_status bind_output(int32_t index, void* data, size_t capacity, edgert_memory_space space, edgert_error* error);
+  // Enqueues a run with the bound inputs and outputs on `stream` (the device's stream type;
+  // null: the context's own). Host kernels in the engine make it wait for the device first.
+  edgert_status enqueue(void* stream, edgert_error* error);
+  // Waits for the last enqueue.
+  edgert_status synchronize(edgert_error* error);
+
+  // Per-node time of the main graph's next runs, in nanoseconds (see GraphExecutor).
+  void set_layer_times(std::vector<double>* times);
+  // Device time of each next run, between timers at its start and end on the stream, in
+  // milliseconds (device_ms()); off by default.
+  void set_device_timing(bool on) { device_timing_ = on; }
+  double device_ms() const { return device_ms_; }
+  void set_cuda_graphs(bool on);
+  bool replaying_graph() const { return graph_ready_; }
+
+  // Bytes of the planned arenas and workspaces of all spaces (0 before the first run or
+  // without a plan).
   size_t arena_bytes() const { return arena_bytes_; }
   // The optimization profile of the last run (0 before it or without profiles).
   size_t profile() const { return profile_; }
 
  private:
   edgert_status check_inputs(const edgert_tensor* inputs, int32_t num_inputs, edgert_error* error) const;
-
-  // Makes `profile` the one runs use: its tactics, and an arena large enough for its plan.
+  // Makes `profile` the one runs use: its tactics, and arenas large enough for its plan.
   edgert_status use_profile(size_t profile, edgert_error* error);
+  // The run itself, on `stream`, with graph inputs already in their spaces.
+  edgert_status execute(const std::vector<edgert_tensor>& graph_inputs, void* stream, edgert_error* error);
+  // Whether the inputs (shapes and pointers) and bindings are the captured graph's.
+  bool same_as_captured(const std::vector<edgert_tensor>& graph_inputs) const;
+  void drop_graph();
 
-  struct FreeDeleter {
-    void operator()(void* p) const;
+  // One buffer of a memory space, grown on demand, freed with the context.
+  struct Buffer {
+    void* data = nullptr;
+    size_t capacity = 0;
+    edgert_memory_space space = EDGERT_MEMORY_HOST;
   };
+  edgert_status reserve(Buffer& buffer, edgert_memory_space space, size_t bytes, size_t alignment, edgert_error* error);
+  void release(Buffer& buffer);
+
   const LoadedEngine& engine_;
-  // One arena per context for the engine's memory plan, made on the first run; declared
-  // before main_, which points into it.
-  std::unique_ptr<uint8_t, FreeDeleter> arena_;
-  std::unique_ptr<uint8_t, FreeDeleter> workspace_;
+  const edgert_device* device_ = nullptr;
+  // Arenas and workspaces of the plan (host, device, unified), made on the first run;
+  // declared before main_, which points into them.
+  Buffer host_arena_, host_workspace_, device_arena_, unified_arena_, device_workspace_;
   size_t arena_bytes_ = 0;
-  size_t arena_capacity_ = 0, workspace_capacity_ = 0;  // bytes allocated for arena_, workspace_
   size_t profile_ = 0;
   bool arena_ready_ = false;
-  TensorAllocator allocator_;  // declared before main_: the executor releases into it
+  // Allocators, declared before main_: the executor releases into them.
+  TensorAllocator allocator_;
+  std::unique_ptr<TensorAllocator> device_memory_, unified_memory_;
+  DeviceRun device_run_;
+  void* own_stream_ = nullptr;
   GraphExecutor main_;
   std::vector<edgert_tensor> graph_inputs_;
+  // Device staging of host inputs (run) and host copies of device outputs (run).
+  std::vector<Buffer> staged_inputs_, host_outputs_;
+  std::vector<edgert_tensor> host_output_views_;
+  // Bindings for enqueue: per engine input / output.
+  std::vector<edgert_tensor> bound_inputs_;
+  std::vector<edgert_memory_space> bound_input_spaces_;
+  std::vector<std::pair<void*, size_t>> bound_outputs_;
+  bool use_host_outputs_ = false;  // output() returns the host copies (after run)
+  // CUDA graph of the whole run (device engines whose every node is a capturable kernel).
+  bool graphs_allowed_ = true, graph_ready_ = false;
+  void* graph_ = nullptr;
+  std::vector<edgert_tensor> captured_inputs_, last_inputs_;
+  void* timer_start_ = nullptr;
+  void* timer_end_ = nullptr;
+  bool device_timing_ = false;
+  double device_ms_ = 0;
+  std::vector<double>* layer_times_ = nullptr;
 };
 
 }  // namespace edgert

@@ -51,6 +51,44 @@ GraphExecutor::~GraphExecutor() {
   subgraphs_.clear();
   release_activations();
   for (size_t i = 0; i < nodes_.size(); ++i) release_kernel_state(i);
+  for (auto& [start, end] : timers_) {
+    if (start) device_->device->timer_free(start);
+    if (end) device_->device->timer_free(end);
+  }
+}
+
+edgert_status DeviceRun::synchronize(edgert_error* error) {
+  if (!pending) return EDGERT_OK;
+  pending = false;
+  return device->synchronize(stream, error);
+}
+
+TensorAllocator& GraphExecutor::allocator_for(edgert_memory_space space) {
+  if (space == EDGERT_MEMORY_DEVICE && device_ && device_->device_memory) return *device_->device_memory;
+  if (space == EDGERT_MEMORY_UNIFIED && device_ && device_->unified_memory) return *device_->unified_memory;
+  return allocator_;
+}
+
+void GraphExecutor::bind_output(int32_t t, void* data, size_t capacity) {
+  if (bound_outputs_.size() != values_.size()) bound_outputs_.assign(values_.size(), {nullptr, 0});
+  bound_outputs_[t] = {data, capacity};
+}
+
+bool GraphExecutor::shapes_are_static() const {
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    if (graph_.nodes[n].kernel && (!nodes_[n].prepared || nodes_[n].info.data_dependent)) return false;
+  return true;
+}
+
+edgert_status GraphExecutor::finish_layer_times(edgert_error* error) {
+  if (!layer_times_) return EDGERT_OK;
+  for (size_t n = 0; n < timers_.size() && n < layer_times_->size(); ++n) {
+    if (!timers_[n].first) continue;
+    float ms = 0;
+    if (edgert_status s = device_->device->timer_elapsed(timers_[n].first, timers_[n].second, &ms, error)) return s;
+    (*layer_times_)[n] = static_cast<double>(ms) * 1e6;
+  }
+  return EDGERT_OK;
 }
 
 void GraphExecutor::release_kernel_state(size_t index) {
@@ -75,16 +113,15 @@ GraphExecutor& GraphExecutor::subgraph(int32_t graph_index) {
 
 void GraphExecutor::release_activations() {
   for (size_t t = 0; t < owned_.size(); ++t) {
-    if (owned_[t]) allocator_.release(owned_[t]);
+    if (owned_[t]) allocator_for(graph_.tensors[t].space).release(owned_[t]);
     owned_[t] = nullptr;
     values_[t] = edgert_tensor{};
   }
 }
 
-void GraphExecutor::use_arena(const ArenaPlan* plan, uint8_t* arena, void* workspace) {
+void GraphExecutor::use_arena(const ArenaPlan* plan, const ArenaBases& bases) {
   plan_ = plan;
-  arena_ = arena;
-  workspace_ = workspace;
+  arena_ = bases;
 }
 
 edgert_status GraphExecutor::allocate_output(int32_t t, edgert_tensor& out, const char* node_name, edgert_error* error) {
@@ -92,20 +129,33 @@ edgert_status GraphExecutor::allocate_output(int32_t t, edgert_tensor& out, cons
   if (!tensor_bytes(out, &bytes))
     return set_error(error, EDGERT_ERR_SHAPE, "node '%s': output '%s' has an invalid shape %s", node_name,
                      graph_.tensors[t].name, shape_text(out.dims, out.rank).c_str());
-  // The plan was verified at load (offset + size inside the arena); a tensor that came out
-  // larger than planned (another input shape) falls back to the allocator.
-  if (arena_ && static_cast<size_t>(t) < plan_->offsets.size() && plan_->offsets[t] >= 0 && bytes <= plan_->sizes[t]) {
-    if (owned_[t]) allocator_.release(owned_[t]);
+  const edgert_memory_space space = graph_.tensors[t].space;
+  TensorAllocator& allocator = allocator_for(space);
+  if (!bound_outputs_.empty() && bound_outputs_[t].first && bytes <= bound_outputs_[t].second) {
+    if (owned_[t]) allocator.release(owned_[t]);
     owned_[t] = nullptr;
-    out.data = arena_ + plan_->offsets[t];
+    out.data = bound_outputs_[t].first;
     values_[t] = out;
     return EDGERT_OK;
   }
-  void* block = allocator_.allocate(bytes);
+  // The plan was verified at load (offset + size inside the arena); a tensor that came out
+  // larger than planned (another input shape) falls back to the allocator.
+  uint8_t* arena = space == EDGERT_MEMORY_DEVICE ? arena_.device : space == EDGERT_MEMORY_UNIFIED ? arena_.unified
+                                                                                                  : arena_.host;
+  if (plan_ && arena && static_cast<size_t>(t) < plan_->offsets.size() && plan_->offsets[t] >= 0 &&
+      bytes <= plan_->sizes[t]) {
+    if (owned_[t]) allocator.release(owned_[t]);
+    owned_[t] = nullptr;
+    out.data = arena + plan_->offsets[t];
+    values_[t] = out;
+    return EDGERT_OK;
+  }
+  if (device_) device_->used_allocator = true;
+  void* block = allocator.allocate(bytes);
   if (!block)
     return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "node '%s': cannot allocate %zu bytes for output '%s'", node_name,
                      bytes, graph_.tensors[t].name);
-  if (owned_[t]) allocator_.release(owned_[t]);
+  if (owned_[t]) allocator.release(owned_[t]);
   out.data = block;
   owned_[t] = block;
   values_[t] = out;
@@ -136,18 +186,59 @@ edgert_status GraphExecutor::run_node(size_t index, edgert_error* error) {
     if (t >= 0 && values_[t].dtype == EDGERT_DTYPE_UNDEFINED)
       return set_error(error, EDGERT_ERR_INTERNAL, "node '%s' (%s): input '%s' has no value", node.node.name,
                        node.node.op_type, graph_.tensors[t].name);
+  // A host kernel or control-flow op reads what device work wrote only after it finished.
+  const bool on_device = node.device || node.builtin == BuiltinOp::Copy;
+  if (!on_device && device_)
+    if (edgert_status s = device_->synchronize(error)) return s;
+  // Device nodes are timed on the stream (a timer before and after); host nodes by the clock.
+  const bool device_timed = layer_times_ && on_device && device_ && index < layer_times_->size();
+  if (device_timed) {
+    if (timers_.size() != nodes_.size()) timers_.assign(nodes_.size(), {nullptr, nullptr});
+    auto& [start, end] = timers_[index];
+    if (!start && device_->device->timer_create(&start, error) != EDGERT_OK) return error->status;
+    if (!end && device_->device->timer_create(&end, error) != EDGERT_OK) return error->status;
+    if (edgert_status s = device_->device->timer_record(start, device_->stream, error)) return s;
+  }
   edgert_status s;
   const auto started = layer_times_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   switch (node.builtin) {
     case BuiltinOp::If: s = run_if(*this, node, values_, error); break;
     case BuiltinOp::Loop: s = run_loop(*this, node, values_, error); break;
     case BuiltinOp::Scan: s = run_scan(*this, node, values_, error); break;
+    case BuiltinOp::Copy: s = run_copy(index, error); break;
     default: s = run_kernel(index, error); break;
   }
   if (s == EDGERT_OK) free_after(index);
-  if (layer_times_ && index < layer_times_->size())
+  if (device_timed && s == EDGERT_OK) {
+    s = device_->device->timer_record(timers_[index].second, device_->stream, error);
+  } else if (layer_times_ && index < layer_times_->size()) {
     (*layer_times_)[index] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started).count();
+  }
   return s;
+}
+
+edgert_status GraphExecutor::run_copy(size_t index, edgert_error* error) {
+  const LoadedNode& node = graph_.nodes[index];
+  if (!device_ || node.inputs.size() != 1 || node.outputs.size() != 1 || node.inputs[0] < 0)
+    return set_error(error, EDGERT_ERR_FORMAT, "node '%s' copies between memory spaces, but %s", node.node.name,
+                     device_ ? "does not have one input and one output" : "the engine has no device");
+  const int32_t from = node.inputs[0], to = node.outputs[0];
+  edgert_tensor out = values_[from];
+  const edgert_memory_space source_space = graph_.tensors[from].space;
+  const void* source = out.data;
+  // A constant read on the device side is the engine's device copy.
+  if (graph_.tensors[from].is_constant && source_space == EDGERT_MEMORY_HOST && engine_.device_constant(from))
+    source = engine_.device_constant(from);
+  if (edgert_status s = allocate_output(to, out, node.node.name, error)) return s;
+  size_t bytes = 0;
+  tensor_bytes(out, &bytes);
+  if (edgert_status s = device_->device->copy(out.data, graph_.tensors[to].space, source, source_space, bytes,
+                                              device_->stream, error)) {
+    prefix_error(error, "node '%s' (copy of '%s')", node.node.name, graph_.tensors[from].name);
+    return s;
+  }
+  device_->pending = true;
+  return EDGERT_OK;
 }
 
 edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
@@ -159,6 +250,10 @@ edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     int32_t t = node.inputs[i];
     state.inputs[i] = t < 0 ? edgert_tensor{} : values_[t];
+    // Device kernels read the engine's device copy of a constant, except operands they read on
+    // the host (plugin.h: host_inputs).
+    if (node.device && t >= 0 && graph_.tensors[t].is_constant && !(i < 64 && (kernel->host_inputs >> i) & 1u))
+      if (const void* copy = engine_.device_constant(t)) state.inputs[i].data = const_cast<void*>(copy);
     if (!same_signature(state.inputs[i], state.last_inputs[i])) shapes_changed = true;
   }
 
@@ -181,21 +276,29 @@ edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
 
   for (size_t o = 0; o < node.outputs.size(); ++o)
     if (edgert_status s = allocate_output(node.outputs[o], state.outputs[o], node.node.name, error)) return s;
+  // The workspace of the kernel's space: the planned one when it is large enough. (A device
+  // workspace handed back to the allocator right after the launch is safe to reuse: every
+  // device kernel of the context runs in order on one stream.)
+  const edgert_memory_space space = node.device ? node.device->kernel_space : EDGERT_MEMORY_HOST;
+  void* planned = node.device ? arena_.device_workspace : arena_.host_workspace;
+  const uint64_t planned_bytes = !plan_ ? 0 : node.device ? plan_->device_workspace_bytes : plan_->workspace_bytes;
   void* workspace = nullptr;
   bool own_workspace = false;
-  if (state.info.workspace_bytes && workspace_ && state.info.workspace_bytes <= plan_->workspace_bytes) {
-    workspace = workspace_;
+  if (state.info.workspace_bytes && planned && state.info.workspace_bytes <= planned_bytes) {
+    workspace = planned;
   } else if (state.info.workspace_bytes) {
     own_workspace = true;
-    workspace = allocator_.allocate(state.info.workspace_bytes);
+    if (device_) device_->used_allocator = true;
+    workspace = allocator_for(space).allocate(state.info.workspace_bytes);
     if (!workspace)
       return set_error(error, EDGERT_ERR_OUT_OF_MEMORY, "node '%s' (%s): cannot allocate a %zu-byte workspace",
                        node.node.name, node.node.op_type, state.info.workspace_bytes);
   }
   edgert_error local{};
   edgert_status s = kernel->execute(kernel, state.kernel_state, &node.node, state.inputs.data(), state.outputs.data(),
-                                    workspace, nullptr, &local);
-  if (own_workspace) allocator_.release(workspace);
+                                    workspace, node.device ? device_->stream : nullptr, &local);
+  if (node.device) device_->pending = true;
+  if (own_workspace) allocator_for(space).release(workspace);
   if (s != EDGERT_OK)
     return set_error(error, s, "node '%s' (%s, kernel %s/%s): %s", node.node.name, node.node.op_type,
                      node.plugin->name.c_str(), kernel->name, local.message);
@@ -241,7 +344,7 @@ void GraphExecutor::free_after(size_t index) {
   // output), go back to the allocator; graph outputs and borrowed memory never do.
   auto release = [&](int32_t t) {
     if (graph_.is_graph_output[t] || !owned_[t]) return;
-    allocator_.release(owned_[t]);
+    allocator_for(graph_.tensors[t].space).release(owned_[t]);
     owned_[t] = nullptr;
   };
   for (int32_t t : node.inputs) {

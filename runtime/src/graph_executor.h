@@ -12,6 +12,30 @@
 
 namespace edgert {
 
+// What an execution context gives its main graph for device kernels: the device, the stream
+// they enqueue on, and the allocators of the device's spaces. `pending` is true while work is
+// enqueued that the host has not waited for: a host kernel reading a tensor waits first.
+struct DeviceRun {
+  const edgert_device* device = nullptr;
+  void* stream = nullptr;
+  TensorAllocator* device_memory = nullptr;
+  TensorAllocator* unified_memory = nullptr;
+  bool pending = false;
+  bool used_allocator = false;  // a run placed a tensor outside the plan (no graph capture then)
+
+  // Waits for the enqueued work, if any.
+  edgert_status synchronize(edgert_error* error);
+};
+
+// Where the planned tensors and the workspaces of one context lie (ExecutionContext's buffers).
+struct ArenaBases {
+  uint8_t* host = nullptr;
+  uint8_t* device = nullptr;
+  uint8_t* unified = nullptr;
+  void* host_workspace = nullptr;
+  void* device_workspace = nullptr;
+};
+
 class GraphExecutor {
  public:
   GraphExecutor(const LoadedEngine& engine, int32_t graph_index, TensorAllocator& allocator,
@@ -28,15 +52,26 @@ class GraphExecutor {
   const LoadedGraph& graph() const { return graph_; }
   void release_activations();
 
-  // Places planned tensors in `arena` (plan.arena_bytes, aligned as the plan says) and node
-  // workspaces in `workspace` (plan.workspace_bytes) instead of the allocator; both borrowed
-  // for the executor's life. Tensors larger than planned still use the allocator.
-  void use_arena(const ArenaPlan* plan, uint8_t* arena, void* workspace);
+  // Places planned tensors in the arena of their space (plan's sizes, aligned as the plan says)
+  // and node workspaces in the workspace of their kernel's space, instead of the allocators; all
+  // borrowed for the executor's life. Tensors larger than planned still use the allocators.
+  void use_arena(const ArenaPlan* plan, const ArenaBases& bases);
+  // The main graph's device side (null: every kernel runs on the host). Borrowed.
+  void use_device(DeviceRun* device) { device_ = device; }
+  // Engine output `t` is written straight into caller memory of `capacity` bytes (when it fits)
+  // instead of the arena; null unbinds.
+  void bind_output(int32_t t, void* data, size_t capacity);
   // Runs the tactics the engine chose for optimization profile `profile` from the next run on
   // (every kernel is prepared again).
   void set_profile(size_t profile);
-  // When set, run() writes each node's wall time in nanoseconds into (*times)[node index].
+  // When set, run() writes each node's time in nanoseconds into (*times)[node index]: wall time
+  // for host nodes, device time (between timers on the stream) for device nodes, which
+  // finish_layer_times() reads once the run's work is done.
   void set_layer_times(std::vector<double>* times) { layer_times_ = times; }
+  edgert_status finish_layer_times(edgert_error* error);
+  // Every kernel is prepared and none depends on input values for its shapes: the next run
+  // with the same inputs enqueues exactly the same work (CUDA graph capture relies on it).
+  bool shapes_are_static() const;
 
   // For control-flow ops: the executor of a subgraph, made on first use and kept (its kernels
   // stay prepared across iterations and runs).
@@ -57,6 +92,8 @@ class GraphExecutor {
   };
 
   edgert_status run_node(size_t index, edgert_error* error);
+  edgert_status run_copy(size_t index, edgert_error* error);
+  TensorAllocator& allocator_for(edgert_memory_space space);
   edgert_status run_kernel(size_t index, edgert_error* error);
   edgert_status prepare_kernel(size_t index, edgert_error* error);
   void release_kernel_state(size_t index);
@@ -71,9 +108,11 @@ class GraphExecutor {
   std::vector<void*> owned_;
   std::map<int32_t, std::unique_ptr<GraphExecutor>> subgraphs_;
   const ArenaPlan* plan_ = nullptr;
-  uint8_t* arena_ = nullptr;
-  void* workspace_ = nullptr;
+  ArenaBases arena_;
+  DeviceRun* device_ = nullptr;
+  std::vector<std::pair<void*, size_t>> bound_outputs_;  // per tensor; null when not bound
   std::vector<double>* layer_times_ = nullptr;
+  std::vector<std::pair<void*, void*>> timers_;  // per node: start, end (device nodes)
   size_t profile_ = 0;
 };
 

@@ -12,6 +12,7 @@
 #ifndef EDGERT_EDGERT_H
 #define EDGERT_EDGERT_H
 
+#include "edgert/plugin.h"
 #include "edgert/types.h"
 
 #ifdef __cplusplus
@@ -79,9 +80,44 @@ EDGERT_API edgert_status edgert_context_run(edgert_context* context, const edger
                                  int32_t num_inputs, edgert_error* error);
 
 /* The output `index` of the last successful run. Its data belongs to the context and stays
- * valid until the next run or the context's release. */
+ * valid until the next run or the context's release. After edgert_context_run it is host
+ * memory; after edgert_context_enqueue it is where the output was written (its binding, or
+ * device memory of the context for an output left unbound). */
 EDGERT_API edgert_status edgert_context_output(const edgert_context* context, int32_t index,
                                     edgert_tensor* output);
+
+/*
+ * Devices (engines built with a device plugin, e.g. the CUDA plugin), as TensorRT's
+ * setTensorAddress + enqueueV3: bind inputs and outputs to memory the caller owns, then enqueue
+ * on a stream. Memory is HOST (ordinary), DEVICE (the device's own) or UNIFIED (host memory
+ * mapped for the device; edgert_engine_allocate makes both kinds with the device plugin's
+ * allocator). Bound memory the engine's kernels reach directly (device or unified memory for
+ * device kernels, host or unified for host kernels) is read and written in place: no copies.
+ */
+
+/* Binds engine input `index`: dtype, shape and data of `tensor`, memory of kind `space`. The
+ * data is borrowed until the enqueued run that reads it has finished. */
+EDGERT_API edgert_status edgert_context_bind_input(edgert_context* context, int32_t index, const edgert_tensor* tensor,
+                                                   edgert_memory_space space, edgert_error* error);
+/* Binds engine output `index` to `capacity` bytes at `data` (NULL unbinds). */
+EDGERT_API edgert_status edgert_context_bind_output(edgert_context* context, int32_t index, void* data, size_t capacity,
+                                                    edgert_memory_space space, edgert_error* error);
+/* Enqueues a run with the bound tensors on `stream` (the device's stream, e.g. a cudaStream_t;
+ * NULL: the context's own) and returns; an engine without device kernels runs before returning.
+ * Wait with edgert_context_synchronize before reading outputs or reusing inputs. */
+EDGERT_API edgert_status edgert_context_enqueue(edgert_context* context, void* stream, edgert_error* error);
+EDGERT_API edgert_status edgert_context_synchronize(edgert_context* context, edgert_error* error);
+/* Whether runs may be captured into a CUDA graph and replayed (default 1; see execution_context.h). */
+EDGERT_API void edgert_context_set_cuda_graphs(edgert_context* context, int32_t enabled);
+
+/* Memory of the engine's device (DEVICE or UNIFIED); fails with EDGERT_ERR_UNSUPPORTED for an
+ * engine without one. Free with edgert_engine_free before the engine is released. */
+EDGERT_API edgert_status edgert_engine_allocate(const edgert_engine* engine, edgert_memory_space space, size_t bytes,
+                                                void** data, edgert_error* error);
+EDGERT_API void edgert_engine_free(const edgert_engine* engine, edgert_memory_space space, void* data);
+/* Copies the engine's device plugin has made since the process started (0 without one): what
+ * zero-copy tests count. */
+EDGERT_API uint64_t edgert_engine_device_copies(const edgert_engine* engine);
 
 #ifdef __cplusplus
 }
