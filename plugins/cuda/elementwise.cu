@@ -18,6 +18,7 @@
 #include "cuda_op.h"
 #include "edgert/dtype_info.h"
 #include "epilogue.h"
+#include "grid.cuh"
 #include "host_operands.h"
 #include "layout.h"
 #include "strided_walk.cuh"
@@ -99,12 +100,11 @@ __global__ void binary_vector(const uint4* __restrict__ a, const uint4* __restri
 template <typename T>
 __global__ void binary_broadcast(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, int64_t n,
                                  StridedWalk<3> walk, BinaryKind k) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  grid_stride(n, [&](auto i) {
     int64_t off[3];
     walk.offsets(i, off);
     c[off[0]] = binary_value<T>(k, a[off[1]], b[off[2]]);
-  }
+  });
 }
 
 BinaryKind binary_kind(const std::string& op) {
@@ -698,23 +698,24 @@ class CastOp : public Op {
 template <typename T>
 __global__ void bias_activation(T* y, const T* __restrict__ bias, const T* residual, int64_t total, int64_t c,
                                 int64_t spatial, bool channels_last, Activation act) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  grid_stride(total, [&](auto i) {
+    using I = decltype(i);
     float v = to_float(y[i]);
-    if (bias) v += to_float(bias[channels_last ? i % c : (i / spatial) % c]);
+    if (bias) v += to_float(bias[channels_last ? i % static_cast<I>(c) : i / static_cast<I>(spatial) % static_cast<I>(c)]);
     if (residual) v += to_float(residual[i]);
     y[i] = from_float<T>(apply(act, v));
-  }
+  });
 }
 
 template <typename T>
 __global__ void channel_scale(const T* x, const T* __restrict__ scale, T* y, int64_t total, int64_t c, int64_t spatial,
                               bool channels_last) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t nc = channels_last ? i / (spatial * c) * c + i % c : i / spatial;
+  grid_stride(total, [&](auto i) {
+    using I = decltype(i);
+    const I cc = static_cast<I>(c), s = static_cast<I>(spatial);
+    const I nc = channels_last ? i / (s * cc) * cc + i % cc : i / s;
     y[i] = from_float<T>(to_float(x[i]) * to_float(scale[nc]));
-  }
+  });
 }
 
 void require_float(edgert_dtype dtype, const char* what) {

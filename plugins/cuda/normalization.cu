@@ -13,13 +13,14 @@
 #include "activation.cuh"
 #include "cuda_op.h"
 #include "edgert/dtype_info.h"
+#include "grid.cuh"
 #include "layout.h"
 
 namespace edgert::cuda {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr int64_t kWarpRowLimit = 1024;
+constexpr int64_t kWarpRowLimit = 256;  // longer rows take a block each
 
 // A float32 or float16 parameter tensor.
 struct Param {
@@ -55,11 +56,11 @@ __global__ void batchnorm_channels(Param scale, Param bias, Param mean, Param va
 template <typename T>
 __global__ void batchnorm_apply(const T* __restrict__ x, T* __restrict__ y, const float* __restrict__ table,
                                 int64_t total, int64_t c, int64_t spatial, bool channels_last) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t ch = channels_last ? i % c : i / spatial % c;
+  grid_stride(total, [&](auto i) {
+    using I = decltype(i);
+    const I ch = channels_last ? i % static_cast<I>(c) : i / static_cast<I>(spatial) % static_cast<I>(c);
     y[i] = from_float<T>((to_float(x[i]) - table[3 * ch]) * table[3 * ch + 1] + table[3 * ch + 2]);
-  }
+  });
 }
 
 int32_t batchnorm_supports(const edgert_node* node, const edgert_tensor* in) {

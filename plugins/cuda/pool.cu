@@ -14,7 +14,9 @@
 #include "activation.cuh"
 #include "cuda_op.h"
 #include "edgert/dtype_info.h"
+#include "grid.cuh"
 #include "layout.h"
+#include "reduce.h"
 
 namespace edgert::cuda {
 namespace {
@@ -108,22 +110,23 @@ PoolGeometry pool_geometry(const edgert_node& node, const edgert_tensor& x) {
 // One thread per output element, in storage order.
 template <typename T>
 __global__ void pool_window(const T* __restrict__ x, T* __restrict__ y, PoolGeometry g, int64_t total) {
-  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
-       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t n, c, o[kMaxSpatial], rest = index;
+  grid_stride(total, [&](auto index) {
+    using I = decltype(index);
+    int64_t n, c = 0, o[kMaxSpatial];
+    I rest = index;
     if (g.channels_last) {
-      c = rest % g.c;
-      rest /= g.c;
+      c = static_cast<int64_t>(rest % static_cast<I>(g.c));
+      rest /= static_cast<I>(g.c);
     }
     for (int d = kMaxSpatial - 1; d >= 0; --d) {
-      o[d] = rest % g.out[d];
-      rest /= g.out[d];
+      o[d] = static_cast<int64_t>(rest % static_cast<I>(g.out[d]));
+      rest /= static_cast<I>(g.out[d]);
     }
     if (!g.channels_last) {
-      c = rest % g.c;
-      rest /= g.c;
+      c = static_cast<int64_t>(rest % static_cast<I>(g.c));
+      rest /= static_cast<I>(g.c);
     }
-    n = rest;
+    n = static_cast<int64_t>(rest);
     // Element (z, h, w) of this (n, c) is at base + ((z * in_h) + h) * in_w * col + w * col.
     const int64_t plane = g.in[0] * g.in[1] * g.in[2];
     const int64_t col = g.channels_last ? g.c : 1;
@@ -169,7 +172,7 @@ __global__ void pool_window(const T* __restrict__ x, T* __restrict__ y, PoolGeom
       result = count > 0 ? sum / static_cast<float>(count) : 0.f;
     }
     y[index] = from_float<T>(result);
-  }
+  });
 }
 
 int32_t pool_supports(const edgert_node* node, const edgert_tensor* in) {
@@ -214,48 +217,13 @@ class PoolOp : public Op {
   int64_t total_ = 0;
 };
 
-// Global pools. NCHW: one warp per (n, c) plane, lanes striding over the plane. Channels-last:
-// one thread per (n, c), threads along C, each walking the plane.
-template <typename T>
-__global__ void global_pool_planes(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t size,
-                                   bool max) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (int64_t p = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; p < planes; p += warps) {
-    const T* xp = x + p * size;
-    float acc = max ? -INFINITY : 0.f;
-    for (int64_t i = lane; i < size; i += 32) {
-      const float v = to_float(xp[i]);
-      acc = max ? fmaxf(acc, v) : acc + v;
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float other = __shfl_down_sync(0xffffffffu, acc, offset);
-      acc = max ? fmaxf(acc, other) : acc + other;
-    }
-    if (lane == 0) y[p] = from_float<T>(max ? acc : acc / static_cast<float>(size));
-  }
-}
-
-template <typename T>
-__global__ void global_pool_channels_last(const T* __restrict__ x, T* __restrict__ y, int64_t n, int64_t c,
-                                          int64_t size, bool max) {
-  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < n * c;
-       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const T* xp = x + index / c * size * c + index % c;
-    float acc = max ? -INFINITY : 0.f;
-    for (int64_t i = 0; i < size; ++i) {
-      const float v = to_float(xp[i * c]);
-      acc = max ? fmaxf(acc, v) : acc + v;
-    }
-    y[index] = from_float<T>(max ? acc : acc / static_cast<float>(size));
-  }
-}
-
 int32_t global_pool_supports(const edgert_node*, const edgert_tensor* in) {
   if (in[0].dtype != EDGERT_DTYPE_UNDEFINED && !is_float(in[0].dtype)) return 0;
   return in[0].rank < 0 || in[0].rank >= 3;
 }
 
+// Global pools are reductions over the spatial dims (reduce.h): NCHW planes are contiguous
+// rows; channels-last, consecutive channels are consecutive outputs (the columns kernel).
 class GlobalPoolOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
@@ -264,40 +232,42 @@ class GlobalPoolOp : public Op {
       fail(EDGERT_ERR_UNSUPPORTED, "X is %s; the GPU pools take float32 and float16", edgert_dtype_name(x.dtype));
     if (x.rank < 3) fail(EDGERT_ERR_SHAPE, "X has rank %d, expected >= 3 ([N, C, spatial...])", x.rank);
     dtype_ = x.dtype;
-    max_ = std::string(node.op_type) == "GlobalMaxPool";
-    channels_last_ = stored_nhwc(x.rank, channels_last(node));
-    n_ = x.dims[0];
-    c_ = x.dims[1];
-    size_ = 1;
-    for (int i = 2; i < x.rank; ++i) size_ *= x.dims[i];
+    const int64_t n = x.dims[0], c = x.dims[1];
+    int64_t size = 1;
+    for (int i = 2; i < x.rank; ++i) size *= x.dims[i];
+    ReducePlan p;
+    p.kind = std::string(node.op_type) == "GlobalMaxPool" ? ReduceKind::Max : ReduceKind::Mean;
+    if (stored_nhwc(x.rank, channels_last(node))) {
+      p.kept_rank = 2;
+      p.kept_dims[0] = n;
+      p.kept_strides[0] = size * c;
+      p.kept_dims[1] = c;
+      p.kept_strides[1] = 1;
+      p.reduced_strides[0] = c;
+    } else {
+      p.kept_rank = 1;
+      p.kept_dims[0] = n * c;
+      p.kept_strides[0] = size;
+      p.reduced_strides[0] = 1;
+    }
+    p.reduced_rank = 1;
+    p.reduced_dims[0] = size;
+    p.outputs = n * c;
+    p.count = size;
+    plan_ = p;
     Shape shape(static_cast<size_t>(x.rank), 1);
-    shape[0] = n_;
-    shape[1] = c_;
+    shape[0] = n;
+    shape[1] = c;
     set_output(out[0], dtype_, shape);  // [N, C, 1, 1]: the same bytes in both layouts
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*, cudaStream_t stream) override {
-    if (n_ * c_ == 0) return;
-    if (dtype_ == EDGERT_DTYPE_FLOAT16) run<__half>(in[0].data, out[0].data, stream);
-    else run<float>(in[0].data, out[0].data, stream);
+    launch_reduce(in[0].data, out[0].data, dtype_, plan_, stream);
   }
 
  private:
-  template <typename T>
-  void run(const void* x, void* y, cudaStream_t stream) const {
-    const T* xt = static_cast<const T*>(x);
-    T* yt = static_cast<T*>(y);
-    if (channels_last_) {
-      global_pool_channels_last<T><<<blocks_for(n_ * c_, kThreads), kThreads, 0, stream>>>(xt, yt, n_, c_, size_, max_);
-      return check_launch("global_pool_channels_last");
-    }
-    global_pool_planes<T><<<blocks_for(n_ * c_ * 32, kThreads), kThreads, 0, stream>>>(xt, yt, n_ * c_, size_, max_);
-    check_launch("global_pool_planes");
-  }
-
   edgert_dtype dtype_ = EDGERT_DTYPE_FLOAT32;
-  bool max_ = false, channels_last_ = false;
-  int64_t n_ = 0, c_ = 0, size_ = 1;
+  ReducePlan plan_;
 };
 
 }  // namespace

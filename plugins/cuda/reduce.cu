@@ -5,8 +5,14 @@
 // Max and Min propagate NaN (numpy, the CPU plugin).
 //
 // The output is walked in its storage order with one input offset per kept position; each output
-// reduces over the reduced axes (walked in the input's storage order). Small reductions
-// (<= kThreadLimit elements) take one thread per output; larger ones one block per output.
+// reduces over the reduced axes (walked in the input's storage order), by one of four kernels:
+//   columns  when consecutive outputs read consecutive inputs (the innermost kept axis is the
+//            input's innermost: channels-last reductions over H and W): a block takes 32
+//            outputs, one per lane, and its 8 warps (32 when outputs are few) split the
+//            reduction;
+//   thread   up to kThreadLimit elements per output: one thread each;
+//   warp     up to kWarpLimit: one warp per output, lanes along the reduction;
+//   block    above: one block of 256 threads per output.
 // With layout NHWC a rank-4 input is [N, H, W, C] in memory, and so is a rank-4 output
 // (keepdims); an output of lower rank is row-major in its logical dims.
 #include <string>
@@ -14,23 +20,16 @@
 #include "activation.cuh"
 #include "cuda_op.h"
 #include "edgert/dtype_info.h"
+#include "grid.cuh"
 #include "layout.h"
+#include "reduce.h"
 
 namespace edgert::cuda {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr int64_t kThreadLimit = 64;
-
-enum class ReduceKind : int { Sum, Mean, Max, Min, Prod, L1, L2, SumSquare, LogSum };
-
-struct ReducePlan {
-  ReduceKind kind = ReduceKind::Sum;
-  int kept_rank = 0, reduced_rank = 0;
-  int64_t kept_dims[EDGERT_MAX_RANK] = {}, kept_strides[EDGERT_MAX_RANK] = {};        // output storage order
-  int64_t reduced_dims[EDGERT_MAX_RANK] = {}, reduced_strides[EDGERT_MAX_RANK] = {};  // input storage order
-  int64_t outputs = 0, count = 1;                                                     // elements per output
-};
+constexpr int64_t kThreadLimit = 16;
+constexpr int64_t kWarpLimit = 4096;
 
 __device__ __forceinline__ float initial(ReduceKind k) {
   switch (k) {
@@ -63,36 +62,46 @@ __device__ __forceinline__ float finish(ReduceKind k, float acc, int64_t count) 
   }
 }
 
-__device__ __forceinline__ int64_t offset_of(int64_t index, int rank, const int64_t* dims, const int64_t* strides) {
+// Offset of `index` over dims with strides, divided in I (uint32_t below 2^31 elements).
+template <typename I>
+__device__ __forceinline__ int64_t offset_of(I index, int rank, const int64_t* dims, const int64_t* strides) {
   int64_t offset = 0;
   for (int a = rank - 1; a >= 0; --a) {
-    offset += index % dims[a] * strides[a];
-    index /= dims[a];
+    const I d = static_cast<I>(dims[a]);
+    offset += static_cast<int64_t>(index % d) * strides[a];
+    index /= d;
   }
   return offset;
 }
 
+// Input offset of element j of an output's reduction, in 32-bit arithmetic when the input allows.
+__device__ __forceinline__ int64_t reduced_offset(const ReducePlan& p, int64_t j, bool small) {
+  return small ? offset_of(static_cast<uint32_t>(j), p.reduced_rank, p.reduced_dims, p.reduced_strides)
+               : offset_of(j, p.reduced_rank, p.reduced_dims, p.reduced_strides);
+}
+
 template <typename T>
 __global__ void reduce_per_thread(const T* __restrict__ x, T* __restrict__ y, ReducePlan p) {
-  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < p.outputs;
-       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const bool small = p.count < (int64_t{1} << 31);
+  grid_stride(p.outputs, [&](auto o) {
     const int64_t base = offset_of(o, p.kept_rank, p.kept_dims, p.kept_strides);
     float acc = initial(p.kind);
-    for (int64_t j = 0; j < p.count; ++j)
-      acc = combine(p.kind, acc, to_float(x[base + offset_of(j, p.reduced_rank, p.reduced_dims, p.reduced_strides)]), false);
+    for (int64_t j = 0; j < p.count; ++j) acc = combine(p.kind, acc, to_float(x[base + reduced_offset(p, j, small)]), false);
     y[o] = from_float<T>(finish(p.kind, acc, p.count));
-  }
+  });
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) reduce_per_block(const T* __restrict__ x, T* __restrict__ y, ReducePlan p) {
   __shared__ float scratch[kThreads / 32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool small = p.count < (int64_t{1} << 31);
   for (int64_t o = blockIdx.x; o < p.outputs; o += gridDim.x) {
     const int64_t base = offset_of(o, p.kept_rank, p.kept_dims, p.kept_strides);
     float acc = initial(p.kind);
+#pragma unroll 4
     for (int64_t j = threadIdx.x; j < p.count; j += blockDim.x)
-      acc = combine(p.kind, acc, to_float(x[base + offset_of(j, p.reduced_rank, p.reduced_dims, p.reduced_strides)]), false);
+      acc = combine(p.kind, acc, to_float(x[base + reduced_offset(p, j, small)]), false);
     for (int offset = 16; offset > 0; offset /= 2)
       acc = combine(p.kind, acc, __shfl_xor_sync(0xffffffffu, acc, offset), true);
     __syncthreads();  // the previous output's partials have been read
@@ -105,6 +114,75 @@ __global__ void __launch_bounds__(kThreads) reduce_per_block(const T* __restrict
       if (lane == 0) y[o] = from_float<T>(finish(p.kind, acc, p.count));
     }
   }
+}
+
+template <typename T>
+__global__ void reduce_per_warp(const T* __restrict__ x, T* __restrict__ y, ReducePlan p) {
+  const bool small = p.count < (int64_t{1} << 31);
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t o = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; o < p.outputs; o += warps) {
+    const int64_t base = offset_of(o, p.kept_rank, p.kept_dims, p.kept_strides);
+    float acc = initial(p.kind);
+#pragma unroll 4
+    for (int64_t j = lane; j < p.count; j += 32)
+      acc = combine(p.kind, acc, to_float(x[base + reduced_offset(p, j, small)]), false);
+    for (int offset = 16; offset > 0; offset /= 2)
+      acc = combine(p.kind, acc, __shfl_xor_sync(0xffffffffu, acc, offset), true);
+    if (lane == 0) y[o] = from_float<T>(finish(p.kind, acc, p.count));
+  }
+}
+
+// 32 consecutive outputs per block, one per lane; warp w of W reduces elements w, w + W, ...
+// (W = blockDim.x / 32, up to 32: few outputs take more warps each, so the grid still fills).
+template <typename T>
+__global__ void __launch_bounds__(1024) reduce_columns(const T* __restrict__ x, T* __restrict__ y, ReducePlan p) {
+  __shared__ float partial[32][33];
+  const bool small = p.count < (int64_t{1} << 31);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = static_cast<int>(blockDim.x / 32);
+  for (int64_t first = blockIdx.x * int64_t{32}; first < p.outputs; first += gridDim.x * int64_t{32}) {
+    const int64_t o = first + lane;
+    float acc = initial(p.kind);
+    if (o < p.outputs) {
+      const int64_t base = offset_of(o, p.kept_rank, p.kept_dims, p.kept_strides);
+#pragma unroll 4
+      for (int64_t j = warp; j < p.count; j += warps)
+        acc = combine(p.kind, acc, to_float(x[base + reduced_offset(p, j, small)]), false);
+    }
+    partial[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0 && o < p.outputs) {
+      for (int w = 1; w < warps; ++w) acc = combine(p.kind, acc, partial[w][lane], true);
+      y[o] = from_float<T>(finish(p.kind, acc, p.count));
+    }
+    __syncthreads();
+  }
+}
+
+template <typename T>
+void run_plan(const void* x, void* y, const ReducePlan& p, cudaStream_t stream) {
+  const T* xt = static_cast<const T*>(x);
+  T* yt = static_cast<T*>(y);
+  const bool columns = p.kept_rank > 0 && p.kept_strides[p.kept_rank - 1] == 1 && p.count > 1;
+  if (columns) {
+    const int64_t groups = (p.outputs + 31) / 32;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(groups, 65535 * 8));
+    // Under a few hundred groups of 32 outputs the grid would not fill the GPU: more warps each.
+    const unsigned threads = groups < 512 && p.count >= 64 ? 1024 : kThreads;
+    reduce_columns<T><<<blocks, threads, 0, stream>>>(xt, yt, p);
+    return check_launch("reduce_columns");
+  }
+  if (p.count <= kThreadLimit) {
+    reduce_per_thread<T><<<blocks_for(p.outputs, kThreads), kThreads, 0, stream>>>(xt, yt, p);
+    return check_launch("reduce_per_thread");
+  }
+  if (p.count <= kWarpLimit) {
+    reduce_per_warp<T><<<blocks_for(p.outputs * 32, kThreads), kThreads, 0, stream>>>(xt, yt, p);
+    return check_launch("reduce_per_warp");
+  }
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(p.outputs, 65535 * 8));
+  reduce_per_block<T><<<blocks, kThreads, 0, stream>>>(xt, yt, p);
+  check_launch("reduce_per_block");
 }
 
 ReduceKind reduce_kind(const std::string& op) {
@@ -175,13 +253,13 @@ class ReduceOp : public Op {
     const int64_t out_rank = static_cast<int64_t>(out_shape.size());
     for (int64_t pos = 0; pos < out_rank; ++pos) {
       const int64_t axis = out_axis_of[static_cast<size_t>(logical_axis(pos, out_rank, nhwc))];
-      if (reduced[axis]) continue;  // kept as a 1
+      if (reduced[axis] || in_shape[static_cast<size_t>(axis)] == 1) continue;  // adds nothing to offsets
       p.kept_dims[p.kept_rank] = in_shape[static_cast<size_t>(axis)];
       p.kept_strides[p.kept_rank++] = in_strides[static_cast<size_t>(axis)];
     }
     for (int pos = 0; pos < rank; ++pos) {
       const int64_t axis = logical_axis(pos, rank, nhwc);
-      if (!reduced[axis]) continue;
+      if (!reduced[axis] || in_shape[static_cast<size_t>(axis)] == 1) continue;
       p.reduced_dims[p.reduced_rank] = in_shape[static_cast<size_t>(axis)];
       p.reduced_strides[p.reduced_rank++] = in_strides[static_cast<size_t>(axis)];
     }
@@ -197,25 +275,10 @@ class ReduceOp : public Op {
         check_cuda(cudaMemcpyAsync(out[0].data, in[0].data, bytes_, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
       return;
     }
-    if (plan_.outputs == 0) return;
-    if (dtype_ == EDGERT_DTYPE_FLOAT16) run<__half>(in[0].data, out[0].data, stream);
-    else run<float>(in[0].data, out[0].data, stream);
+    launch_reduce(in[0].data, out[0].data, dtype_, plan_, stream);
   }
 
  private:
-  template <typename T>
-  void run(const void* x, void* y, cudaStream_t stream) const {
-    const T* xt = static_cast<const T*>(x);
-    T* yt = static_cast<T*>(y);
-    if (plan_.count <= kThreadLimit) {
-      reduce_per_thread<T><<<blocks_for(plan_.outputs, kThreads), kThreads, 0, stream>>>(xt, yt, plan_);
-      return check_launch("reduce_per_thread");
-    }
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(plan_.outputs, 65535 * 8));
-    reduce_per_block<T><<<blocks, kThreads, 0, stream>>>(xt, yt, plan_);
-    check_launch("reduce_per_block");
-  }
-
   edgert_dtype dtype_ = EDGERT_DTYPE_FLOAT32;
   bool identity_ = false;
   size_t bytes_ = 0;
@@ -223,6 +286,13 @@ class ReduceOp : public Op {
 };
 
 }  // namespace
+
+void launch_reduce(const void* x, void* y, edgert_dtype dtype, const ReducePlan& plan, cudaStream_t stream) {
+  if (plan.outputs == 0) return;
+  if (dtype == EDGERT_DTYPE_FLOAT16) run_plan<__half>(x, y, plan, stream);
+  else if (dtype == EDGERT_DTYPE_FLOAT32) run_plan<float>(x, y, plan, stream);
+  else fail(EDGERT_ERR_UNSUPPORTED, "a reduction of %s tensors (float32 and float16 only)", edgert_dtype_name(dtype));
+}
 
 void register_reduce_kernels(KernelRegistry& r) {
   static const char* const kReductions[][2] = {

@@ -4,11 +4,12 @@
 // pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize), and
 // the result is the tensor product of per-axis 1-D interpolations: nearest (nearest_mode
 // round_prefer_floor, round_prefer_ceil, floor, ceil; opset < 11 and Upsample round down when
-// upsampling and up when downsampling) or linear on any number of axes (exclude_outside
+// upsampling and up when downsampling) or linear on up to three axes (exclude_outside
 // honoured). Out-of-range taps read the edge. Cubic and antialias are refused.
 //
 // Coordinates are computed in double, as the CPU plugin, so nearest picks the same input
-// element; interpolation weights and sums are float. scales, sizes and roi are read on the host
+// element: once per run into a table of taps per resized axis (the workspace), which the
+// per-element kernel reads; interpolation weights and sums are float. scales, sizes and roi are read on the host
 // in prepare. With layout NHWC a rank-4 X and Y are [N, H, W, C] in memory.
 #include <cmath>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "activation.cuh"
 #include "cuda_op.h"
 #include "edgert/dtype_info.h"
+#include "grid.cuh"
 #include "host_operands.h"
 #include "layout.h"
 
@@ -62,7 +64,8 @@ bool parse_nearest(const std::string& s, Nearest& out) {
 struct ResizeAxis {
   int64_t in = 1, out = 1, stride = 1;  // stride: of the input, in elements
   double scale = 1, roi_start = 0, roi_end = 1;
-  bool identity = true;  // output coordinate o reads input o alone: no arithmetic needed
+  bool identity = true;  // output coordinate o reads input o alone: no table
+  int64_t table = 0;     // the first of this axis's `out` taps in the workspace
 };
 
 struct ResizePlan {
@@ -73,6 +76,16 @@ struct ResizePlan {
   Nearest nearest = Nearest::RoundPreferFloor;
   bool exclude_outside = false;
   float extrapolation = 0;
+  int64_t taps = 0;  // table entries of all axes
+};
+
+// What output coordinate o of an axis reads: input offsets (index * stride) and their weights
+// (nearest: at0 alone, weight 1); at0 < 0 when the coordinate falls outside the input
+// (tf_crop_and_resize). Computed once per run by resize_taps, so the per-element kernel does no
+// double-precision math (slow on Jetson GPUs).
+struct Tap {
+  int64_t at0, at1;
+  float w0, w1;
 };
 
 __device__ double original_coordinate(Coord coord, const ResizeAxis& a, int64_t x) {
@@ -100,43 +113,33 @@ __device__ double original_coordinate(Coord coord, const ResizeAxis& a, int64_t 
 
 __device__ __forceinline__ int64_t clamp_index(int64_t i, int64_t n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
 
-template <typename T>
-__global__ void resize_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, ResizePlan p) {
-  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < total;
-       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rest = index, base = 0;
-    // Axes with two taps of non-zero weight: the second tap's offset from the first, and weights.
-    int pairs = 0;
-    int64_t delta[EDGERT_MAX_RANK];
-    float first_weight[EDGERT_MAX_RANK], second_weight[EDGERT_MAX_RANK];
-    float weight = 1.f;  // product of the single taps' weights
-    bool outside = false;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      const ResizeAxis& a = p.axes[d];
-      const int64_t o = rest % a.out;
-      rest /= a.out;
-      if (a.identity) {
-        base += o * a.stride;
-        continue;
+// One thread per table entry: the taps of output coordinate o of a non-identity axis.
+__global__ void resize_taps(ResizePlan p, Tap* __restrict__ taps) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < p.taps;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int d = 0;
+    while (p.axes[d].identity || k >= p.axes[d].table + p.axes[d].out) ++d;
+    const ResizeAxis& a = p.axes[d];
+    const int64_t o = k - a.table;
+    const double xo = original_coordinate(p.coord, a, o);
+    Tap t{0, 0, 1.f, 0.f};
+    if (p.coord == Coord::TfCropAndResize && (xo < 0 || xo > static_cast<double>(a.in - 1))) {
+      t.at0 = -1;
+    } else if (p.interp == Interp::Nearest) {
+      double r;
+      switch (p.nearest) {
+        case Nearest::RoundPreferFloor: r = ceil(xo - 0.5); break;
+        case Nearest::RoundPreferCeil: r = floor(xo + 0.5); break;
+        case Nearest::Floor: r = floor(xo); break;
+        case Nearest::Ceil: r = ceil(xo); break;
+        default: r = a.scale < 1 ? ceil(xo) : floor(xo); break;
       }
-      const double xo = original_coordinate(p.coord, a, o);
-      if (p.coord == Coord::TfCropAndResize && (xo < 0 || xo > static_cast<double>(a.in - 1))) outside = true;
-      if (p.interp == Interp::Nearest) {
-        double r;
-        switch (p.nearest) {
-          case Nearest::RoundPreferFloor: r = ceil(xo - 0.5); break;
-          case Nearest::RoundPreferCeil: r = floor(xo + 0.5); break;
-          case Nearest::Floor: r = floor(xo); break;
-          case Nearest::Ceil: r = ceil(xo); break;
-          default: r = a.scale < 1 ? ceil(xo) : floor(xo); break;
-        }
-        base += clamp_index(static_cast<int64_t>(r), a.in) * a.stride;
-        continue;
-      }
+      t.at0 = clamp_index(static_cast<int64_t>(r), a.in) * a.stride;
+    } else {
       const double floor_xo = floor(xo);
-      const double t = xo - floor_xo;
+      const double frac = xo - floor_xo;
       const int64_t i0 = static_cast<int64_t>(floor_xo), i1 = i0 + 1;
-      double w0 = 1 - t, w1 = t;
+      double w0 = 1 - frac, w1 = frac;
       if (p.exclude_outside) {  // taps outside the input get no weight; renormalise the rest
         if (i0 < 0 || i0 >= a.in) w0 = 0;
         if (i1 < 0 || i1 >= a.in) w1 = 0;
@@ -146,44 +149,87 @@ __global__ void resize_kernel(const T* __restrict__ x, T* __restrict__ y, int64_
           w1 /= sum;
         }
       }
-      const int64_t at0 = clamp_index(i0, a.in) * a.stride, at1 = clamp_index(i1, a.in) * a.stride;
-      if (w1 == 0) {
-        base += at0;
-        weight *= static_cast<float>(w0);
-      } else if (w0 == 0) {
-        base += at1;
-        weight *= static_cast<float>(w1);
-      } else {
-        base += at0;
-        delta[pairs] = at1 - at0;
-        first_weight[pairs] = static_cast<float>(w0);
-        second_weight[pairs] = static_cast<float>(w1);
-        ++pairs;
+      t.at0 = clamp_index(i0, a.in) * a.stride;
+      t.at1 = clamp_index(i1, a.in) * a.stride;
+      t.w0 = static_cast<float>(w0);
+      t.w1 = static_cast<float>(w1);
+      if (t.w0 == 0.f) {  // keep the one tap in at0
+        t.at0 = t.at1;
+        t.w0 = t.w1;
+        t.w1 = 0.f;
       }
     }
-    float v;
+    taps[k] = t;
+  }
+}
+
+constexpr int kMaxLinearAxes = 3;  // trilinear; prepare refuses more
+
+template <typename T>
+__global__ void resize_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, ResizePlan p,
+                              const Tap* __restrict__ taps) {
+  grid_stride(total, [&](auto index) {
+    using I = decltype(index);
+    I rest = index;
+    int64_t base = 0;
+    // Up to three axes with two taps of non-zero weight: the second tap's offset from the first
+    // and both weights (unused ones read nothing: weights 1 and 0).
+    int pairs = 0;
+    int64_t delta[kMaxLinearAxes] = {0, 0, 0};
+    float first[kMaxLinearAxes] = {1.f, 1.f, 1.f}, second[kMaxLinearAxes] = {0.f, 0.f, 0.f};
+    float weight = 1.f;  // product of the single taps' weights
+    bool outside = false;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const ResizeAxis& a = p.axes[d];
+      const int64_t o = static_cast<int64_t>(rest % static_cast<I>(a.out));
+      rest /= static_cast<I>(a.out);
+      if (a.identity) {
+        base += o * a.stride;
+        continue;
+      }
+      const Tap t = taps[a.table + o];
+      if (t.at0 < 0) {
+        outside = true;
+        continue;
+      }
+      base += t.at0;
+      if (t.w1 == 0.f) {
+        weight *= t.w0;
+        continue;
+      }
+      // Registers, not a local array: the slot is chosen by unrolled compares.
+#pragma unroll
+      for (int k = 0; k < kMaxLinearAxes; ++k)
+        if (k == pairs) {
+          delta[k] = t.at1 - t.at0;
+          first[k] = t.w0;
+          second[k] = t.w1;
+        }
+      ++pairs;
+    }
+    float v = 0.f;
     if (outside) {
       v = p.extrapolation;
-    } else if (pairs == 0) {
-      v = weight * to_float(x[base]);
     } else {
-      v = 0.f;
-      for (int mask = 0; mask < (1 << pairs); ++mask) {
-        int64_t offset = base;
-        float w = weight;
-        for (int k = 0; k < pairs; ++k) {
-          if (mask & (1 << k)) {
-            offset += delta[k];
-            w *= second_weight[k];
-          } else {
-            w *= first_weight[k];
+#pragma unroll
+      for (int i2 = 0; i2 < 2; ++i2) {
+        const float w2 = i2 ? second[2] : first[2];
+        if (w2 == 0.f) continue;
+#pragma unroll
+        for (int i1 = 0; i1 < 2; ++i1) {
+          const float w1 = i1 ? second[1] : first[1];
+          if (w1 == 0.f) continue;
+#pragma unroll
+          for (int i0 = 0; i0 < 2; ++i0) {
+            const float w0 = i0 ? second[0] : first[0];
+            if (w0 == 0.f) continue;
+            v += weight * w2 * w1 * w0 * to_float(x[base + i0 * delta[0] + i1 * delta[1] + i2 * delta[2]]);
           }
         }
-        v += w * to_float(x[offset]);
       }
     }
     y[index] = from_float<T>(v);
-  }
+  });
 }
 
 int32_t resize_supports(const edgert_node* node, const edgert_tensor* in) {
@@ -322,9 +368,16 @@ class ResizeOp : public Op {
     // Per-axis plans in storage order.
     const bool nhwc = channels_last(node);
     const std::vector<int64_t> in_strides = storage_strides(in_shape, nhwc);
-    // These transforms map o to o exactly when the axis keeps its size at scale 1 (the tf ones shift by half a pixel
-    // or crop).
-    const bool exact_at_unit_scale = p.coord != Coord::TfHalfPixelForNN && p.coord != Coord::TfCropAndResize;
+    // An axis that keeps its size at scale 1 maps o to o exactly, except where tf_crop_and_resize
+    // crops it and where tf_half_pixel_for_nn's half-pixel shift rounds up.
+    auto identity = [&](size_t a) {
+      if (in_shape[a] != out_shape[a] || scale[a] != 1.0) return false;
+      if (p.coord == Coord::TfCropAndResize) return roi_start[a] == 0.0 && roi_end[a] == 1.0;
+      if (p.coord == Coord::TfHalfPixelForNN)
+        return p.interp == Interp::Nearest && (p.nearest == Nearest::Floor || p.nearest == Nearest::RoundPreferFloor);
+      return true;
+    };
+    int linear_axes = 0;
     p.rank = static_cast<int>(rank);
     for (int64_t pos = 0; pos < rank; ++pos) {
       const size_t a = static_cast<size_t>(logical_axis(pos, rank, nhwc));
@@ -335,20 +388,35 @@ class ResizeOp : public Op {
       axis.scale = scale[a];
       axis.roi_start = roi_start[a];
       axis.roi_end = roi_end[a];
-      axis.identity = exact_at_unit_scale && axis.in == axis.out && axis.scale == 1.0;
+      axis.identity = identity(a);
+      if (!axis.identity) {
+        axis.table = p.taps;
+        p.taps += axis.out;
+        linear_axes += p.interp == Interp::Linear;
+      }
     }
+    if (linear_axes > kMaxLinearAxes)
+      fail(EDGERT_ERR_UNSUPPORTED, "linear resize of %d axes; the GPU kernel interpolates at most %d", linear_axes,
+           kMaxLinearAxes);
     plan_ = p;
+    info.workspace_bytes = static_cast<size_t>(p.taps) * sizeof(Tap);
   }
 
-  void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*, cudaStream_t stream) override {
+  void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void* workspace,
+               cudaStream_t stream) override {
     if (total_ == 0) return;
+    Tap* taps = static_cast<Tap*>(workspace);
+    if (plan_.taps > 0) {
+      resize_taps<<<blocks_for(plan_.taps, kThreads), kThreads, 0, stream>>>(plan_, taps);
+      check_launch("resize_taps");
+    }
     const unsigned blocks = blocks_for(total_, kThreads);
     if (dtype_ == EDGERT_DTYPE_FLOAT16)
       resize_kernel<__half><<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(in[0].data),
-                                                            static_cast<__half*>(out[0].data), total_, plan_);
+                                                            static_cast<__half*>(out[0].data), total_, plan_, taps);
     else
       resize_kernel<float><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(in[0].data),
-                                                           static_cast<float*>(out[0].data), total_, plan_);
+                                                           static_cast<float*>(out[0].data), total_, plan_, taps);
     check_launch("resize_kernel");
   }
 

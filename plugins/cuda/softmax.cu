@@ -5,7 +5,7 @@
 // logical axes of a rank-4 tensor map to storage axes that must be neighbours (they always are:
 // a single axis, or a suffix of N C H W, which is H W C, H W, W or N H W C in storage).
 //
-// inner == 1 (rows contiguous): one warp per row up to 1024 elements, one block per row above;
+// inner == 1 (rows contiguous): one warp per row up to 256 elements, one block per row above;
 // inner > 1: one thread per (outer, inner) column, threads along inner (coalesced).
 #include <cfloat>
 #include <string>
@@ -13,13 +13,14 @@
 #include "activation.cuh"
 #include "cuda_op.h"
 #include "edgert/dtype_info.h"
+#include "grid.cuh"
 #include "layout.h"
 
 namespace edgert::cuda {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr int64_t kWarpRowLimit = 1024;
+constexpr int64_t kWarpRowLimit = 256;  // longer rows take a block each
 
 __device__ __forceinline__ float warp_max(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
@@ -85,16 +86,16 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void softmax_columns(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n, int64_t inner,
                                 bool log) {
-  for (int64_t column = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; column < outer * inner;
-       column += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t base = column / inner * n * inner + column % inner;
+  grid_stride(outer * inner, [&](auto column) {
+    using I = decltype(column);
+    const int64_t base = static_cast<int64_t>(column / static_cast<I>(inner)) * n * inner + column % static_cast<I>(inner);
     float m = -INFINITY;
     for (int64_t j = 0; j < n; ++j) m = fmaxf(m, to_float(x[base + j * inner]));
     float sum = 0.f;
     for (int64_t j = 0; j < n; ++j) sum += expf(to_float(x[base + j * inner]) - m);
     const float log_sum = logf(sum);
     for (int64_t j = 0; j < n; ++j) y[base + j * inner] = normalised<T>(to_float(x[base + j * inner]), m, sum, log_sum, log);
-  }
+  });
 }
 
 int32_t softmax_supports(const edgert_node*, const edgert_tensor* in) {

@@ -56,13 +56,16 @@ struct StridedWalk {
   }
 
 #ifdef __CUDACC__
-  __device__ __forceinline__ void offsets(int64_t index, int64_t (&out)[N]) const {
+  // Offsets of walk index `index`, divided in I (uint32_t when the walk is under 2^31 elements:
+  // see grid.cuh).
+  template <typename I>
+  __device__ __forceinline__ void offsets(I index, int64_t (&out)[N]) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) out[k] = 0;
     for (int a = rank - 1; a >= 0; --a) {
-      const int64_t d = dims[a];
-      const int64_t q = index / d;
-      const int64_t r = index - q * d;
+      const I d = static_cast<I>(dims[a]);
+      const I q = index / d;
+      const int64_t r = static_cast<int64_t>(index - q * d);
       index = q;
 #pragma unroll
       for (int k = 0; k < N; ++k) out[k] += r * strides[k][a];

@@ -21,6 +21,7 @@
 
 #include "cuda_op.h"
 #include "edgert/dtype_info.h"
+#include "grid.cuh"
 #include "layout.h"
 #include "strided_walk.cuh"
 
@@ -45,12 +46,11 @@ std::vector<int64_t> dense_strides(const Shape& shape) {
 // Operand 0 of the walk is the destination, operand 1 the source.
 template <typename E>
 __global__ void strided_copy(const E* __restrict__ src, E* __restrict__ dst, int64_t n, StridedWalk<2> walk) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  grid_stride(n, [&](auto i) {
     int64_t off[2];
     walk.offsets(i, off);
     dst[off[0]] = src[off[1]];
-  }
+  });
 }
 
 // A strided copy prepared once: `count` elements of `elem` bytes, source and destination starting
@@ -454,13 +454,15 @@ template <typename E>
 __global__ void pad_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t total, PadShape p, const E* value,
                            E fallback) {
   const E constant = value ? *value : fallback;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rest = i, offset = 0;
+  grid_stride(total, [&](auto i) {
+    using I = decltype(i);
+    I rest = i;
+    int64_t offset = 0;
     bool outside = false;
     for (int a = p.rank - 1; a >= 0; --a) {
-      const int64_t coord = rest % p.out[a];
-      rest /= p.out[a];
+      const I dim = static_cast<I>(p.out[a]);
+      const int64_t coord = static_cast<int64_t>(rest % dim);
+      rest /= dim;
       const int64_t n = p.in[a];
       int64_t v = coord - p.begin[a];
       if (v < 0 || v >= n) {
@@ -482,7 +484,7 @@ __global__ void pad_kernel(const E* __restrict__ x, E* __restrict__ y, int64_t t
       offset += v * p.in_strides[a];
     }
     y[i] = outside ? constant : x[offset];
-  }
+  });
 }
 
 int32_t pad_supports(const edgert_node* node, const edgert_tensor* in) {
@@ -595,14 +597,14 @@ class PadOp : public Op {
 template <typename E>
 __global__ void gather_kernel(const E* __restrict__ data, const void* __restrict__ indices, bool indices_int32,
                               E* __restrict__ y, int64_t total, int64_t count, int64_t n, int64_t inner) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i % inner, rest = i / inner;
-    const int64_t j = rest % count, o = rest / count;
+  grid_stride(total, [&](auto i) {
+    using I = decltype(i);
+    const I r = i % static_cast<I>(inner), rest = i / static_cast<I>(inner);
+    const I j = rest % static_cast<I>(count), o = rest / static_cast<I>(count);
     int64_t index = indices_int32 ? static_cast<const int32_t*>(indices)[j] : static_cast<const int64_t*>(indices)[j];
     if (index < 0) index += n;
-    y[i] = index >= 0 && index < n ? data[(o * n + index) * inner + r] : E(0);
-  }
+    y[i] = index >= 0 && index < n ? data[(static_cast<int64_t>(o) * n + index) * inner + r] : E(0);
+  });
 }
 
 int32_t gather_supports(const edgert_node* node, const edgert_tensor* in) {

@@ -269,22 +269,25 @@ TEST_F(GpuTest, DepthwiseConvolution) {
 
 TEST_F(GpuTest, FusedDepthwiseConvolution) {
   std::mt19937 rng(9);
-  const Dims x = {3, 7, 31, 31}, y = {3, 7, 16, 16};
-  for (const char* activation : {"Relu", "HardSwish", "Sigmoid", ""}) {
-    GpuCase c = make("FusedConv",
-                     {input(HostTensor::random(x, rng)), weights(HostTensor::random({7, 1, 3, 3}, rng)),
-                      constant(HostTensor::random({7}, rng)), input(HostTensor::random(y, rng))},
-                     NodeSpec()
-                         .integer("group", 7)
-                         .ints("kernel_shape", {3, 3})
-                         .ints("strides", {2, 2})
-                         .ints("pads", {1, 1, 1, 1})
-                         .string("activation", activation),
-                     13);
-    c.domain = "edgert";
-    c.label = activation;
-    c.atol = c.rtol = 1e-4;
-    run_layouts(c);
+  // 7 channels: the direct kernels; 16: channels-last vectors.
+  for (int64_t ch : {7, 16}) {
+    for (const char* activation : {"Relu", "HardSwish", "Sigmoid", ""}) {
+      const Dims x = {3, ch, 31, 31}, y = {3, ch, 16, 16};
+      GpuCase c = make("FusedConv",
+                       {input(HostTensor::random(x, rng)), weights(HostTensor::random({ch, 1, 3, 3}, rng)),
+                        constant(HostTensor::random({ch}, rng)), input(HostTensor::random(y, rng))},
+                       NodeSpec()
+                           .integer("group", ch)
+                           .ints("kernel_shape", {3, 3})
+                           .ints("strides", {2, 2})
+                           .ints("pads", {1, 1, 1, 1})
+                           .string("activation", activation),
+                       13);
+      c.domain = "edgert";
+      c.label = std::string(activation) + " " + std::to_string(ch) + " channels";
+      c.atol = c.rtol = 1e-4;
+      run_layouts(c);
+    }
   }
 }
 
@@ -304,6 +307,20 @@ TEST_F(GpuTest, ConvolutionEpilogue) {
     c.atol = c.rtol = 1e-4;
     run_both(c);
   }
+  // Channels-last: the dense convolution reads its weights [M, KH, KW, C].
+  HostTensor w = HostTensor::random({13, 7, 3, 3}, rng);
+  CaseInput w_input = constant(w);
+  w_input.gpu_tensor = w.nchw_to_nhwc();
+  w_input.gpu_tensor.dims = {13, 3, 3, 7};
+  GpuCase c = make("FusedConv",
+                   {input(HostTensor::random({3, 7, 5, 9}, rng)), w_input, constant(HostTensor::random({13}, rng)),
+                    input(HostTensor::random({3, 13, 5, 9}, rng))},
+                   NodeSpec().ints("kernel_shape", {3, 3}).ints("pads", {1, 1, 1, 1}).string("activation", "HardSwish"), 13);
+  c.domain = "edgert";
+  c.label = "NHWC 3x3";
+  c.atol = c.rtol = 1e-4;
+  c.nhwc = true;
+  run_both(c);
 }
 
 // ---- pools -------------------------------------------------------------------------------------
@@ -546,8 +563,9 @@ TEST_F(GpuTest, Reductions) {
       run_layouts(reduce(x, {0, 2}, keepdims));
       run_layouts(reduce(x, {1, 2, 3}, keepdims));
       run_layouts(reduce(x, {}, keepdims));  // every axis
-      run_both(reduce({3, 7, 31}, {-1}, keepdims));
-      run_both(reduce({2, 1500}, {1}, keepdims));  // one block per output
+      run_both(reduce({3, 7, 31}, {-1}, keepdims));  // one warp per output
+      run_both(reduce(x, {3}, keepdims));            // one thread per output
+      run_both(reduce({2, 5000}, {1}, keepdims));    // one block per output
     }
   }
   // Axes as an attribute (opset 13; ReduceSum's became an input at 13), and noop_with_empty_axes.

@@ -421,6 +421,117 @@ void compare(const HostTensor& ref, const HostTensor& got, double atol, double r
 
 }  // namespace
 
+namespace {
+
+// The values the GPU side of a case reads: float16 where it follows the dtype, replaced by
+// gpu_tensor, transposed to channels-last for nhwc cases.
+std::vector<HostTensor> gpu_inputs_of(const GpuCase& c) {
+  const bool half = c.dtype == EDGERT_DTYPE_FLOAT16;
+  std::vector<HostTensor> values;
+  for (const CaseInput& in : c.inputs) {
+    if (in.absent) {
+      values.emplace_back();
+      continue;
+    }
+    const bool replaced = in.gpu_tensor.dtype != EDGERT_DTYPE_UNDEFINED;
+    const HostTensor& source = replaced ? in.gpu_tensor : in.tensor;
+    const bool follows = in.follows_dtype && source.dtype == EDGERT_DTYPE_FLOAT32;
+    HostTensor v = follows && half ? source.converted(EDGERT_DTYPE_FLOAT16) : source;
+    if (c.nhwc && !in.keeps_layout && !replaced && v.dims.size() == 4) v = v.nchw_to_nhwc();
+    values.push_back(std::move(v));
+  }
+  return values;
+}
+
+NodeSpec cuda_attributes_of(const GpuCase& c) {
+  NodeSpec attributes = c.attributes;
+  if (c.nhwc) attributes.string("layout", "NHWC");
+  return attributes;
+}
+
+}  // namespace
+
+double time_cuda_kernel(const GpuCase& c, int iterations) {
+  SCOPED_TRACE(c.op_type + " " + c.label);
+  const LoadedPlugin* cuda = nullptr;
+  try {
+    cuda = &plugin("cuda");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+    return -1;
+  }
+  const std::vector<HostTensor> values = gpu_inputs_of(c);
+  const NodeSpec attributes = cuda_attributes_of(c);
+  const int32_t num_inputs = static_cast<int32_t>(c.inputs.size());
+  const edgert_node node{"bench_node", c.domain.c_str(), c.op_type.c_str(), c.opset, num_inputs, c.num_outputs,
+                         static_cast<int32_t>(attributes.attributes().size()), attributes.attributes().data()};
+  std::vector<edgert_tensor> build_views;
+  for (int32_t i = 0; i < num_inputs; ++i)
+    build_views.push_back(c.inputs[i].absent ? edgert_tensor{}
+                                             : view_of(&values[i], c.inputs[i].constant ? values[i].bytes.data() : nullptr));
+  const edgert_kernel* k = pick_kernel(*cuda, c.cuda_kernel, node, build_views);
+  if (!k) {
+    ADD_FAILURE() << "the cuda plugin has no kernel that supports this node";
+    return -1;
+  }
+  int64_t tactic = 0;
+  if (k->tactics) {
+    edgert_tactic first{};
+    if (k->tactics(k, &node, build_views.data(), &first, 1) > 0) tactic = first.id;
+  }
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  std::vector<edgert_tensor> views;
+  for (int32_t i = 0; i < num_inputs; ++i) {
+    if (c.inputs[i].absent) {
+      views.push_back(edgert_tensor{});
+      continue;
+    }
+    if ((k->host_inputs >> i) & 1u) {
+      views.push_back(view_of(&values[i], values[i].bytes.data()));
+      continue;
+    }
+    buffers.push_back(std::make_unique<DeviceBuffer>(values[i].bytes.size()));
+    cudaMemcpy(buffers.back()->p, values[i].bytes.data(), values[i].bytes.size(), cudaMemcpyHostToDevice);
+    views.push_back(view_of(&values[i], buffers.back()->p));
+  }
+  std::vector<edgert_tensor> outs(static_cast<size_t>(c.num_outputs));
+  void* state = nullptr;
+  edgert_prepare_info info{};
+  edgert_error error{};
+  if (k->prepare(k, &node, tactic, views.data(), outs.data(), &state, &info, &error) != EDGERT_OK) {
+    ADD_FAILURE() << "prepare: " << error.message;
+    if (state) k->release(k, state);
+    return -1;
+  }
+  for (edgert_tensor& t : outs) {
+    buffers.push_back(std::make_unique<DeviceBuffer>(bytes_of(t)));
+    t.data = buffers.back()->p;
+  }
+  DeviceBuffer workspace(info.workspace_bytes);
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, end = nullptr;
+  cudaStreamCreate(&stream);
+  cudaEventCreate(&start);
+  cudaEventCreate(&end);
+  edgert_status s = k->execute(k, state, &node, views.data(), outs.data(), workspace.p, stream, &error);
+  cudaEventRecord(start, stream);
+  for (int i = 0; i < iterations && s == EDGERT_OK; ++i)
+    s = k->execute(k, state, &node, views.data(), outs.data(), workspace.p, stream, &error);
+  cudaEventRecord(end, stream);
+  const cudaError_t synced = cudaEventSynchronize(end);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, end);
+  cudaEventDestroy(start);
+  cudaEventDestroy(end);
+  cudaStreamDestroy(stream);
+  k->release(k, state);
+  if (s != EDGERT_OK || synced != cudaSuccess) {
+    ADD_FAILURE() << "execute: " << (s != EDGERT_OK ? error.message : cudaGetErrorString(synced));
+    return -1;
+  }
+  return 1000.0 * ms / iterations;
+}
+
 std::string gpu_unavailable_reason() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
@@ -451,24 +562,19 @@ void run_case(const GpuCase& c) {
   }
   const bool half = c.dtype == EDGERT_DTYPE_FLOAT16;
 
-  // The values each side sees: the CPU float32 (rounded through float16 for float16 cases).
-  std::vector<HostTensor> cpu_values, gpu_values;
+  // The CPU sees float32 (rounded through float16 for float16 cases); the GPU gpu_inputs_of's.
+  std::vector<HostTensor> cpu_values;
   for (const CaseInput& in : c.inputs) {
-    if (in.absent) {
-      cpu_values.emplace_back();
-      gpu_values.emplace_back();
-      continue;
-    }
     const bool follows = in.follows_dtype && in.tensor.dtype == EDGERT_DTYPE_FLOAT32;
-    const HostTensor gpu = follows && half ? in.tensor.converted(EDGERT_DTYPE_FLOAT16) : in.tensor;
-    cpu_values.push_back(follows && half ? gpu.converted(EDGERT_DTYPE_FLOAT32) : in.tensor);
-    gpu_values.push_back(gpu);
+    cpu_values.push_back(in.absent ? HostTensor{}
+                         : follows && half ? in.tensor.converted(EDGERT_DTYPE_FLOAT16).converted(EDGERT_DTYPE_FLOAT32)
+                                           : in.tensor);
   }
+  const std::vector<HostTensor> gpu_layout_values = gpu_inputs_of(c);
   const int32_t num_inputs = static_cast<int32_t>(c.inputs.size());
 
   // Nodes: the CUDA one carries the layout.
-  NodeSpec cuda_attributes = c.attributes;
-  if (c.nhwc) cuda_attributes.string("layout", "NHWC");
+  const NodeSpec cuda_attributes = cuda_attributes_of(c);
   const char* domain = c.domain.c_str();
   const edgert_node cpu_node{"test_node", domain, c.op_type.c_str(), c.opset, num_inputs, c.num_outputs,
                              static_cast<int32_t>(c.attributes.attributes().size()), c.attributes.attributes().data()};
@@ -517,12 +623,6 @@ void run_case(const GpuCase& c) {
   }
 
   // ---- CUDA: what the builder shows it, then every tactic at run time
-  std::vector<HostTensor> gpu_layout_values = gpu_values;  // transposed where NHWC applies
-  for (int32_t i = 0; i < num_inputs; ++i) {
-    const CaseInput& in = c.inputs[i];
-    if (!in.absent && c.nhwc && !in.keeps_layout && in.tensor.dims.size() == 4)
-      gpu_layout_values[i] = gpu_values[i].nchw_to_nhwc();
-  }
   std::vector<edgert_tensor> build_views;
   for (int32_t i = 0; i < num_inputs; ++i) {
     const CaseInput& in = c.inputs[i];

@@ -107,6 +107,10 @@ struct CaseInput {
   bool follows_dtype = true;  // float32 values run in the case's dtype on the GPU; false: as given to both
   bool keeps_layout = false;  // rank 4 but not transposed under nhwc (convolution weights)
   bool absent = false;        // an optional input left out
+  // What the GPU gets instead, already in the layout its kernel reads (e.g. a channels-last
+  // dense convolution's [M, KH, KW, C] weights); converted to float16 when it follows the dtype,
+  // never transposed. Empty dims: none.
+  HostTensor gpu_tensor{EDGERT_DTYPE_UNDEFINED, {}, {}};
 };
 
 inline CaseInput input(HostTensor t) { return CaseInput{std::move(t)}; }
@@ -146,6 +150,11 @@ struct GpuCase {
 
 // Runs the case as the header comment says; reports through gtest (EXPECT/ADD_FAILURE).
 void run_case(const GpuCase& c);
+
+// Microseconds per execute() of the CUDA kernel's first tactic on the case's inputs (CUDA events
+// around `iterations` back-to-back runs on one stream, after one warm-up); no reference run, no
+// comparison. Negative when the kernel cannot run the case (a gtest failure says why).
+double time_cuda_kernel(const GpuCase& c, int iterations);
 
 // Empty when a CUDA GPU is usable here, else why not.
 std::string gpu_unavailable_reason();
