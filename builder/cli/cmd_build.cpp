@@ -96,6 +96,7 @@ void add_build_command(CLI::App& app) {
     std::vector<std::string> min_shapes, opt_shapes, max_shapes;
     std::string sign_key;
     bool verbose = false, no_optimize = false, no_self_test = false;
+    bool fp16 = false, tf32 = false, no_gpu = false;
     std::string timing_cache, tactics = "tune";
     bool no_tune = false, ignore_timing_cache_errors = false;
     int32_t threads = 0;
@@ -122,6 +123,11 @@ void add_build_command(CLI::App& app) {
   cmd->add_flag("--no-optimize", options->no_optimize, "Skip the graph passes (folding, fusion): nodes as imported");
   cmd->add_option("--sign", options->sign_key, "Sign the engine with this ed25519 secret key (from edgert keygen)");
   cmd->add_flag("--no-self-test", options->no_self_test, "Do not store a self-test vector in the engine");
+  cmd->add_flag("--fp16", options->fp16,
+                "Run GPU layers in float16 on tensor cores where it keeps accuracy (softmax, normalizations and "
+                "large reductions stay float32; inputs and outputs stay float32)");
+  cmd->add_flag("--tf32", options->tf32, "Let float32 GPU convolutions and GEMMs use TF32 tensor cores");
+  cmd->add_flag("--no-gpu", options->no_gpu, "Keep every node on the CPU even when the board has a GPU");
   cmd->add_option("--min-shapes,--minShapes", options->min_shapes,
                   "Optimization profile minimum: NAME:1x3x160x160,... (repeat the flag or join with commas; "
                   "naming an input again starts the next profile)")
@@ -157,6 +163,9 @@ void add_build_command(CLI::App& app) {
     build.optimize = !options->no_optimize;
     build.profiles = parse_profiles(options->min_shapes, options->opt_shapes, options->max_shapes);
     build.self_test = !options->no_self_test;
+    build.fp16 = options->fp16;
+    build.tf32 = options->tf32;
+    build.use_device = !options->no_gpu;
     build.tactics = options->no_tune || options->tactics == "first" ? builder::TacticPolicy::kFirst
                                                                     : builder::TacticPolicy::kTune;
     build.timing_cache_path = options->timing_cache;

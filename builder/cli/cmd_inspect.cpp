@@ -57,6 +57,9 @@ ordered_json tensor_json(const fb::Graph* g, int32_t index, const fb::MemoryPlan
     j["arena_offset"] = offset >= 0 ? ordered_json(offset) : ordered_json(nullptr);
     j["bytes"] = offset >= 0 ? ordered_json(plan->sizes()->Get(index)) : ordered_json(nullptr);
   }
+  static const char* const kSpaces[] = {"host", "device", "unified"};
+  const int space = t->memory_space();
+  j["memory_space"] = space >= 0 && space <= 2 ? kSpaces[space] : "unknown";
   return j;
 }
 
@@ -113,6 +116,15 @@ ordered_json engine_json(const EngineFile& file) {
         if (n->outputs())
           for (int32_t t : *n->outputs()) node["outputs"].push_back(tensor_json(graph, t, graph_plan));
         node["tactic_name"] = n->tactic_name() ? ordered_json(n->tactic_name()->str()) : ordered_json(nullptr);
+        // Per optimization profile, when the engine has several.
+        node["profile_tactics"] = ordered_json::array();
+        if (n->profile_tactics())
+          for (uint32_t p = 0; p < n->profile_tactics()->size(); ++p)
+            node["profile_tactics"].push_back(
+                {{"tactic", n->profile_tactics()->Get(p)},
+                 {"tactic_name", n->profile_tactic_names() && p < n->profile_tactic_names()->size()
+                                     ? ordered_json(n->profile_tactic_names()->Get(p)->str())
+                                     : ordered_json(nullptr)}});
         nodes.push_back(node);
       }
     j["graphs"].push_back({{"index", g}, {"name", str(graph->name())}, {"nodes", nodes}});
@@ -126,9 +138,13 @@ ordered_json engine_json(const EngineFile& file) {
         largest = std::max<uint64_t>(largest, plan->sizes()->Get(t));
         ++planned;
       }
+  const uint64_t device_arena = plan ? plan->device_arena_bytes() : 0, unified_arena = plan ? plan->unified_arena_bytes() : 0,
+                 device_workspace = plan ? plan->device_workspace_bytes() : 0;
   j["memory_plan"] = plan ? ordered_json{{"arena_bytes", arena}, {"alignment", plan->alignment()},
                                          {"workspace_bytes", workspace}, {"planned_tensors", planned},
-                                         {"activation_bytes", activation_bytes}, {"largest_tensor_bytes", largest}}
+                                         {"activation_bytes", activation_bytes}, {"largest_tensor_bytes", largest},
+                                         {"device_arena_bytes", device_arena}, {"unified_arena_bytes", unified_arena},
+                                         {"device_workspace_bytes", device_workspace}}
                           : ordered_json(nullptr);
   j["totals"] = {{"nodes", main->nodes() ? main->nodes()->size() : 0},
                  {"tensors", main->tensors() ? main->tensors()->size() : 0},
@@ -136,7 +152,27 @@ ordered_json engine_json(const EngineFile& file) {
                  {"weight_bytes", weight_bytes},
                  {"arena_bytes", arena},
                  {"workspace_bytes", workspace},
-                 {"footprint_bytes", weight_bytes + arena + workspace}};
+                 {"footprint_bytes", weight_bytes + arena + workspace + device_arena + unified_arena + device_workspace},
+                 {"device_arena_bytes", device_arena + unified_arena},
+                 {"device_workspace_bytes", device_workspace}};
+  // Optimization profiles: per profile, each dynamic input's min, opt and max shapes.
+  j["profiles"] = ordered_json::array();
+  if (e->profiles())
+    for (uint32_t p = 0; p < e->profiles()->size(); ++p) {
+      ordered_json inputs = ordered_json::array();
+      if (const auto* ranges = e->profiles()->Get(p)->inputs())
+        for (const fb::ShapeRange* r : *ranges) {
+          auto dims = [](const flatbuffers::Vector<int64_t>* v) {
+            ordered_json a = ordered_json::array();
+            if (v)
+              for (int64_t d : *v) a.push_back(d);
+            return a;
+          };
+          inputs.push_back({{"name", str(r->input())}, {"min", dims(r->min())}, {"opt", dims(r->opt())},
+                            {"max", dims(r->max())}});
+        }
+      j["profiles"].push_back({{"index", p}, {"inputs", inputs}});
+    }
   return j;
 }
 
@@ -173,9 +209,13 @@ void print_text(const ordered_json& j) {
                   n["kernel"].get<std::string>().c_str(), tactic.c_str(), n["precision"].get<std::string>().c_str());
       for (const auto& t : n["outputs"]) {
         std::string where;
+        const std::string space = t.is_object() ? t["memory_space"].get<std::string>() : "host";
         if (t.is_object() && t.contains("arena_offset") && !t["arena_offset"].is_null())
-          where = " @ arena " + std::to_string(t["arena_offset"].get<int64_t>()) + " (" +
-                  std::to_string(t["bytes"].get<uint64_t>()) + " bytes)";
+          where = " @ " + (space == "host" ? std::string() : space + " ") + "arena " +
+                  std::to_string(t["arena_offset"].get<int64_t>()) + " (" + std::to_string(t["bytes"].get<uint64_t>()) +
+                  " bytes)";
+        else if (space != "host")
+          where = " in " + space + " memory";
         std::printf("      -> %s%s\n", shape_text(t).c_str(), where.c_str());
       }
     }
@@ -191,8 +231,24 @@ void print_text(const ordered_json& j) {
                 static_cast<unsigned long long>(j["memory_plan"]["planned_tensors"].get<uint64_t>()),
                 static_cast<unsigned long long>(j["memory_plan"]["largest_tensor_bytes"].get<uint64_t>()),
                 static_cast<unsigned long long>(j["memory_plan"]["workspace_bytes"].get<uint64_t>()));
-  std::printf("footprint: %llu bytes (weights + arena + workspace)\n",
+  if (!j["memory_plan"].is_null() && (totals["device_arena_bytes"].get<uint64_t>() || totals["device_workspace_bytes"].get<uint64_t>()))
+    std::printf("device memory: %llu-byte arena, %llu-byte workspace\n",
+                static_cast<unsigned long long>(totals["device_arena_bytes"].get<uint64_t>()),
+                static_cast<unsigned long long>(totals["device_workspace_bytes"].get<uint64_t>()));
+  std::printf("footprint: %llu bytes (weights + arenas + workspaces)\n",
               static_cast<unsigned long long>(totals["footprint_bytes"].get<uint64_t>()));
+  for (const auto& p : j["profiles"]) {
+    std::printf("profile %u:", p["index"].get<unsigned>());
+    auto text = [](const ordered_json& dims) {
+      std::string s = "[";
+      for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i].get<int64_t>());
+      return s + "]";
+    };
+    for (const auto& in : p["inputs"])
+      std::printf(" %s min %s opt %s max %s", in["name"].get<std::string>().c_str(), text(in["min"]).c_str(),
+                  text(in["opt"]).c_str(), text(in["max"]).c_str());
+    std::printf("\n");
+  }
 }
 
 }  // namespace

@@ -71,6 +71,7 @@ void add_run_command(CLI::App& app) {
     }
 
     ExecutionContext context(*engine);
+    options->load.apply(context);
     auto run_once = [&] {
       if (context.run(inputs.data(), static_cast<int32_t>(inputs.size()), &error) != EDGERT_OK)
         builder::build_fail(error.status, "%s", error.message);

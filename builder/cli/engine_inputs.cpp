@@ -15,6 +15,8 @@ void EngineLoadFlags::add_to(CLI::App* command) {
   command->add_option("--threads", threads, "Threads each kernel may use, this one included (0: the plugin's default)")
       ->check(CLI::Range(0, 1024));
   command->add_flag("--pin-threads", pin_threads, "Pin kernel worker threads to CPUs, one each");
+  command->add_flag("--no-cuda-graph", no_cuda_graph,
+                    "Enqueue a device engine's kernels one by one on every run instead of replaying a CUDA graph");
 }
 
 std::unique_ptr<LoadedEngine> EngineLoadFlags::load(const std::string& path) const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "execution_context.h"
 #include "loaded_engine.h"
 #include "tensor_io.h"
 
@@ -19,8 +20,11 @@ struct EngineLoadFlags {
   bool allow_board_mismatch = false;
   int32_t threads = 0;  // --threads: kernel threads (edgert_load_options.num_threads); 0: plugin default
   bool pin_threads = false;
+  bool no_cuda_graph = false;  // --no-cuda-graph: device engines run node by node every time
 
   void add_to(CLI::App* command);
+  // What these flags set on a context (CUDA graphs).
+  void apply(ExecutionContext& context) const { context.set_cuda_graphs(!no_cuda_graph); }
   // Loads and verifies `path` with the thread settings applied to its plugins; throws
   // BuildError with the runtime's message.
   std::unique_ptr<LoadedEngine> load(const std::string& path) const;

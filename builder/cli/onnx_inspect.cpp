@@ -35,15 +35,6 @@ ordered_json value_json(const Value& v) {
   return {{"name", v.name}, {"dtype", dtype_name(v.dtype)}, {"shape", v.rank_known ? shape : ordered_json(nullptr)}};
 }
 
-// The runtime runs control flow itself (kernel_selection.cpp gives these to the "builtin" plugin).
-const char* builtin_kernel(const Node& node) {
-  if (!node.domain.empty()) return nullptr;
-  if (node.op_type == "If") return "builtin-if";
-  if (node.op_type == "Loop") return "builtin-loop";
-  if (node.op_type == "Scan") return "builtin-scan";
-  return nullptr;
-}
-
 // Why no plugin took `node`: a kernel for the op that declined it, or none at all.
 std::string unsupported_reason(const Node& node, const std::vector<const LoadedPlugin*>& plugins) {
   std::string declined;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "build_error.h"
+#include "device_placement.h"
 #include "engine_writer.h"
 #include "kernel_selection.h"
 #include "onnx_import.h"
@@ -86,6 +87,28 @@ BuildResult build_engine(const BuildOptions& options) {
   std::stable_sort(plugins.begin(), plugins.end(), [](const LoadedPlugin* a, const LoadedPlugin* b) {
     return (a->table->score ? a->table->score() : 0) > (b->table->score ? b->table->score() : 0);
   });
+  // Device plugins only for a board with that device, and not with --no-gpu. A GPU board built
+  // where no GPU plugin runs gets a host-only engine, and says so.
+  const bool board_gpu = options.board.gpu_type == "cuda";
+  bool have_device = false;
+  for (const LoadedPlugin* p : plugins) have_device = have_device || p->table->device;
+  if (board_gpu && options.use_device && !have_device)
+    result.warnings.push_back("board " + options.board.name + " has a " + options.board.hardware.gpu +
+                              " GPU, but no GPU plugin runs on this machine (no driver or GPU, or the CUDA plugin is "
+                              "not installed): every node runs on the CPU; build on the board (or a machine with "
+                              "its GPU) for a GPU engine");
+  if (!board_gpu || !options.use_device)
+    plugins.erase(std::remove_if(plugins.begin(), plugins.end(), [](const LoadedPlugin* p) { return p->table->device; }),
+                  plugins.end());
+  have_device = have_device && board_gpu && options.use_device;
+  if (options.fp16 && std::find(options.board.precisions.begin(), options.board.precisions.end(), "fp16") ==
+                          options.board.precisions.end())
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--fp16: board %s allows precisions %s only (its profile's precisions:)",
+               options.board.name.c_str(), [&] {
+                 std::string list;
+                 for (const std::string& p : options.board.precisions) list += (list.empty() ? "" : ", ") + p;
+                 return list;
+               }().c_str());
 
   Graph& main = result.model.graphs[0];
   validate_profiles(main, options.profiles);
@@ -99,10 +122,30 @@ BuildResult build_engine(const BuildOptions& options) {
     pass_options.plugins = plugins;
     pass_options.log = options.log;
     pass_options.profiles = options.profiles;
+    pass_options.target_device = have_device;
     result.passes = PassManager::standard(pass_options).run(result.model);
   } else if (!options.profiles.empty()) {
     infer_profile_shapes(main, plugins, options.profiles, 0, ProfilePoint::kOpt);
   }
+
+  // Devices: each node to a plugin, float16 on the device, memory spaces and copies.
+  PlacementOptions placement;
+  placement.plugins = plugins;
+  placement.unified_memory = options.board.unified_memory;
+  placement.log = options.log;
+  place_nodes(result.model, placement);
+  if (have_device && options.tf32)
+    for (Node& node : main.nodes)
+      if (node.on_device) {
+        Attribute tf32;
+        tf32.name = "allow_tf32";
+        tf32.type = EDGERT_ATTR_INT;
+        tf32.i = 1;
+        node.set_attribute(tf32);
+      }
+  if (have_device && options.fp16 && convert_device_nodes_to_fp16(result.model, placement) > 0)
+    infer_profile_shapes(main, plugins, options.profiles, 0, ProfilePoint::kOpt);
+  if (have_device && assign_memory_spaces(result.model, placement) > 0) infer_shapes(main, plugins);
 
   // Kernel threads while timing, and in every cache record's key: --threads, else the board's
   // cores (the profile's cpu.cores; for --board native this machine's kernel threads), which

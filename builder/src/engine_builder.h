@@ -31,6 +31,12 @@ struct BuildOptions {
   uint64_t self_test_seed = 2026;
   const SignerRef* signer = nullptr;  // leave room for this key's signature (signing::sign_engine)
   TacticPolicy tactics = TacticPolicy::kTune;
+  // Devices: a board with a GPU gets its nodes on the GPU plugin where it has kernels, unless
+  // use_device is false (--no-gpu); fp16 (--fp16) runs device nodes in float16 where the
+  // board's precisions allow it; tf32 (--tf32) lets float32 convolutions and GEMMs use TF32.
+  bool use_device = true;
+  bool fp16 = false;
+  bool tf32 = false;
   // SQLite timing cache to read and update (see timing_cache.h); empty: timings last one build.
   std::string timing_cache_path;
   // A timing cache that cannot be used (corrupt, another program's file) is a warning and the

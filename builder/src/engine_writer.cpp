@@ -61,7 +61,7 @@ Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Model& model, const
       dims.push_back(fbs::CreateDim(fbb, d.value, d.name.empty() ? 0 : fbb.CreateString(d.name)));
     int32_t weight = v.is_constant() && referenced[i] ? weights.add(v.data.get()) : -1;
     tensors.push_back(fbs::CreateTensor(fbb, fbb.CreateString(v.name), v.dtype, fbb.CreateVector(dims),
-                                        v.rank_known, weight));
+                                        v.rank_known, weight, static_cast<int8_t>(v.space)));
   }
   std::vector<Offset<fbs::Node>> nodes;
   for (const Node& n : graph.nodes) {
@@ -166,7 +166,8 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
   std::vector<Offset<fbs::MemoryPlan>> plans;
   for (const MemoryPlan* mp : in.memory_plans)
     plans.push_back(fbs::CreateMemoryPlan(fbb, mp->arena_bytes, mp->alignment, fbb.CreateVector(mp->offsets),
-                                          fbb.CreateVector(mp->sizes), mp->workspace_bytes));
+                                          fbb.CreateVector(mp->sizes), mp->workspace_bytes, mp->device_arena_bytes,
+                                          mp->unified_arena_bytes, mp->device_workspace_bytes));
   Offset<fbs::SelfTest> self_test = 0;
   if (in.self_test) {
     auto tensors = [&](const std::vector<SelfTestTensor>& list) {

@@ -32,6 +32,8 @@ struct Value {
   // Constant data, little-endian and dense; null for activations. Shared so passes can
   // duplicate references without copying weights.
   std::shared_ptr<const std::vector<uint8_t>> data;
+  // Where the value lives at run time (device_placement.h); constants stay HOST (the file).
+  edgert_memory_space space = EDGERT_MEMORY_HOST;
 
   bool is_constant() const { return data != nullptr; }
   bool shape_is_static() const;
@@ -65,9 +67,10 @@ struct Node {
   std::vector<int32_t> outputs;
   std::vector<Attribute> attributes;
 
-  // Set by kernel selection.
+  // Set by device placement (the plugin only) and kernel selection.
   std::string plugin;
   std::string kernel;
+  bool on_device = false;  // the plugin has a device: the node's tensors are in its space
   int64_t tactic = 0;
   std::string tactic_name;  // the kernel's name for `tactic`; empty when it lists no tactics
   // With several optimization profiles: the tactic tuned at each profile's opt shapes (index =

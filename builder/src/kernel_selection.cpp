@@ -70,6 +70,7 @@ const edgert_kernel* find_kernel(const Graph& graph, const Node& node, const std
 // Control flow runs subgraphs, which only the runtime's executor can do (see
 // runtime/src/control_flow.h); these nodes go to the reserved "builtin" plugin.
 const char* builtin_kernel(const Node& node) {
+  if (node.domain == "edgert" && node.op_type == "Copy") return "builtin-copy";
   if (!node.domain.empty()) return nullptr;
   if (node.op_type == "If") return "builtin-if";
   if (node.op_type == "Loop") return "builtin-loop";
@@ -100,7 +101,12 @@ void select_kernels(Model& model, const SelectionOptions& options) {
         continue;
       }
       const LoadedPlugin* chosen_plugin = nullptr;
-      const edgert_kernel* chosen = find_kernel(graph, node, options.plugins, &chosen_plugin);
+      // A node placed on a plugin (device_placement.h) takes its kernel from that plugin.
+      std::vector<const LoadedPlugin*> candidates;
+      for (const LoadedPlugin* p : options.plugins)
+        if (node.plugin.empty() || p->name == node.plugin) candidates.push_back(p);
+      const edgert_kernel* chosen = find_kernel(graph, node, candidates, &chosen_plugin);
+      if (!chosen && !node.plugin.empty()) chosen = find_kernel(graph, node, options.plugins, &chosen_plugin);
       if (!chosen) {
         std::string searched;
         for (const LoadedPlugin* p : options.plugins) searched += (searched.empty() ? "" : ", ") + p->name + " (" + p->path + ")";
@@ -110,6 +116,7 @@ void select_kernels(Model& model, const SelectionOptions& options) {
       }
       node.plugin = chosen_plugin->name;
       node.kernel = chosen->name;
+      node.on_device = chosen_plugin->table->device != nullptr;
       if (options.log) options.log("node '" + node.name + "' (" + node.op_type + ") -> " + node.plugin + "/" + node.kernel);
       // Tactics before shape inference: prepare sizes the workspace for the chosen tactic.
       if (options.tuner) options.tuner->choose(graph, node, *chosen_plugin, *chosen);

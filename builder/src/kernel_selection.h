@@ -22,6 +22,9 @@ struct SelectionOptions {
   TacticTuner* tuner = nullptr;
 };
 
+// The runtime builtin that runs `node` ("builtin-if", "builtin-copy", ...), or null for kernels.
+const char* builtin_kernel(const Node& node);
+
 // Fails (BuildError) at the first node no plugin supports, naming the op, the node and every
 // plugin searched: an unsupported model must fail here, never at run time.
 void select_kernels(Model& model, const SelectionOptions& options);

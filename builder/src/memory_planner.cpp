@@ -73,6 +73,7 @@ std::vector<ConcatInPlace> concats_in_place(const Graph& graph, const std::vecto
     uint64_t offset = 0;
     for (int32_t u : node.inputs) {
       ok = ok && u >= 0 && plannable[u] && member_of[u] < 0 && !group_output[u] && !is_output[u] &&
+           graph.values[u].space == y.space &&
            end[u] == static_cast<int32_t>(n) && graph.values[u].dtype == y.dtype && offset % alignment == 0 &&
            std::count(node.inputs.begin(), node.inputs.end(), u) == 1;
       if (!ok) break;
@@ -102,7 +103,9 @@ MemoryPlan plan_memory(const Model& model) {
   std::vector<bool> plannable(num_values, false);
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
-    if (node.workspace_bytes > 0) plan.workspace_bytes = std::max<uint64_t>(plan.workspace_bytes, node.workspace_bytes);
+    // Host and device kernels have workspaces of their own space.
+    uint64_t& workspace = node.on_device ? plan.device_workspace_bytes : plan.workspace_bytes;
+    if (node.workspace_bytes > 0) workspace = std::max<uint64_t>(workspace, node.workspace_bytes);
     for (int32_t t : node.inputs)
       if (t >= 0) end[t] = static_cast<int32_t>(n);
     std::set<std::string> captured;
@@ -114,7 +117,10 @@ MemoryPlan plan_memory(const Model& model) {
     for (int32_t t : node.outputs) {
       start[t] = static_cast<int32_t>(n);
       const Value& v = graph.values[t];
-      plannable[t] = node.plugin != kBuiltinPluginName && !v.is_constant() && v.shape_is_static() &&
+      // Kernels and copies between memory spaces write arena tensors; control flow does not.
+      const char* builtin = builtin_kernel(node);
+      const bool writes_arena = !builtin || std::string(builtin) == "builtin-copy";
+      plannable[t] = writes_arena && !v.is_constant() && v.shape_is_static() &&
                      v.dtype != 0 && dtype_size(v.dtype) > 0;
     }
   }
@@ -159,7 +165,8 @@ MemoryPlan plan_memory(const Model& model) {
           int32_t u = node.inputs[slot];
           // A Concat member's bytes are its Concat's output: no other tensor may take them.
           if (u < 0 || plan.offsets[u] < 0 || end[u] != static_cast<int32_t>(n) || plan.sizes[u] != plan.sizes[v] ||
-              graph.values[u].dtype != graph.values[v].dtype || member_of[u] >= 0)
+              graph.values[u].dtype != graph.values[v].dtype || graph.values[u].space != graph.values[v].space ||
+              member_of[u] >= 0)
             continue;
           // A second read of u by an element-wise binary op (x * x) is harmless; by anything else
           // (Conv reading X across planes while Z = X is overwritten) it is not.
@@ -173,6 +180,7 @@ MemoryPlan plan_memory(const Model& model) {
       if (offset < 0) {
         std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, offset + aligned size)
         for (int32_t p : placed)
+          if (graph.values[p].space == graph.values[v].space)
           if (end[p] >= start[v]) busy.emplace_back(plan.offsets[p], plan.offsets[p] + align_up(std::max<uint64_t>(plan.sizes[p], 1), plan.alignment));
         std::sort(busy.begin(), busy.end());
         uint64_t cursor = 0, best_gap = UINT64_MAX;
@@ -186,7 +194,8 @@ MemoryPlan plan_memory(const Model& model) {
         if (offset < 0) offset = static_cast<int64_t>(cursor);
       }
       plan.offsets[v] = offset;
-      plan.arena_bytes = std::max(plan.arena_bytes, static_cast<uint64_t>(offset) + size);
+      uint64_t& arena = plan.arena_bytes_of(graph.values[v].space);
+      arena = std::max(arena, static_cast<uint64_t>(offset) + size);
       placed.push_back(v);
       if (group) {
         for (size_t i = 0; i < group->members.size(); ++i)

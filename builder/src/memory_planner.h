@@ -28,7 +28,10 @@ namespace edgert::builder {
 struct MemoryPlan {
   uint64_t alignment = 64;           // every offset is a multiple; the arena base is too
   uint64_t arena_bytes = 0;
-  uint64_t workspace_bytes = 0;      // largest scratch any node asks for, allocated once
+  uint64_t workspace_bytes = 0;      // largest scratch any host node asks for, allocated once
+  // Tensors in device or unified memory (Value::space) are planned in arenas of their own.
+  uint64_t device_arena_bytes = 0, unified_arena_bytes = 0;
+  uint64_t device_workspace_bytes = 0;  // largest scratch any device node asks for
   std::vector<int64_t> offsets;      // per value of graphs[0]: arena offset, -1 when not planned
   std::vector<uint64_t> sizes;       // per value: bytes reserved (0 when not planned)
   // Statistics for -v and RESULTS.md.
@@ -37,6 +40,11 @@ struct MemoryPlan {
   int32_t planned_tensors = 0;
   int32_t in_place = 0;
   int32_t concats_in_place = 0;      // Concat nodes whose inputs were planned inside the output
+
+  uint64_t& arena_bytes_of(edgert_memory_space space) {
+    return space == EDGERT_MEMORY_DEVICE ? device_arena_bytes : space == EDGERT_MEMORY_UNIFIED ? unified_arena_bytes
+                                                                                               : arena_bytes;
+  }
 };
 
 // Needs kernels selected and shapes inferred (node.plugin, value shapes, node.workspace_bytes).

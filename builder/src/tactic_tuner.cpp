@@ -11,6 +11,7 @@
 
 #include "build_error.h"
 #include "edgert/dtype_info.h"
+#include "edgert/float16.h"
 #include "node_view.h"
 
 namespace edgert::builder {
@@ -42,15 +43,29 @@ std::string tensor_signature(const Value& v) {
   return s + "]";
 }
 
-// 64-byte aligned, zeroed scratch for tensors and workspaces.
+// Scratch for tensors and workspaces: 64-byte aligned, zeroed host memory, or the device
+// memory of a device kernel's plugin (tensors it reads and writes live there).
 struct AlignedBuffer {
   struct Free {
-    void operator()(void* p) const { std::free(p); }
+    const edgert_device* device = nullptr;
+    void operator()(void* p) const {
+      if (device) device->free(device->kernel_space, p);
+      else std::free(p);
+    }
   };
   std::unique_ptr<void, Free> data;
 
-  explicit AlignedBuffer(size_t bytes) {
+  explicit AlignedBuffer(size_t bytes, const edgert_device* device = nullptr) : data(nullptr, Free{device}) {
     size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    if (device) {
+      void* p = nullptr;
+      edgert_error error{};
+      if (device->allocate(device->kernel_space, rounded, &p, &error) != EDGERT_OK)
+        build_fail(EDGERT_ERR_OUT_OF_MEMORY, "tactic timing: cannot allocate %zu bytes of device memory: %s", bytes,
+                   error.message);
+      data.reset(p);
+      return;
+    }
     data.reset(std::aligned_alloc(64, rounded));
     if (!data) build_fail(EDGERT_ERR_OUT_OF_MEMORY, "tactic timing: cannot allocate %zu bytes", bytes);
     std::memset(data.get(), 0, rounded);
@@ -71,6 +86,9 @@ void fill_random(const edgert_tensor& t, void* data, std::mt19937& rng) {
   if (t.dtype == EDGERT_DTYPE_FLOAT32) {
     float* p = static_cast<float*>(data);
     for (size_t i = 0; i < count; ++i) p[i] = uniform(rng);
+  } else if (t.dtype == EDGERT_DTYPE_FLOAT16) {
+    uint16_t* p = static_cast<uint16_t*>(data);
+    for (size_t i = 0; i < count; ++i) p[i] = edgert_float_to_half(uniform(rng));
   } else if (t.dtype == EDGERT_DTYPE_FLOAT64) {
     double* p = static_cast<double*>(data);
     for (size_t i = 0; i < count; ++i) p[i] = uniform(rng);
@@ -113,9 +131,28 @@ struct Trial {
 class TacticTimer {
  public:
   // spin_ms: untimed work before the first timing (spin_up), for a build's first timed node.
+  // A device kernel (its plugin has a device) runs on device memory on a stream of its own,
+  // timed on the device between two timers.
   TacticTimer(const TunerOptions& options, const Graph& graph, const Node& node, const edgert_kernel& kernel,
-              double spin_ms)
-      : options_(options), view_(graph, node), node_(node), kernel_(kernel), spin_ms_(spin_ms) {}
+              const edgert_device* device, double spin_ms)
+      : options_(options), view_(graph, node), node_(node), kernel_(kernel), device_(device), spin_ms_(spin_ms) {
+    if (!device_) return;
+    edgert_error error{};
+    if (device_->stream_create(&stream_, &error) != EDGERT_OK || device_->timer_create(&start_, &error) != EDGERT_OK ||
+        device_->timer_create(&end_, &error) != EDGERT_OK)
+      build_fail(error.status, "tactic timing on the device: %s", error.message);
+  }
+  ~TacticTimer() {
+    if (!device_) return;
+    edgert_error ignored{};
+    device_->synchronize(stream_, &ignored);
+    storage_.clear();
+    if (start_) device_->timer_free(start_);
+    if (end_) device_->timer_free(end_);
+    device_->stream_destroy(stream_);
+  }
+  TacticTimer(const TacticTimer&) = delete;
+  TacticTimer& operator=(const TacticTimer&) = delete;
 
   // Every candidate is prepared first; after its warm-up, the candidates take turns, one run
   // each per round, and each keeps the median of its runs. A burst of other load on a shared
@@ -128,16 +165,33 @@ class TacticTimer {
     std::mt19937 rng(2026);
     inputs_.assign(view_.inputs(), view_.inputs() + node_.inputs.size());
     size_t constant_bytes = 0;
-    for (edgert_tensor& t : inputs_) {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      edgert_tensor& t = inputs_[i];
       if (t.data) constant_bytes += tensor_bytes(t);
-      if (t.data || t.dtype == EDGERT_DTYPE_UNDEFINED) continue;  // a constant, or an omitted input
+      if (t.dtype == EDGERT_DTYPE_UNDEFINED) continue;  // an omitted input
+      // A device kernel reads its operands on the device, except those it reads on the host.
+      const bool on_device = device_ && !(i < 64 && (kernel_.host_inputs >> i) & 1u);
+      if (t.data && !on_device) continue;  // a constant
       if (edgert_dtype_size(t.dtype) == 0) {
         outcome.untimed_reason = std::string("an input of dtype ") + edgert_dtype_name(t.dtype) + " cannot be made up";
         return outcome;
       }
-      storage_.emplace_back(tensor_bytes(t));
+      AlignedBuffer host(tensor_bytes(t));
+      if (t.data) std::memcpy(host.data.get(), t.data, tensor_bytes(t));
+      else fill_random(t, host.data.get(), rng);
+      if (!on_device) {
+        storage_.push_back(std::move(host));
+        t.data = storage_.back().data.get();
+        continue;
+      }
+      storage_.emplace_back(tensor_bytes(t), device_);
+      edgert_error error{};
+      if (device_->copy(storage_.back().data.get(), device_->kernel_space, host.data.get(), EDGERT_MEMORY_HOST,
+                        tensor_bytes(t), stream_, &error) != EDGERT_OK ||
+          device_->synchronize(stream_, &error) != EDGERT_OK)
+        build_fail(error.status, "tactic timing: copying an input of node '%s' to the device: %s", node_.name.c_str(),
+                   error.message);
       t.data = storage_.back().data.get();
-      fill_random(t, t.data, rng);
     }
     const bool together = constant_bytes * 2 * candidates.size() < options_.together_bytes;
     std::vector<std::unique_ptr<Trial>> trials;
@@ -214,16 +268,32 @@ class TacticTimer {
       return false;
     }
     for (edgert_tensor& t : trial.outputs) {
-      trial.output_storage.emplace_back(tensor_bytes(t));
+      trial.output_storage.emplace_back(tensor_bytes(t), device_);
       t.data = trial.output_storage.back().data.get();
     }
-    trial.workspace = std::make_unique<AlignedBuffer>(info.workspace_bytes);
+    trial.workspace = std::make_unique<AlignedBuffer>(info.workspace_bytes, device_);
     return true;
   }
 
-  // One run's wall time; marks the trial failed when the kernel reports an error.
+  // One run's time (wall time on the host, device time between timers on a device); marks the
+  // trial failed when the kernel reports an error.
   double execute_timed(Trial& trial) {
     edgert_error e{};
+    if (device_) {
+      float ms = 0;
+      edgert_status status = device_->timer_record(start_, stream_, &e);
+      if (status == EDGERT_OK)
+        status = kernel_.execute(&kernel_, trial.state, view_.node(), inputs_.data(), trial.outputs.data(),
+                                 trial.workspace->data.get(), stream_, &e);
+      if (status == EDGERT_OK) status = device_->timer_record(end_, stream_, &e);
+      if (status == EDGERT_OK) status = device_->timer_elapsed(start_, end_, &ms, &e);
+      if (status != EDGERT_OK) {
+        trial.failed = true;
+        edgert_error ignored{};
+        device_->synchronize(stream_, &ignored);
+      }
+      return ms;
+    }
     const Clock::time_point start = Clock::now();
     const edgert_status status = kernel_.execute(&kernel_, trial.state, view_.node(), inputs_.data(),
                                                  trial.outputs.data(), trial.workspace->data.get(), nullptr, &e);
@@ -285,7 +355,11 @@ class TacticTimer {
   NodeView view_;
   const Node& node_;
   const edgert_kernel& kernel_;
+  const edgert_device* device_;
   const double spin_ms_;
+  void* stream_ = nullptr;
+  void* start_ = nullptr;
+  void* end_ = nullptr;
   std::vector<edgert_tensor> inputs_;
   std::vector<AlignedBuffer> storage_;
 };
@@ -432,8 +506,13 @@ void TacticTuner::choose(const Graph& graph, Node& node, const LoadedPlugin& plu
     return;
   }
 
-  TimingKey key{options_.board_fingerprint, plugin.name, plugin.table->version ? plugin.table->version : "",
-                kernel.name, op_signature(graph, node), options_.threads};
+  // A device kernel's speed is the device's and its libraries': they are part of the plugin's
+  // version in the key (the GPU's name, SM, driver, cuDNN and cuBLASLt versions).
+  const edgert_device* device = plugin.table->device;
+  std::string version = plugin.table->version ? plugin.table->version : "";
+  if (device) version += std::string(" on ") + device->describe();
+  TimingKey key{options_.board_fingerprint, plugin.name, version, kernel.name, op_signature(graph, node),
+                device ? 0 : options_.threads};
   if (std::optional<TimingRecord> record = options_.cache->find(key)) {
     bool offered = false;
     for (const edgert_tactic& c : candidates) offered = offered || c.id == record->chosen;
@@ -457,7 +536,8 @@ void TacticTuner::choose(const Graph& graph, Node& node, const LoadedPlugin& plu
 
   Clock::time_point start = Clock::now();
   TimingOutcome outcome =
-      TacticTimer(options_, graph, node, kernel, stats_.timed == 0 ? options_.spin_up_ms : 0).run(candidates);
+      TacticTimer(options_, graph, node, kernel, plugin.table->device, stats_.timed == 0 ? options_.spin_up_ms : 0)
+          .run(candidates);
   stats_.timing_seconds += elapsed_ms(start) / 1000;
   if (!outcome.untimed_reason.empty()) {
     ++stats_.first_listed;

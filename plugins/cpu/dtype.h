@@ -6,6 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "edgert/float16.h"
 #include "edgert/types.h"
 
 namespace edgert::cpu {
@@ -18,55 +19,9 @@ struct float16 {
   float16(float value) : bits(from_float(value)) {}  // NOLINT: implicit like a builtin float
   operator float() const { return to_float(bits); }   // NOLINT
 
-  static float to_float(uint16_t h) {
-    uint32_t sign = (h & 0x8000u) << 16;
-    uint32_t exponent = (h >> 10) & 0x1f;
-    uint32_t mantissa = h & 0x3ffu;
-    uint32_t bits32;
-    if (exponent == 0) {
-      if (mantissa == 0) {
-        bits32 = sign;
-      } else {  // subnormal: renormalise
-        exponent = 127 - 15 + 1;
-        while ((mantissa & 0x400u) == 0) {
-          mantissa <<= 1;
-          --exponent;
-        }
-        mantissa &= 0x3ffu;
-        bits32 = sign | (exponent << 23) | (mantissa << 13);
-      }
-    } else if (exponent == 0x1f) {
-      bits32 = sign | 0x7f800000u | (mantissa << 13);
-    } else {
-      bits32 = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-    }
-    float out;
-    std::memcpy(&out, &bits32, sizeof out);
-    return out;
-  }
-
+  static float to_float(uint16_t h) { return edgert_half_to_float(h); }
   // Round to nearest even, as numpy and ONNX Runtime do.
-  static uint16_t from_float(float value) {
-    uint32_t x;
-    std::memcpy(&x, &value, sizeof x);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t abs = x & 0x7fffffffu;
-    if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
-    if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-    if (abs < 0x38800000u) {                                                // subnormal or zero
-      if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
-      uint32_t exponent = abs >> 23;
-      uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
-      uint32_t shift = 126 - exponent;  // 14 + (112 - exponent) ... places mantissa at 2^-24 units
-      uint32_t half = mantissa >> shift;
-      uint32_t remainder = mantissa & ((1u << shift) - 1);
-      uint32_t halfway = 1u << (shift - 1);
-      if (remainder > halfway || (remainder == halfway && (half & 1u))) ++half;
-      return static_cast<uint16_t>(sign | half);
-    }
-    uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
-    return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
-  }
+  static uint16_t from_float(float value) { return edgert_float_to_half(value); }
 };
 
 // bfloat16: the top half of a float32, rounded to nearest even.

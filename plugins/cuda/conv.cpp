@@ -187,9 +187,11 @@ class ConvOp : public Op {
       if (tactic() != kDepthwiseTactic) fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld is not the depthwise kernel", static_cast<long long>(tactic()));
       return;
     }
-    if (tactic() < 1 || tactic() > CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+    if (tactic() < 0 || tactic() > CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
       fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld names no cuDNN algorithm", static_cast<long long>(tactic()));
-    algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(tactic() - 1);
+    // Tactic 0 (untuned, as in shape inference) is the first listed: implicit-precomputed GEMM.
+    algo_ = tactic() == 0 ? CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM
+                          : static_cast<cudnnConvolutionFwdAlgo_t>(tactic() - 1);
     describe(node);
     size_t bytes = 0;
     check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(cudnn_handle(), d_.x, d_.w, d_.conv, d_.y, algo_, &bytes),
@@ -224,9 +226,13 @@ class ConvOp : public Op {
                   "cudnnConvolutionBiasActivationForward");
       return;
     }
+    // The memory plan may put the output over the residual (in place): the convolution then
+    // adds into it (beta 1) and the epilogue adds no residual again.
+    const bool residual_in_y = residual && residual == out[0].data;
     check_cudnn(cudnnConvolutionForward(handle, &one, d_.x, in[0].data, d_.w, in[1].data, d_.conv, algo_, workspace,
-                                        workspace_bytes_, &zero, d_.y, out[0].data),
+                                        workspace_bytes_, residual_in_y ? &one : &zero, d_.y, out[0].data),
                 "cudnnConvolutionForward");
+    if (residual_in_y) residual = nullptr;
     if (bias || residual || activation_.kind != ActivationKind::None)
       launch_bias_activation(out[0].data, bias, residual, dtype_, g_.n, g_.m, g_.out_h * g_.out_w, nhwc_, activation_,
                              stream);

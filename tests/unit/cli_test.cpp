@@ -221,7 +221,12 @@ TEST_F(CliTest, InspectOfAnEngineKeepsItsDocumentedJsonKeys) {
   std::vector<std::string> keys;
   for (const auto& [key, value] : j.items()) keys.push_back(key);
   EXPECT_EQ(keys, (std::vector<std::string>{"file", "file_bytes", "format_version", "producer", "source_model", "board",
-                                            "plugins", "inputs", "outputs", "graphs", "memory_plan", "totals"}));
+                                            "plugins", "inputs", "outputs", "graphs", "memory_plan", "totals",
+                                            "profiles"}));
+  // Keys are appended, never reordered: a tensor's memory space comes last.
+  std::vector<std::string> tensor_keys;
+  for (const auto& [key, value] : j["graphs"][0]["nodes"][0]["outputs"][0].items()) tensor_keys.push_back(key);
+  EXPECT_EQ(tensor_keys, (std::vector<std::string>{"name", "dtype", "shape", "arena_offset", "bytes", "memory_space"}));
 }
 
 // A one-test ONNX node-test folder of the small model, as `edgert conformance` reads them.

@@ -42,8 +42,12 @@ bool computable_from_constants(const Graph& graph, const Node& node, bool shapes
 }
 
 bool compute_node_outputs(Graph& graph, Node& node, const std::vector<const LoadedPlugin*>& plugins, size_t max_bytes) {
+  // The values are computed here, in host memory: host kernels only.
+  std::vector<const LoadedPlugin*> host;
+  for (const LoadedPlugin* p : plugins)
+    if (!p->table->device) host.push_back(p);
   const LoadedPlugin* plugin = nullptr;
-  const edgert_kernel* kernel = find_kernel(graph, node, plugins, &plugin);
+  const edgert_kernel* kernel = find_kernel(graph, node, host, &plugin);
   if (!kernel) return false;
   NodeView view(graph, node);
   if (!view.inputs_static()) return false;

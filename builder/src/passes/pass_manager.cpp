@@ -29,6 +29,16 @@ void infer_shapes(Graph& graph, const std::vector<const LoadedPlugin*>& plugins)
   std::vector<int32_t> computed;
   for (Node& node : graph.nodes) {
     if (has_graph_attribute(node)) continue;  // control flow: the runtime runs it
+    if (builtin_kernel(node)) {  // a copy between memory spaces: what goes in comes out
+      if (node.inputs.size() == 1 && node.outputs.size() == 1 && node.inputs[0] >= 0) {
+        const Value& from = graph.values[node.inputs[0]];
+        Value& to = graph.values[node.outputs[0]];
+        to.dtype = from.dtype;
+        to.rank_known = from.rank_known;
+        to.shape = from.shape;
+      }
+      continue;
+    }
     const LoadedPlugin* plugin = nullptr;
     const edgert_kernel* kernel = find_kernel(graph, node, plugins, &plugin);
     if (kernel) infer_node_outputs(graph, node, *plugin, *kernel);
@@ -150,9 +160,11 @@ PassManager PassManager::standard(PassOptions options) {
   manager.add("batchnorm-folding", fold_batchnorm);
   manager.add("pattern-recognition", recognize_patterns);
   manager.add("activation-fusion", fuse_activations);
-  manager.add("pool-fusion", fuse_max_pools);
-  manager.add("channel-scale-fusion", fuse_channel_scales);
-  manager.add("expand-depthwise-fusion", fuse_expand_depthwise);
+  if (!manager.options_.target_device) {
+    manager.add("pool-fusion", fuse_max_pools);
+    manager.add("channel-scale-fusion", fuse_channel_scales);
+    manager.add("expand-depthwise-fusion", fuse_expand_depthwise);
+  }
   manager.add("pointwise-fusion", fuse_pointwise_chains);
   manager.add("dead-code", eliminate_dead_code);
   return manager;

@@ -25,6 +25,10 @@ struct PassOptions {
   // The build's optimization profiles: shapes are inferred at profile 0's opt and every
   // dimension learns whether it varies (shape_profiles.h). Empty: shapes as the model gives.
   std::vector<ShapeProfile> profiles;
+  // The build places nodes on a device: fusions only the CPU plugin runs (a max pool, a channel
+  // scale or a 1x1 expansion folded into a convolution) are left out, or they would pull those
+  // convolutions off the device.
+  bool target_device = false;
 };
 
 // What a pass works on. `pinned` marks values a pass must neither remove nor rename (see

@@ -1,0 +1,330 @@
+#include "device_placement.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "edgert/float16.h"
+#include "kernel_selection.h"
+#include "node_view.h"
+#include "passes/graph_rewrite.h"
+
+namespace edgert::builder {
+namespace {
+
+bool is_integer_dtype(int32_t dtype) {
+  switch (dtype) {
+    case EDGERT_DTYPE_INT64: case EDGERT_DTYPE_INT32: case EDGERT_DTYPE_INT16: case EDGERT_DTYPE_INT8:
+    case EDGERT_DTYPE_UINT64: case EDGERT_DTYPE_UINT32: case EDGERT_DTYPE_UINT16: case EDGERT_DTYPE_UINT8:
+    case EDGERT_DTYPE_BOOL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Shape arithmetic and index bookkeeping: every output an integer. Its results feed shape
+// operands that kernels read on the host, and a GPU gains nothing on a handful of int64s.
+bool computes_integers(const Graph& graph, const Node& node) {
+  if (node.outputs.empty()) return false;
+  for (int32_t t : node.outputs)
+    if (!is_integer_dtype(graph.values[t].dtype)) return false;
+  return true;
+}
+
+bool same_domain(const char* kernel_domain, const std::string& node_domain) {
+  std::string k = kernel_domain ? kernel_domain : "";
+  if (k == "ai.onnx") k.clear();
+  return k == node_domain;
+}
+
+// The kernel of `plugin` that takes `node`, or null.
+const edgert_kernel* kernel_in(const LoadedPlugin& plugin, const Graph& graph, const Node& node) {
+  NodeView view(graph, node);
+  for (int32_t k = 0; k < plugin.table->num_kernels; ++k) {
+    const edgert_kernel& kernel = plugin.table->kernels[k];
+    if (std::strcmp(kernel.op_type, node.op_type.c_str()) != 0 || !same_domain(kernel.domain, node.domain)) continue;
+    if (kernel.supports && !kernel.supports(&kernel, view.node(), view.inputs())) continue;
+    return &kernel;
+  }
+  return nullptr;
+}
+
+const LoadedPlugin* plugin_named(const PlacementOptions& options, const std::string& name) {
+  for (const LoadedPlugin* p : options.plugins)
+    if (p->name == name) return p;
+  return nullptr;
+}
+
+// Ops whose float16 results drift from float32 beyond what a classifier tolerates: exponentials
+// and sums over many terms, and the normalizations built on them.
+bool keeps_float32(const Node& node) {
+  static const std::set<std::string> ops = {"Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization",
+                                            "GroupNormalization", "ReduceSum", "ReduceMean", "ReduceProd",
+                                            "ReduceL2", "ReduceLogSumExp", "Exp", "Log", "Pow", "Erf",
+                                            "CumSum", "Softplus", "TopK", "NonMaxSuppression"};
+  return (node.domain.empty() && ops.count(node.op_type)) || node.domain == "ai.onnx.ml";
+}
+
+std::shared_ptr<const std::vector<uint8_t>> to_half_data(const std::vector<uint8_t>& floats) {
+  auto half = std::make_shared<std::vector<uint8_t>>(floats.size() / 2);
+  const size_t count = floats.size() / 4;
+  for (size_t i = 0; i < count; ++i) {
+    float f;
+    std::memcpy(&f, floats.data() + 4 * i, 4);
+    const uint16_t h = edgert_float_to_half(f);
+    std::memcpy(half->data() + 2 * i, &h, 2);
+  }
+  return half;
+}
+
+Node cast_node(const std::string& name, int32_t from, int32_t to, int32_t dtype, const std::string& device_plugin) {
+  Node cast;
+  cast.name = name;
+  cast.op_type = "Cast";
+  cast.opset = 13;
+  cast.inputs = {from};
+  cast.outputs = {to};
+  Attribute attr;
+  attr.name = "to";
+  attr.type = EDGERT_ATTR_INT;
+  attr.i = dtype;
+  cast.attributes = {attr};
+  cast.plugin = device_plugin;
+  cast.on_device = true;
+  return cast;
+}
+
+}  // namespace
+
+void place_nodes(Model& model, const PlacementOptions& options) {
+  for (Graph& graph : model.graphs) {
+    const bool main = &graph == &model.graphs[0];
+    for (Node& node : graph.nodes) {
+      node.plugin.clear();
+      node.on_device = false;
+      if (builtin_kernel(node)) continue;
+      const bool integers = computes_integers(graph, node);
+      // Host plugins first for what must stay on the host, devices first (by score) otherwise.
+      for (int pass = 0; pass < 2 && node.plugin.empty(); ++pass)
+        for (const LoadedPlugin* plugin : options.plugins) {
+          const bool device = plugin->table->device != nullptr;
+          if (device && (!main || (integers && pass == 0))) continue;
+          if (!device && pass == 0 && !integers) continue;
+          if (!kernel_in(*plugin, graph, node)) continue;
+          node.plugin = plugin->name;
+          node.on_device = device;
+          break;
+        }
+    }
+  }
+  if (options.log) {
+    size_t device = 0, total = model.graphs[0].nodes.size();
+    for (const Node& node : model.graphs[0].nodes) device += node.on_device;
+    if (device) options.log("placement: " + std::to_string(device) + " of " + std::to_string(total) +
+                            " main-graph nodes on the device, the rest on the host");
+  }
+}
+
+int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) {
+  Graph& graph = model.graphs[0];
+  std::string device_plugin;
+  for (const Node& node : graph.nodes)
+    if (node.on_device) device_plugin = node.plugin;
+  if (device_plugin.empty()) return 0;
+  const LoadedPlugin* plugin = plugin_named(options, device_plugin);
+
+  // Which nodes run in float16: device nodes with float32 data whose kernel takes float16 for
+  // every float32 operand it does not read on the host.
+  std::vector<bool> half(graph.nodes.size(), false);
+  std::vector<std::vector<bool>> convert_input(graph.nodes.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    Node& node = graph.nodes[n];
+    if (!node.on_device || keeps_float32(node)) continue;
+    const edgert_kernel* kernel = kernel_in(*plugin, graph, node);
+    if (!kernel) continue;
+    bool has_float = false;
+    convert_input[n].assign(node.inputs.size(), false);
+    std::vector<std::pair<int32_t, int32_t>> saved;  // value, dtype: the trial's dtypes go back after
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int32_t t = node.inputs[i];
+      if (t < 0 || graph.values[t].dtype != EDGERT_DTYPE_FLOAT32 || (i < 64 && (kernel->host_inputs >> i) & 1u))
+        continue;
+      convert_input[n][i] = true;
+      has_float = true;
+      saved.emplace_back(t, graph.values[t].dtype);
+      graph.values[t].dtype = EDGERT_DTYPE_FLOAT16;
+    }
+    for (int32_t t : node.outputs) has_float = has_float && graph.values[t].dtype == EDGERT_DTYPE_FLOAT32;
+    half[n] = has_float && kernel_in(*plugin, graph, node) != nullptr;
+    for (const auto& [t, dtype] : saved) graph.values[t].dtype = dtype;
+  }
+
+  // Readers of each value, to know where a float32 version is still needed.
+  std::vector<std::vector<size_t>> readers(graph.values.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n)
+    for (int32_t t : graph.nodes[n].inputs)
+      if (t >= 0) readers[t].push_back(n);
+  std::vector<bool> is_output(graph.values.size(), false);
+  for (int32_t t : graph.outputs) is_output[t] = true;
+
+  std::map<int32_t, int32_t> half_of;  // float32 value -> its float16 version
+  std::vector<Node> nodes;
+  int converted = 0, casts = 0;
+  auto half_value = [&](int32_t t, const std::string& suffix) {
+    Value v = graph.values[t];
+    v.name += suffix;
+    v.dtype = EDGERT_DTYPE_FLOAT16;
+    if (v.data) v.data = to_half_data(*v.data);
+    return graph.add_value(std::move(v));
+  };
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    Node node = graph.nodes[n];
+    if (half[n]) {
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        const int32_t t = node.inputs[i];
+        if (!convert_input[n][i]) continue;
+        auto it = half_of.find(t);
+        if (it == half_of.end()) {
+          if (graph.values[t].is_constant()) {
+            it = half_of.emplace(t, half_value(t, ":fp16")).first;
+          } else {  // a float32 activation: cast on the device right before its first half reader
+            const int32_t h = half_value(t, ":fp16");
+            nodes.push_back(cast_node(graph.values[t].name + " (to fp16)", t, h, EDGERT_DTYPE_FLOAT16, device_plugin));
+            ++casts;
+            it = half_of.emplace(t, h).first;
+          }
+        }
+        node.inputs[i] = it->second;
+      }
+      // The node writes float16 versions of its outputs; the float32 ones are cast from them
+      // where a float32 reader or the engine's caller needs them.
+      std::vector<int32_t> back;
+      for (int32_t& t : node.outputs) {
+        const int32_t h = half_value(t, ":fp16");
+        half_of[t] = h;
+        bool needs_float = is_output[t];
+        for (size_t r : readers[t]) needs_float = needs_float || !half[r];
+        if (needs_float) back.push_back(t);
+        t = h;
+      }
+      nodes.push_back(std::move(node));
+      for (int32_t t : back) {
+        nodes.push_back(cast_node(graph.values[t].name + " (to fp32)", half_of[t], t, EDGERT_DTYPE_FLOAT32, device_plugin));
+        ++casts;
+      }
+      ++converted;
+      continue;
+    }
+    nodes.push_back(std::move(node));
+  }
+  graph.nodes = std::move(nodes);
+  if (options.log)
+    options.log("fp16: " + std::to_string(converted) + " device nodes in float16, " + std::to_string(casts) +
+                " Cast nodes where float32 and float16 meet");
+  return converted;
+}
+
+int assign_memory_spaces(Model& model, const PlacementOptions& options) {
+  Graph& graph = model.graphs[0];
+  bool any_device = false;
+  for (const Node& node : graph.nodes) any_device = any_device || node.on_device;
+  for (Value& v : graph.values) v.space = EDGERT_MEMORY_HOST;
+  if (!any_device) return 0;
+
+  // Who reads each value where: a device kernel reads on the device except its host operands.
+  std::vector<bool> read_on_device(graph.values.size(), false), read_on_host(graph.values.size(), false);
+  for (const Node& node : graph.nodes) {
+    const LoadedPlugin* plugin = node.on_device ? plugin_named(options, node.plugin) : nullptr;
+    const edgert_kernel* kernel = plugin ? kernel_in(*plugin, graph, node) : nullptr;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int32_t t = node.inputs[i];
+      if (t < 0) continue;
+      const bool host_operand = kernel && i < 64 && ((kernel->host_inputs >> i) & 1u);
+      (node.on_device && !host_operand ? read_on_device : read_on_host)[t] = true;
+    }
+    // A subgraph reads outer values by name, on the host.
+    for (const Attribute& a : node.attributes)
+      if (a.graph >= 0) {
+        std::set<std::string> names;
+        outer_names(model, a.graph, names);
+        for (size_t t = 0; t < graph.values.size(); ++t)
+          if (names.count(graph.values[t].name)) read_on_host[t] = true;
+      }
+  }
+  std::vector<bool> written_on_device(graph.values.size(), false), is_input(graph.values.size(), false);
+  for (const Node& node : graph.nodes)
+    for (int32_t t : node.outputs) written_on_device[t] = node.on_device;
+  for (int32_t t : graph.inputs) is_input[t] = true;
+
+  // Discrete devices: one copy per value and direction, read by every reader on the other side.
+  std::map<int32_t, int32_t> copy_of;
+  std::vector<std::vector<std::pair<size_t, int32_t>>> copies_before(graph.nodes.size());  // node -> (from, to)
+  int copies = 0;
+  auto copy_for = [&](int32_t t, size_t first_reader, edgert_memory_space space) {
+    auto it = copy_of.find(t);
+    if (it != copy_of.end()) return it->second;
+    Value v = graph.values[t];
+    v.name += space == EDGERT_MEMORY_HOST ? ":host" : ":device";
+    v.space = space;
+    const int32_t c = graph.add_value(std::move(v));
+    copies_before[first_reader].emplace_back(t, c);
+    ++copies;
+    return copy_of[t] = c;
+  };
+  const edgert_memory_space device_space = EDGERT_MEMORY_DEVICE;
+  for (size_t t = 0; t < graph.values.size(); ++t) {
+    Value& v = graph.values[t];
+    if (v.is_constant()) continue;
+    const bool from_device = written_on_device[t];
+    const bool host_side = from_device ? read_on_host[t] : true;  // the writer (or the caller) is on the host
+    if (is_input[t]) {
+      // An engine input lives with its readers; the runtime stages the caller's host memory.
+      if (read_on_device[t] && !read_on_host[t]) v.space = device_space;
+      else if (read_on_device[t]) v.space = options.unified_memory ? EDGERT_MEMORY_UNIFIED : EDGERT_MEMORY_HOST;
+      continue;
+    }
+    if (from_device) v.space = host_side && options.unified_memory ? EDGERT_MEMORY_UNIFIED : device_space;
+    else if (read_on_device[t] && options.unified_memory) v.space = EDGERT_MEMORY_UNIFIED;
+  }
+  // Copies where a discrete device and the host meet (unified boards have none).
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    Node& node = graph.nodes[n];
+    const LoadedPlugin* plugin = node.on_device ? plugin_named(options, node.plugin) : nullptr;
+    const edgert_kernel* kernel = plugin ? kernel_in(*plugin, graph, node) : nullptr;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int32_t t = node.inputs[i];
+      if (t < 0 || graph.values[t].is_constant()) continue;
+      const bool host_operand = kernel && i < 64 && ((kernel->host_inputs >> i) & 1u);
+      const bool wants_device = node.on_device && !host_operand;
+      const edgert_memory_space space = graph.values[t].space;
+      if (space == EDGERT_MEMORY_UNIFIED) continue;
+      if (wants_device && space == EDGERT_MEMORY_HOST) node.inputs[i] = copy_for(t, n, device_space);
+      else if (!wants_device && space == EDGERT_MEMORY_DEVICE) node.inputs[i] = copy_for(t, n, EDGERT_MEMORY_HOST);
+    }
+  }
+  if (copies) {
+    std::vector<Node> nodes;
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      for (const auto& [from, to] : copies_before[n]) {
+        Node copy;
+        copy.name = graph.values[from].name + " (to " + (graph.values[to].space == EDGERT_MEMORY_HOST ? "host)" : "device)");
+        copy.domain = "edgert";
+        copy.op_type = kCopyOp;
+        copy.opset = 1;
+        copy.inputs = {from};
+        copy.outputs = {to};
+        copy.plugin = kBuiltinPluginName;
+        nodes.push_back(std::move(copy));
+      }
+      nodes.push_back(std::move(graph.nodes[n]));
+    }
+    graph.nodes = std::move(nodes);
+  }
+  if (options.log)
+    options.log("memory spaces: " + std::string(options.unified_memory ? "unified memory where host and device meet"
+                                                                       : std::to_string(copies) + " copies between host and device"));
+  return copies;
+}
+
+}  // namespace edgert::builder
