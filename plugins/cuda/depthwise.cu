@@ -3,7 +3,8 @@
 //   tiled   NCHW planes of at least 16x16 outputs: a block stages the input window of its 32x32
 //           output tile (and the channel's weights) in shared memory once, so each input
 //           element is read from global memory about once instead of KH*KW times; each of its
-//           256 threads computes 4 outputs of one column.
+//           256 threads computes 4 outputs of one column. 3x3 windows of stride 1 or 2 without
+//           dilation have their own instance, the window's rows and weights in registers.
 //   vector  channels-last with C a multiple of 4 (float32) or 8 (float16): one thread per pixel
 //           and 16 bytes of channels, 16-byte loads and stores.
 //   direct  one thread per output, for everything else: other channels-last tensors (threads
@@ -191,6 +192,58 @@ __global__ void __launch_bounds__(kTileW* kTileH)
   }
 }
 
+// The tiled kernel for 3x3 windows without dilation, stride 1 or 2 (most of MobileNet's):
+// each thread keeps the input rows of its kRowsPerThread consecutive output rows and the
+// channel's 9 weights in registers.
+template <typename T, int kStride>
+__global__ void __launch_bounds__(kTileW* kTileH)
+    depthwise_3x3(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, const T* residual,
+                  T* y, DepthwiseShape s, Activation act, Window win) {
+  extern __shared__ float shared[];
+  float* tile = shared;  // [in_h][in_w], zero outside the input (padding)
+  int64_t block = blockIdx.x;
+  const int tile_x = static_cast<int>(block % win.tiles_w);
+  block /= win.tiles_w;
+  const int tile_y = static_cast<int>(block % win.tiles_h);
+  const int64_t plane = block / win.tiles_h;  // n * C + c
+  const int64_t c = plane % s.c;
+  const int thread = threadIdx.y * kTileW + threadIdx.x;
+  const int h = static_cast<int>(s.h), wd = static_cast<int>(s.w);
+  const int oy0 = tile_y * kTileH * kRowsPerThread, ox0 = tile_x * kTileW;
+  const int iy0 = oy0 * kStride - static_cast<int>(s.pad_top), ix0 = ox0 * kStride - static_cast<int>(s.pad_left);
+  const T* xp = x + plane * s.h * s.w;
+  for (int i = thread; i < win.in_h * win.in_w; i += kTileW * kTileH) {
+    const int iy = iy0 + i / win.in_w, ix = ix0 + i % win.in_w;
+    tile[i] = iy >= 0 && iy < h && ix >= 0 && ix < wd ? to_float(xp[iy * wd + ix]) : 0.f;
+  }
+  float taps[9];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) taps[i] = to_float(w[c * 9 + i]);
+  __syncthreads();
+
+  const int ox = ox0 + threadIdx.x;
+  if (ox >= s.out_w) return;
+  constexpr int kInRows = (kRowsPerThread - 1) * kStride + 3;
+  const int first_row = threadIdx.y * kRowsPerThread;  // of this thread's output rows, in the tile
+  const float* origin = tile + first_row * kStride * win.in_w + threadIdx.x * kStride;
+  float in[kInRows][3];
+#pragma unroll
+  for (int i = 0; i < kInRows; ++i)
+#pragma unroll
+    for (int j = 0; j < 3; ++j) in[i][j] = origin[i * win.in_w + j];
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r) {
+    const int oy = oy0 + first_row + r;
+    if (oy >= s.out_h) break;
+    float acc = 0.f;
+#pragma unroll
+    for (int ky = 0; ky < 3; ++ky)
+#pragma unroll
+      for (int kx = 0; kx < 3; ++kx) acc += in[r * kStride + ky][kx] * taps[ky * 3 + kx];
+    finish(acc, (plane * s.out_h + oy) * s.out_w + ox, c, bias, residual, y, act);
+  }
+}
+
 template <typename T>
 void launch(const void* x, const void* weights, const void* bias, const void* residual, void* y,
             const DepthwiseShape& s, const Activation& act, cudaStream_t stream) {
@@ -207,8 +260,17 @@ void launch(const void* x, const void* weights, const void* bias, const void* re
   if (tiled) {
     const int64_t blocks = s.n * s.c * win.tiles_h * win.tiles_w;
     if (blocks > 0x7fffffff) fail(EDGERT_ERR_UNSUPPORTED, "depthwise convolution of %lld tiles", static_cast<long long>(blocks));
-    depthwise_tiled<T><<<static_cast<unsigned>(blocks), dim3(kTileW, kTileH), win.shared_bytes(s), stream>>>(
-        xt, wt, bt, rt, yt, s, act, win);
+    const dim3 grid(static_cast<unsigned>(blocks)), threads(kTileW, kTileH);
+    const bool window3 = s.kh == 3 && s.kw == 3 && s.dilation_h == 1 && s.dilation_w == 1 && s.stride_h == s.stride_w;
+    if (window3 && s.stride_h == 1) {
+      depthwise_3x3<T, 1><<<grid, threads, win.shared_bytes(s), stream>>>(xt, wt, bt, rt, yt, s, act, win);
+      return check_launch("depthwise_3x3");
+    }
+    if (window3 && s.stride_h == 2) {
+      depthwise_3x3<T, 2><<<grid, threads, win.shared_bytes(s), stream>>>(xt, wt, bt, rt, yt, s, act, win);
+      return check_launch("depthwise_3x3");
+    }
+    depthwise_tiled<T><<<grid, threads, win.shared_bytes(s), stream>>>(xt, wt, bt, rt, yt, s, act, win);
     return check_launch("depthwise_tiled");
   }
   constexpr unsigned kThreads = 256;

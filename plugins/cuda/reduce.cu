@@ -7,9 +7,9 @@
 // The output is walked in its storage order with one input offset per kept position; each output
 // reduces over the reduced axes (walked in the input's storage order), by one of four kernels:
 //   columns  when consecutive outputs read consecutive inputs (the innermost kept axis is the
-//            input's innermost: channels-last reductions over H and W): a block takes 32
-//            outputs, one per lane, and its 8 warps (32 when outputs are few) split the
-//            reduction;
+//            input's innermost: channels-last reductions over H and W) and there are at least
+//            4096 outputs: a block takes 32 outputs, one per lane, and its 8 warps (32 when
+//            outputs are few) split the reduction;
 //   thread   up to kThreadLimit elements per output: one thread each;
 //   warp     up to kWarpLimit: one warp per output, lanes along the reduction;
 //   block    above: one block of 256 threads per output.
@@ -163,12 +163,13 @@ template <typename T>
 void run_plan(const void* x, void* y, const ReducePlan& p, cudaStream_t stream) {
   const T* xt = static_cast<const T*>(x);
   T* yt = static_cast<T*>(y);
-  const bool columns = p.kept_rank > 0 && p.kept_strides[p.kept_rank - 1] == 1 && p.count > 1;
+  // Columns need enough groups of 32 outputs to fill the GPU; with fewer, a warp or block per
+  // output (strided reads, but many more of them in flight) was measured faster.
+  const int64_t groups = (p.outputs + 31) / 32;
+  const bool columns = p.kept_rank > 0 && p.kept_strides[p.kept_rank - 1] == 1 && p.count > 1 && groups >= 128;
   if (columns) {
-    const int64_t groups = (p.outputs + 31) / 32;
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(groups, 65535 * 8));
-    // Under a few hundred groups of 32 outputs the grid would not fill the GPU: more warps each.
-    const unsigned threads = groups < 512 && p.count >= 64 ? 1024 : kThreads;
+    const unsigned threads = groups < 512 ? 1024 : kThreads;  // more warps each while the grid is small
     reduce_columns<T><<<blocks, threads, 0, stream>>>(xt, yt, p);
     return check_launch("reduce_columns");
   }

@@ -358,7 +358,7 @@ TEST_F(GpuTest, MaxAndAveragePools) {
 TEST_F(GpuTest, GlobalPools) {
   std::mt19937 rng(12);
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
-    for (const Dims& x : {Dims{3, 7, 5, 9}, Dims{1, 13, 1, 1}, Dims{3, 17, 31, 31}})
+    for (const Dims& x : {Dims{3, 7, 5, 9}, Dims{1, 13, 1, 1}, Dims{3, 17, 31, 31}, Dims{2, 4100, 3, 3}})
       run_layouts(make(op, {input(HostTensor::random(x, rng))}));
     run_both(make(op, {input(HostTensor::random({3, 7, 31}, rng))}));
     run_both(make(op, {input(HostTensor::random({1, 3, 5, 9, 9}, rng))}));
@@ -566,6 +566,9 @@ TEST_F(GpuTest, Reductions) {
       run_both(reduce({3, 7, 31}, {-1}, keepdims));  // one warp per output
       run_both(reduce(x, {3}, keepdims));            // one thread per output
       run_both(reduce({2, 5000}, {1}, keepdims));    // one block per output
+      // Channels-last over H and W with thousands of outputs: the columns kernel, with 32 and 8 warps a block.
+      run_layouts(reduce({2, 2100, 3, 5}, {2, 3}, keepdims));
+      run_layouts(reduce({4, 4100, 2, 3}, {2, 3}, keepdims));
     }
   }
   // Axes as an attribute (opset 13; ReduceSum's became an input at 13), and noop_with_empty_axes.
