@@ -33,7 +33,6 @@ constexpr unsigned kThreads = 256;
 template <typename T>
 constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, __half>;
 
-// ---------------------------------------------------------------------------------------------
 // Binary arithmetic
 
 enum class BinaryKind : int { Add, Sub, Mul, Div, Pow, PRelu };
@@ -249,7 +248,6 @@ class BinaryOp : public Op {
   StridedWalk<3> walk_;
 };
 
-// ---------------------------------------------------------------------------------------------
 // Unary math, activations and PointwiseChain: one program of up to kMaxSteps steps per element.
 
 enum class StepKind : int {
@@ -509,7 +507,6 @@ class PointwiseOp : public Op {
   Chain chain_;
 };
 
-// ---------------------------------------------------------------------------------------------
 // Identity and inference Dropout: a device copy, skipped when the planner ran the op in place.
 
 void copy_tensor(const edgert_tensor& in, edgert_tensor& out, cudaStream_t stream) {
@@ -559,7 +556,6 @@ class CopyOp : public Op {
   }
 };
 
-// ---------------------------------------------------------------------------------------------
 // Cast: float32 <-> float16 by a typed kernel; every other pair of fixed-size types (not
 // bfloat16) by one kernel switching on both dtypes, with the CPU plugin's rules: float ->
 // integer truncates toward zero and wraps modulo 2^bits within the int64 range, saturates
@@ -692,7 +688,6 @@ class CastOp : public Op {
   int64_t n_ = 0;
 };
 
-// ---------------------------------------------------------------------------------------------
 // Epilogues (epilogue.h)
 
 template <typename T>

@@ -39,7 +39,6 @@ void require_float(const edgert_tensor& t, const char* what) {
     fail(EDGERT_ERR_UNSUPPORTED, "%s is %s; the GPU kernel takes float32 and float16", what, edgert_dtype_name(t.dtype));
 }
 
-// ---------------------------------------------------------------------------------------------
 // BatchNormalization: per-channel (mean, scale / sqrt(var + epsilon), B) into the workspace,
 // then y = (x - mean) * a + b.
 
@@ -127,7 +126,6 @@ class BatchNormOp : public Op {
   bool channels_last_ = false;
 };
 
-// ---------------------------------------------------------------------------------------------
 // LayerNormalization and InstanceNormalization: rows of `cols` elements normalised on their own.
 // Row r starts at (r / group) * group_stride + (r % group) * row_stride and its elements are
 // `step` apart; its scale/bias are element j's (per_row false: LayerNorm, or element 0 when the

@@ -109,7 +109,6 @@ int32_t layout_aware_supports(const edgert_node*, const edgert_tensor* in) {
   return in[0].dtype == EDGERT_DTYPE_UNDEFINED || edgert_dtype_size(in[0].dtype) != 0;
 }
 
-// ---------------------------------------------------------------------------------------------
 // Concat, Split, Slice (layout-aware)
 
 class ConcatOp : public Op {
@@ -290,7 +289,6 @@ class SliceOp : public Op {
   Copy copy_;
 };
 
-// ---------------------------------------------------------------------------------------------
 // Strided views of row-major tensors: Transpose, Tile, Expand, DepthToSpace, SpaceToDepth.
 
 class TransposeOp : public Op {
@@ -437,7 +435,6 @@ class SpaceDepthOp : public Op {
   Copy copy_;
 };
 
-// ---------------------------------------------------------------------------------------------
 // Pad
 
 enum class PadMode : int { Constant, Reflect, Edge, Wrap };
@@ -591,7 +588,6 @@ class PadOp : public Op {
   int64_t total_ = 0;
 };
 
-// ---------------------------------------------------------------------------------------------
 // Gather (indices on the device)
 
 template <typename E>
@@ -656,7 +652,6 @@ class GatherOp : public Op {
   int64_t n_ = 0, count_ = 0, inner_ = 1, total_ = 0;
 };
 
-// ---------------------------------------------------------------------------------------------
 // Reshape, Flatten, Squeeze, Unsqueeze: new dims, same bytes.
 
 void copy_bytes(const edgert_tensor& in, edgert_tensor& out, cudaStream_t stream) {

@@ -59,7 +59,7 @@ CaseInput weights(HostTensor t) {
   return c;
 }
 
-// ---- element-wise ------------------------------------------------------------------------------
+// Element-wise
 
 TEST_F(GpuTest, BinaryArithmeticBroadcasts) {
   std::mt19937 rng(1);
@@ -230,7 +230,7 @@ TEST_F(GpuTest, IdentityAndDropout) {
                 {}, 13));
 }
 
-// ---- convolution: depthwise kernel and epilogue (through the convolution kernel) ----------------
+// Convolution: depthwise kernel and epilogue (through the convolution kernel)
 
 struct DepthwiseCase {
   Dims x;
@@ -323,7 +323,7 @@ TEST_F(GpuTest, ConvolutionEpilogue) {
   run_both(c);
 }
 
-// ---- pools -------------------------------------------------------------------------------------
+// Pools
 
 TEST_F(GpuTest, MaxAndAveragePools) {
   std::mt19937 rng(11);
@@ -365,7 +365,7 @@ TEST_F(GpuTest, GlobalPools) {
   }
 }
 
-// ---- Softmax -----------------------------------------------------------------------------------
+// Softmax
 
 TEST_F(GpuTest, SoftmaxAndLogSoftmax) {
   std::mt19937 rng(13);
@@ -383,7 +383,7 @@ TEST_F(GpuTest, SoftmaxAndLogSoftmax) {
   }
 }
 
-// ---- layout ops --------------------------------------------------------------------------------
+// Layout ops
 
 TEST_F(GpuTest, Concat) {
   std::mt19937 rng(14);
@@ -495,7 +495,7 @@ TEST_F(GpuTest, Reshapes) {
   run_both(make("Unsqueeze", {input(HostTensor::random({3, 5}, rng))}, NodeSpec().ints("axes", {1}), 11));
 }
 
-// ---- Resize ------------------------------------------------------------------------------------
+// Resize
 
 TEST_F(GpuTest, Resize) {
   std::mt19937 rng(23);
@@ -539,7 +539,7 @@ TEST_F(GpuTest, Resize) {
   run_layouts(make("Upsample", {input(HostTensor::random(x, rng)), scales({1, 1, 2, 3})}, NodeSpec().string("mode", "nearest"), 9));
 }
 
-// ---- reductions --------------------------------------------------------------------------------
+// Reductions
 
 TEST_F(GpuTest, Reductions) {
   std::mt19937 rng(24);
@@ -581,7 +581,7 @@ TEST_F(GpuTest, Reductions) {
   run_both(make("ReduceMax", {input(HostTensor::random(x, rng))}, NodeSpec().integer("noop_with_empty_axes", 1), 18));
 }
 
-// ---- normalizations ----------------------------------------------------------------------------
+// Normalizations
 
 TEST_F(GpuTest, BatchNormalization) {
   std::mt19937 rng(25);

@@ -15,7 +15,7 @@
 
 namespace edgert::gpu_test {
 
-// ---- NodeSpec ----------------------------------------------------------------------------------
+// NodeSpec
 
 NodeSpec& NodeSpec::operator=(const NodeSpec& other) {
   if (this != &other) {
@@ -118,7 +118,7 @@ NodeSpec& NodeSpec::strings(const char* name, std::vector<std::string> v) {
   return *this;
 }
 
-// ---- float16 -----------------------------------------------------------------------------------
+// Float16
 
 float half_to_float(uint16_t h) {
   const uint32_t sign = (h & 0x8000u) << 16;
@@ -170,7 +170,7 @@ uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | value);
 }
 
-// ---- HostTensor --------------------------------------------------------------------------------
+// HostTensor
 
 int64_t HostTensor::numel() const {
   int64_t n = 1;
@@ -307,7 +307,7 @@ HostTensor reorder(const HostTensor& t, bool to_nhwc) {
 HostTensor HostTensor::nchw_to_nhwc() const { return reorder(*this, true); }
 HostTensor HostTensor::nhwc_to_nchw() const { return reorder(*this, false); }
 
-// ---- plugins -----------------------------------------------------------------------------------
+// Plugins
 
 namespace {
 
@@ -582,7 +582,7 @@ void run_case(const GpuCase& c) {
                               static_cast<int32_t>(cuda_attributes.attributes().size()),
                               cuda_attributes.attributes().data()};
 
-  // ---- CPU reference
+  // CPU reference
   std::vector<edgert_tensor> cpu_views;
   for (int32_t i = 0; i < num_inputs; ++i)
     cpu_views.push_back(c.inputs[i].absent ? edgert_tensor{} : view_of(&cpu_values[i], cpu_values[i].bytes.data()));
@@ -622,7 +622,7 @@ void run_case(const GpuCase& c) {
     }
   }
 
-  // ---- CUDA: what the builder shows it, then every tactic at run time
+  // CUDA: what the builder shows it, then every tactic at run time
   std::vector<edgert_tensor> build_views;
   for (int32_t i = 0; i < num_inputs; ++i) {
     const CaseInput& in = c.inputs[i];
