@@ -30,7 +30,10 @@ __device__ __forceinline__ float apply(const Activation& a, float x) {
   switch (a.kind) {
     case ActivationKind::None: return x;
     case ActivationKind::Relu: return x > 0.f ? x : 0.f;
-    case ActivationKind::Clip: return x < a.p0 ? a.p0 : (x > a.p1 ? a.p1 : x);
+    case ActivationKind::Clip: {  // as the Clip kernel: bounds applied in turn, NaN passes through
+      float v = x < a.p0 ? a.p0 : x;
+      return v > a.p1 ? a.p1 : v;
+    }
     case ActivationKind::Sigmoid: return 1.f / (1.f + __expf(-x));
     case ActivationKind::Tanh: return tanhf(x);
     case ActivationKind::HardSwish: return x * fminf(1.f, fmaxf(0.f, x * (1.f / 6.f) + 0.5f));

@@ -6,6 +6,8 @@
 #include <cublasLt.h>
 #include <cudnn.h>
 
+#include "edgert/plugin.h"
+
 namespace edgert::cuda {
 
 cudnnHandle_t cudnn_handle();
@@ -17,6 +19,6 @@ void check_cublas(cublasStatus_t status, const char* what);
 
 // Whether FP32 convolutions and GEMMs may use TF32 tensor cores: the node attribute
 // `allow_tf32` (the builder's --tf32) says so; by default FP32 stays FP32.
-bool allows_tf32(const struct edgert_node& node);
+bool allows_tf32(const edgert_node& node);
 
 }  // namespace edgert::cuda

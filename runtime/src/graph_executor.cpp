@@ -39,6 +39,14 @@ GraphExecutor::GraphExecutor(const LoadedEngine& engine, int32_t graph_index, Te
     : engine_(engine), graph_(engine.graphs()[graph_index]), allocator_(allocator), parent_(parent) {
   nodes_.resize(graph_.nodes.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {
+    const LoadedNode& node = graph_.nodes[i];
+    if (node.kernel && node.kernel->host_inputs) {
+      bool fixed = true;
+      for (size_t k = 0; k < node.inputs.size() && k < 64; ++k)
+        if ((node.kernel->host_inputs >> k) & 1u)
+          fixed = fixed && (node.inputs[k] < 0 || graph_.tensors[node.inputs[k]].is_constant);
+      nodes_[i].host_values_fixed = fixed;
+    }
     nodes_[i].inputs.resize(graph_.nodes[i].inputs.size());
     nodes_[i].outputs.resize(graph_.nodes[i].outputs.size());
     nodes_[i].last_inputs.resize(graph_.nodes[i].inputs.size());
@@ -76,7 +84,9 @@ void GraphExecutor::bind_output(int32_t t, void* data, size_t capacity) {
 
 bool GraphExecutor::shapes_are_static() const {
   for (size_t n = 0; n < nodes_.size(); ++n)
-    if (graph_.nodes[n].kernel && (!nodes_[n].prepared || nodes_[n].info.data_dependent)) return false;
+    if (graph_.nodes[n].kernel &&
+        (!nodes_[n].prepared || (nodes_[n].info.data_dependent && !nodes_[n].host_values_fixed)))
+      return false;
   return true;
 }
 
@@ -246,7 +256,7 @@ edgert_status GraphExecutor::run_kernel(size_t index, edgert_error* error) {
   NodeState& state = nodes_[index];
   const edgert_kernel* kernel = node.kernel;
 
-  bool shapes_changed = !state.prepared || state.info.data_dependent;
+  bool shapes_changed = !state.prepared || (state.info.data_dependent && !state.host_values_fixed);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     int32_t t = node.inputs[i];
     state.inputs[i] = t < 0 ? edgert_tensor{} : values_[t];

@@ -85,6 +85,9 @@ class GraphExecutor {
     void* kernel_state = nullptr;
     bool prepared = false;
     int64_t tactic = 0;  // the tactic prepared: the engine's, or a fallback for these shapes
+    // Every input the kernel reads on the host (plugin.h: host_inputs) is a constant: a
+    // data-dependent kernel then depends on values that never change, and stays prepared.
+    bool host_values_fixed = false;
     edgert_prepare_info info{};
     std::vector<edgert_tensor> inputs;
     std::vector<edgert_tensor> outputs;

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -316,7 +317,10 @@ const LoadedPlugin& plugin(const std::string& name) {
   auto it = loaded.find(name);
   if (it != loaded.end()) return *it->second;
   edgert_error error{};
-  const LoadedPlugin* p = load_plugin(name, {EDGERT_TEST_PLUGIN_DIR}, &error);
+  // The build's plugins, or those $EDGERT_PLUGIN_PATH names (a bundle on the GPU machine).
+  const char* moved = std::getenv("EDGERT_PLUGIN_PATH");
+  const LoadedPlugin* p =
+      load_plugin(name, plugin_search_path(moved && *moved ? moved : EDGERT_TEST_PLUGIN_DIR), &error);
   if (!p) throw std::runtime_error("cannot load the " + name + " plugin: " + error.message);
   loaded[name] = p;
   return *p;

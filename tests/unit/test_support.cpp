@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -13,8 +14,16 @@
 
 namespace edgert::test {
 
-std::string binary_dir() { return EDGERT_TEST_BINARY_DIR; }
-std::string source_dir() { return EDGERT_TEST_SOURCE_DIR; }
+// The build and source trees; the environment may move them (tests run from a bundle on the
+// GPU machine: tests/gpu/run-on-device).
+std::string binary_dir() {
+  const char* moved = std::getenv("EDGERT_TEST_BINARY_DIR");
+  return moved && *moved ? moved : EDGERT_TEST_BINARY_DIR;
+}
+std::string source_dir() {
+  const char* moved = std::getenv("EDGERT_TEST_SOURCE_DIR");
+  return moved && *moved ? moved : EDGERT_TEST_SOURCE_DIR;
+}
 std::string edgert_cli() { return binary_dir() + "/bin/edgert"; }
 std::string cpu_plugin_dir() { return binary_dir() + "/lib/edgert/plugins"; }
 std::string host_board() {

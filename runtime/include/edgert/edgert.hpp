@@ -72,6 +72,24 @@ class Context {
     edgert_context_output(context_.get(), index, &t);
     return t;
   }
+  // Device engines: bind caller memory, enqueue on a stream, wait (edgert.h).
+  void bind_input(int32_t index, const edgert_tensor& tensor, edgert_memory_space space) {
+    edgert_error error{};
+    check(edgert_context_bind_input(context_.get(), index, &tensor, space, &error), error);
+  }
+  void bind_output(int32_t index, void* data, size_t capacity, edgert_memory_space space) {
+    edgert_error error{};
+    check(edgert_context_bind_output(context_.get(), index, data, capacity, space, &error), error);
+  }
+  void enqueue(void* stream = nullptr) {
+    edgert_error error{};
+    check(edgert_context_enqueue(context_.get(), stream, &error), error);
+  }
+  void synchronize() {
+    edgert_error error{};
+    check(edgert_context_synchronize(context_.get(), &error), error);
+  }
+  edgert_context* get() const { return context_.get(); }
 
  private:
   struct Release {

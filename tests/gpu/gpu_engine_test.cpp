@@ -1,0 +1,248 @@
+// GPU engines end to end (label gpu; run on the GPU machine by tests/gpu/run-on-device): models
+// built for x86_64-cuda-sm90 with the CUDA plugin next to the CPU plugin, run through the
+// runtime, against the same model built CPU-only:
+//   - FP32 on the GPU computes what the CPU computes; FP16 stays within 1e-2 (relative L2);
+//   - inputs and outputs bound to unified (host-mapped) memory run with zero copies;
+//   - the second identical run is captured as a CUDA graph, later ones replay it with the same
+//     results, and a new shape is run (and captured) again;
+//   - a node only the CPU has, between GPU nodes, runs with copies on a discrete GPU and in
+//     place in unified memory on a board declared unified.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include "board_profile.h"
+#include "edgert/edgert.hpp"
+#include "engine_builder.h"
+#include "execution_context.h"
+#include "graph_test_support.h"
+#include "loaded_engine.h"
+#include "test_support.h"
+
+namespace edgert::test {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+std::vector<float> seeded(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// x [N,3,16,16] -> Conv 3x3 + Relu -> depthwise 3x3 + Clip -> 1x1 Conv + residual -> GAP ->
+// Flatten -> Gemm; with `host_op` a Softsign (no CUDA kernel) between the convolutions.
+onnx::ModelProto small_net(const Shape& x_shape, bool host_op) {
+  GraphMaker g;
+  g.input("x", x_shape);
+  g.floats("w1", {16, 3, 3, 3}, seeded(16 * 27, 1, 0.3f));
+  g.floats("b1", {16}, seeded(16, 2, 0.1f));
+  g.floats("wd", {16, 1, 3, 3}, seeded(16 * 9, 3, 0.3f));
+  g.floats("bd", {16}, seeded(16, 4, 0.1f));
+  g.floats("w2", {16, 16, 1, 1}, seeded(256, 5, 0.3f));
+  g.floats("w3", {10, 16}, seeded(160, 6, 0.3f));
+  g.floats("b3", {10}, seeded(10, 7, 0.1f));
+  g.floats("lo", {}, {0.0f});
+  g.floats("hi", {}, {6.0f});
+  GraphMaker::attr(g.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1"), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.node("Relu", {"c1"}, {"r1"}, "relu1");
+  std::string into_depthwise = "r1";
+  if (host_op) {
+    g.node("Softsign", {"r1"}, {"s1"}, "softsign");
+    into_depthwise = "s1";
+  }
+  auto& dw = g.node("Conv", {into_depthwise, "wd", "bd"}, {"cd"}, "depthwise");
+  GraphMaker::attr(dw, "pads", std::vector<int64_t>{1, 1, 1, 1});
+  GraphMaker::attr(dw, "group", int64_t{16});
+  g.node("Clip", {"cd", "lo", "hi"}, {"d1"}, "relu6");
+  g.node("Conv", {"d1", "w2"}, {"c2"}, "project");
+  g.node("Add", {"c2", into_depthwise}, {"sum"}, "residual");
+  g.node("GlobalAveragePool", {"sum"}, {"pooled"}, "pool");
+  GraphMaker::attr(g.node("Flatten", {"pooled"}, {"flat"}, "flatten"), "axis", int64_t{1});
+  GraphMaker::attr(g.node("Gemm", {"flat", "w3", "b3"}, {"y"}, "classifier"), "transB", int64_t{1});
+  g.output("y");
+  return g.model();
+}
+
+class GpuEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(cuda_usable()) << "no CUDA GPU on this machine: GPU tests run on the GPU machine "
+                                  "(tests/gpu/run-on-device)";
+  }
+
+  // Whether the CUDA plugin loads and scores above 0 here.
+  static bool cuda_usable() {
+    edgert_error error{};
+    const LoadedPlugin* cuda = load_plugin("cuda", plugin_search_path(plugins().c_str()), &error);
+    return cuda && cuda->table->score && cuda->table->score() > 0;
+  }
+
+  static const std::string& plugins() {
+    static const std::string dir = cpu_plugin_dir();
+    return dir;
+  }
+
+  std::vector<uint8_t> build(const onnx::ModelProto& model, const std::string& board, bool fp16 = false) {
+    save_model(model, dir_.file("model.onnx"));
+    builder::BuildOptions options;
+    options.model_path = dir_.file("model.onnx");
+    options.board = config::load_board_profile(board.find('/') == std::string::npos
+                                                   ? source_dir() + "/board_profiles/" + board + ".yaml"
+                                                   : board);
+    options.plugin_path = plugins().c_str();
+    options.fp16 = fp16;
+    options.tactics = builder::TacticPolicy::kFirst;
+    return builder::build_engine(options).engine;
+  }
+
+  std::unique_ptr<LoadedEngine> load(const std::vector<uint8_t>& bytes) {
+    edgert_load_options options;
+    edgert_load_options_init(&options);
+    options.plugin_path = plugins().c_str();
+    options.allow_board_mismatch = 1;
+    edgert_error error{};
+    auto engine = LoadedEngine::load_memory(bytes.data(), bytes.size(), options, &error);
+    EXPECT_NE(engine, nullptr) << error.message;
+    return engine;
+  }
+
+  static std::vector<float> run(ExecutionContext& context, const Shape& shape, const std::vector<float>& x) {
+    edgert_tensor t{EDGERT_DTYPE_FLOAT32, static_cast<int32_t>(shape.size()), {}, const_cast<float*>(x.data())};
+    for (size_t d = 0; d < shape.size(); ++d) t.dims[d] = shape[d];
+    edgert_error error{};
+    EXPECT_EQ(context.run(&t, 1, &error), EDGERT_OK) << error.message;
+    const edgert_tensor& y = context.output(0);
+    const float* p = static_cast<const float*>(y.data);
+    return std::vector<float>(p, p + y.dims[0] * y.dims[1]);
+  }
+
+  static double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+      num += (got[i] - want[i]) * double(got[i] - want[i]);
+      den += want[i] * double(want[i]);
+    }
+    return got.size() == want.size() && std::isfinite(num) ? std::sqrt(num / std::max(den, 1e-30)) : 1e30;
+  }
+
+  static size_t nodes_on(const LoadedEngine& engine, const std::string& plugin) {
+    size_t n = 0;
+    for (const LoadedNode& node : engine.main_graph().nodes) n += node.plugin && node.plugin->name == plugin;
+    return n;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(GpuEngine, Fp32OnTheGpuComputesWhatTheCpuComputesAndFp16StaysClose) {
+  const Shape shape = {2, 3, 16, 16};
+  auto cpu = load(build(small_net(shape, false), "x86_64-generic"));
+  auto gpu = load(build(small_net(shape, false), "x86_64-cuda-sm90"));
+  auto half = load(build(small_net(shape, false), "x86_64-cuda-sm90", true));
+  ASSERT_TRUE(cpu && gpu && half);
+  EXPECT_EQ(nodes_on(*gpu, "cpu"), 0u) << "every node of this model has a CUDA kernel";
+  EXPECT_GT(nodes_on(*gpu, "cuda"), 0u);
+  ExecutionContext c(*cpu), g(*gpu), h(*half);
+  const std::vector<float> x = seeded(2 * 3 * 16 * 16, 11);
+  const std::vector<float> want = run(c, shape, x);
+  EXPECT_LE(relative_l2(run(g, shape, x), want), 1e-4);
+  EXPECT_LE(relative_l2(run(h, shape, x), want), 1e-2);
+}
+
+TEST_F(GpuEngine, InputsAndOutputsBoundToUnifiedMemoryRunWithZeroCopies) {
+  const Shape shape = {1, 3, 16, 16};
+  const std::vector<uint8_t> bytes = build(small_net(shape, false), "x86_64-cuda-sm90");
+  write_file(dir_.file("gpu.engine"), bytes);
+  edgert_load_options options;
+  edgert_load_options_init(&options);
+  options.plugin_path = plugins().c_str();
+  options.allow_board_mismatch = 1;
+  Engine engine(dir_.file("gpu.engine"), &options);
+  edgert_error error{};
+  void* x_mem = nullptr;
+  void* y_mem = nullptr;
+  ASSERT_EQ(edgert_engine_allocate(engine.get(), EDGERT_MEMORY_UNIFIED, 3 * 16 * 16 * 4, &x_mem, &error), EDGERT_OK)
+      << error.message;
+  ASSERT_EQ(edgert_engine_allocate(engine.get(), EDGERT_MEMORY_UNIFIED, 10 * 4, &y_mem, &error), EDGERT_OK)
+      << error.message;
+  const std::vector<float> x = seeded(3 * 16 * 16, 12);
+  std::copy(x.begin(), x.end(), static_cast<float*>(x_mem));
+  Context context(engine);
+  context.run({edgert_tensor{EDGERT_DTYPE_FLOAT32, 4, {1, 3, 16, 16}, const_cast<float*>(x.data())}});
+  const float* ran = static_cast<const float*>(context.output(0).data);
+  const std::vector<float> want(ran, ran + 10);
+
+  edgert_tensor bound{EDGERT_DTYPE_FLOAT32, 4, {1, 3, 16, 16}, x_mem};
+  ASSERT_EQ(edgert_context_bind_input(context.get(), 0, &bound, EDGERT_MEMORY_UNIFIED, &error), EDGERT_OK) << error.message;
+  ASSERT_EQ(edgert_context_bind_output(context.get(), 0, y_mem, 10 * 4, EDGERT_MEMORY_UNIFIED, &error), EDGERT_OK)
+      << error.message;
+  std::fill(static_cast<float*>(y_mem), static_cast<float*>(y_mem) + 10, std::nanf(""));
+  const uint64_t copies_before = edgert_engine_device_copies(engine.get());
+  for (int i = 0; i < 3; ++i) {  // eager, captured, replayed
+    ASSERT_EQ(edgert_context_enqueue(context.get(), nullptr, &error), EDGERT_OK) << error.message;
+    ASSERT_EQ(edgert_context_synchronize(context.get(), &error), EDGERT_OK) << error.message;
+  }
+  EXPECT_EQ(edgert_engine_device_copies(engine.get()), copies_before) << "a bound run copied";
+  const std::vector<float> got(static_cast<float*>(y_mem), static_cast<float*>(y_mem) + 10);
+  EXPECT_LE(relative_l2(got, want), 1e-6);
+  edgert_engine_free(engine.get(), EDGERT_MEMORY_UNIFIED, x_mem);
+  edgert_engine_free(engine.get(), EDGERT_MEMORY_UNIFIED, y_mem);
+}
+
+TEST_F(GpuEngine, TheSecondRunIsCapturedAndReplaysUntilTheShapeChanges) {
+  auto gpu = load(build(small_net({2, 3, 16, 16}, false), "x86_64-cuda-sm90"));
+  ASSERT_TRUE(gpu);
+  ExecutionContext context(*gpu);
+  const std::vector<float> x = seeded(2 * 3 * 16 * 16, 13);
+  const std::vector<float> first = run(context, {2, 3, 16, 16}, x);
+  EXPECT_FALSE(context.replaying_graph());
+  const std::vector<float> second = run(context, {2, 3, 16, 16}, x);
+  EXPECT_TRUE(context.replaying_graph()) << "the second identical run was not captured";
+  const std::vector<float> third = run(context, {2, 3, 16, 16}, x);
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(first, third);
+  // New input values in the same memory replay the graph on them.
+  const std::vector<float> other = seeded(2 * 3 * 16 * 16, 14);
+  auto fresh = load(build(small_net({2, 3, 16, 16}, false), "x86_64-cuda-sm90"));
+  ExecutionContext eager(*fresh);
+  eager.set_cuda_graphs(false);
+  EXPECT_EQ(run(context, {2, 3, 16, 16}, other), run(eager, {2, 3, 16, 16}, other));
+  EXPECT_FALSE(eager.replaying_graph());
+}
+
+TEST_F(GpuEngine, AHostOnlyNodeBetweenGpuNodesRunsWithCopiesOrInUnifiedMemory) {
+  const Shape shape = {2, 3, 16, 16};
+  auto cpu = load(build(small_net(shape, true), "x86_64-generic"));
+  auto discrete = load(build(small_net(shape, true), "x86_64-cuda-sm90"));
+  // The same GPU declared unified (Jetson-like): host and device share the crossing tensors.
+  std::ifstream in(source_dir() + "/board_profiles/x86_64-cuda-sm90.yaml");
+  std::string yaml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  yaml.replace(yaml.find("unified_memory: false"), 21, "unified_memory: true");
+  yaml.replace(yaml.find("name: x86_64-cuda-sm90"), 22, "name: unified-cuda-sm90");
+  std::ofstream(dir_.file("unified.yaml")) << yaml;
+  auto unified = load(build(small_net(shape, true), dir_.file("unified.yaml")));
+  ASSERT_TRUE(cpu && discrete && unified);
+  EXPECT_EQ(nodes_on(*discrete, "cpu"), 1u) << "Softsign runs on the CPU";
+  size_t copies = 0, unified_tensors = 0;
+  for (const LoadedNode& node : discrete->main_graph().nodes) copies += node.builtin == BuiltinOp::Copy;
+  for (const LoadedTensor& t : unified->main_graph().tensors) unified_tensors += t.space == EDGERT_MEMORY_UNIFIED;
+  EXPECT_EQ(copies, 2u) << "to the host for Softsign and back to the device";
+  for (const LoadedNode& node : unified->main_graph().nodes) EXPECT_NE(node.builtin, BuiltinOp::Copy);
+  EXPECT_GE(unified_tensors, 2u);
+  ExecutionContext c(*cpu), d(*discrete), u(*unified);
+  const std::vector<float> x = seeded(2 * 3 * 16 * 16, 15);
+  const std::vector<float> want = run(c, shape, x);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LE(relative_l2(run(d, shape, x), want), 1e-4);
+    EXPECT_LE(relative_l2(run(u, shape, x), want), 1e-4);
+  }
+}
+
+}  // namespace
+}  // namespace edgert::test

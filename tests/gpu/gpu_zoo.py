@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""The zoo on the GPU machine: accuracy of GPU engines and their speed against PyTorch.
+
+Run by tests/gpu/run-on-device (which sets up the bundle's paths); on its own:
+
+  gpu_zoo.py --edgert BIN --agreement BIN --anchor torch_anchor.py --work DIR
+             [--models resnet18,...] [--accuracy] [--bench] [--anchor-modes graph]
+
+Models are exported on the machine by torch_anchor.py --export (the very networks PyTorch is
+timed on; random weights, seed 0), plus LR-ASPP and SSDlite from torchvision for accuracy.
+Engines are built for board x86_64-cuda-sm90 with the CUDA plugin preferred, FP32 and --fp16.
+
+--accuracy: every FP32 engine against ONNX Runtime on one input (relative L2 <= 1e-4; SSDlite
+  boxes compared as a set); every FP16 engine within 1e-2 of ONNX Runtime and, for the
+  classifiers, the FP32 engine's top-1 on >= 99% of 200 random inputs (edgert_engine_agreement);
+  the device arena at most 50% of the summed activation sizes (inspect --json).
+--bench: edgert bench (GPU compute time, CUDA graph replay) beside torch_anchor.py's eager and
+  CUDA-graph times in the same run; prints the ratios and their geometric means.
+Prints a table last and writes everything to --json.
+"""
+import argparse, json, math, os, subprocess, sys, time
+
+import numpy as np
+
+CLASSIFIERS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1",
+               "shufflenet_v2_x1_0", "resnet50"]
+BOARD = "x86_64-cuda-sm90"
+
+
+def sh(cmd, **kw):
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}, {time.time() - t0:.1f} s):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def export_extra(work):
+    """LR-ASPP and SSDlite (segmentation, detection with NMS on the CPU) for the accuracy check."""
+    import torch, torchvision
+    out = {}
+    torch.manual_seed(0)
+    m = torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None).eval()
+    x = torch.rand(1, 3, 224, 224)
+    path = f"{work}/lraspp_mobilenet_v3_large.onnx"
+    torch.onnx.export(m, x, path, opset_version=17, input_names=["input"], output_names=["out"], dynamo=False)
+    out["lraspp_mobilenet_v3_large"] = path
+    try:
+        torch.manual_seed(0)
+        d = torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None).eval()
+        path = f"{work}/ssdlite320_mobilenet_v3_large.onnx"
+        torch.onnx.export(d, [torch.rand(3, 320, 320)], path, opset_version=17, input_names=["images"],
+                          output_names=["boxes", "scores", "labels"], dynamo=False)
+        out["ssdlite320_mobilenet_v3_large"] = path
+    except Exception as e:  # the exporter's support for detection models varies by release
+        print(f"# SSDlite export failed: {e}", file=sys.stderr)
+    return out
+
+
+def rel_l2(a, b):
+    a = a.astype(np.float64).ravel(); b = b.astype(np.float64).ravel()
+    if a.shape != b.shape or not np.all(np.isfinite(a)):
+        return float("inf")
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def run_edgert(args, engine, inputs, work, tag):
+    out_dir = f"{work}/out-{tag}"
+    os.makedirs(out_dir, exist_ok=True)
+    cmd = [args.edgert, "run", engine, "--npy", "--output-dir", out_dir, "-q"]
+    for name, arr in inputs.items():
+        p = f"{work}/in-{tag}-{name}.npy"
+        np.save(p, arr)
+        cmd += ["--input", f"{name}={p}"]
+    sh(cmd)
+    return {f[:-4]: np.load(f"{out_dir}/{f}") for f in os.listdir(out_dir) if f.endswith(".npy")}
+
+
+def accuracy(args, name, onnx_path, work, results):
+    import onnxruntime as ort
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(7)
+    inputs = {i.name: rng.random([d if isinstance(d, int) else 1 for d in i.shape], dtype=np.float32)
+              for i in sess.get_inputs()}
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, inputs)))
+    row = results.setdefault(name, {})
+    for tag, extra in (("fp32", []), ("fp16", ["--fp16"])):
+        engine = f"{work}/{name}.{tag}.engine"
+        sh([args.edgert, "build", onnx_path, "--board", BOARD, "-o", engine, "--timing-cache",
+            f"{work}/timing.cache"] + extra)
+        info = json.loads(sh([args.edgert, "inspect", "--json", engine]))
+        nodes = info["graphs"][0]["nodes"]
+        row[f"{tag}_gpu_nodes"] = sum(n["plugin"] == "cuda" for n in nodes)
+        row[f"{tag}_nodes"] = len(nodes)
+        plan = info["memory_plan"] or {}
+        if tag == "fp32" and plan.get("activation_bytes"):
+            row["device_arena_share"] = (plan.get("device_arena_bytes", 0) + plan.get("unified_arena_bytes", 0) +
+                                         plan.get("arena_bytes", 0)) / plan["activation_bytes"]
+        got = run_edgert(args, engine, inputs, work, f"{name}-{tag}")
+        if name.startswith("ssdlite"):
+            # Boxes as a set: every reference box above 0.3 score has an edgert box within 1e-2.
+            wb, gb = want["boxes"], got.get("boxes", np.zeros((0, 4)))
+            keep = want["scores"] > 0.3
+            matched = all(np.any(np.all(np.abs(gb - b) <= 1e-2 * (1 + np.abs(b)), axis=1)) for b in wb[keep]) if gb.size else not keep.any()
+            row[f"{tag}_boxes_match"] = bool(matched)
+            row[f"{tag}_ok"] = bool(matched) and abs(len(gb) - len(wb)) <= max(1, len(wb) // 20)
+            continue
+        errs = {o: rel_l2(got[o], want[o]) for o in want if o in got}
+        row[f"{tag}_rel_l2"] = max(errs.values()) if errs else float("inf")
+        row[f"{tag}_ok"] = row[f"{tag}_rel_l2"] <= (1e-4 if tag == "fp32" else 1e-2)
+    if name in CLASSIFIERS:
+        agree = json.loads(sh([args.agreement, f"{work}/{name}.fp16.engine", f"{work}/{name}.fp32.engine", "200"]))
+        row["fp16_top1_agreement"] = agree["top1_agreement"]
+        row["fp16_max_rel_l2_200"] = agree["max_rel_l2"]
+        row["fp16_ok"] = row["fp16_ok"] and agree["top1_agreement"] >= 0.99
+
+
+def bench(args, name, onnx_path, work, results):
+    row = results.setdefault(name, {})
+    for tag, extra in (("fp32", []), ("fp16", ["--fp16"])):
+        engine = f"{work}/{name}.{tag}.engine"
+        if not os.path.exists(engine):
+            sh([args.edgert, "build", onnx_path, "--board", BOARD, "-o", engine, "--timing-cache",
+                f"{work}/timing.cache"] + extra)
+        j = json.loads(sh([args.edgert, "bench", engine, "--iterations", str(args.iters), "--warmup", "20",
+                           "--json", "-"]))
+        row[f"edgert_{tag}_gpu_ms"] = j["gpu_compute_ms"]["median"]
+        row[f"edgert_{tag}_latency_ms"] = j["latency_ms"]["median"]
+        row[f"edgert_{tag}_cuda_graph"] = j["cuda_graph"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--edgert", required=True)
+    ap.add_argument("--agreement", required=True)
+    ap.add_argument("--anchor", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--models", default=",".join(CLASSIFIERS))
+    ap.add_argument("--accuracy", action="store_true")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--extra", action="store_true", help="LR-ASPP and SSDlite too (accuracy)")
+    ap.add_argument("--anchor-modes", default="eager,graph")
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    models = args.models.split(",")
+    anchor = []
+    anchor_cmd = [sys.executable, args.anchor, "--models", ",".join(models), "--export", args.work,
+                  "--modes", args.anchor_modes if args.bench else "eager", "--iters", str(args.iters if args.bench else 1),
+                  "--json", f"{args.work}/anchor.json"]
+    print(f"# {' '.join(anchor_cmd)}", file=sys.stderr, flush=True)
+    sh(anchor_cmd)
+    with open(f"{args.work}/anchor.json") as f:
+        anchor = json.load(f)
+    paths = {m: f"{args.work}/{m}.onnx" for m in models}
+    if args.extra:
+        paths.update(export_extra(args.work))
+    results, failures = {}, []
+    for name, path in paths.items():
+        try:
+            if args.accuracy:
+                accuracy(args, name, path, args.work, results)
+            if args.bench and name in models:
+                bench(args, name, path, args.work, results)
+        except Exception as e:
+            failures.append(name)
+            results.setdefault(name, {})["error"] = str(e)[-2000:]
+            print(f"# {name}: {e}", file=sys.stderr, flush=True)
+        print(f"# {name}: {json.dumps(results.get(name))}", file=sys.stderr, flush=True)
+    for a in anchor:
+        r = results.setdefault(a["model"], {})
+        r[f"torch_{a['dtype']}_{a['mode']}_ms"] = a["median_ms"]
+    # Ratios: edgert GPU compute time over PyTorch's CUDA-graph replay, per precision.
+    table = []
+    geo = {"fp16": [], "fp32": []}
+    for name in models:
+        r = results.get(name, {})
+        line = [name]
+        for dt in ("fp16", "fp32"):
+            e, t = r.get(f"edgert_{dt}_gpu_ms"), r.get(f"torch_{dt}_graph_ms")
+            ratio = e / t if e and t else None
+            r[f"ratio_{dt}"] = ratio
+            if ratio:
+                geo[dt].append(ratio)
+            line += [e, t, ratio]
+        table.append(line)
+    summary = {dt: math.exp(sum(map(math.log, v)) / len(v)) if v else None for dt, v in geo.items()}
+    out = {"results": results, "geomean_ratio": summary, "failures": failures}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    if args.accuracy:
+        print("\nmodel                          fp32 relL2   fp16 relL2  top1(200)  gpu/all nodes  arena/act  ok")
+        for name in paths:
+            r = results.get(name, {})
+            print(f"{name:30s} {r.get('fp32_rel_l2', float('nan')):10.2e} {r.get('fp16_rel_l2', float('nan')):10.2e}"
+                  f" {r.get('fp16_top1_agreement', float('nan')):9.3f} {r.get('fp32_gpu_nodes', 0):5d}/{r.get('fp32_nodes', 0):<5d}"
+                  f"      {r.get('device_arena_share', float('nan')):7.2f}  {r.get('fp32_ok')}/{r.get('fp16_ok')}"
+                  f"{'  ERROR' if 'error' in r else ''}")
+    if args.bench:
+        print("\nmodel               edgert fp16  torch fp16  ratio   edgert fp32  torch fp32  ratio   (GPU ms, median)")
+        for line in table:
+            f = lambda v, w=10: f"{v:{w}.3f}" if v else " " * (w - 1) + "-"
+            print(f"{line[0]:18s} {f(line[1])} {f(line[2])} {f(line[3], 7)} {f(line[4])} {f(line[5])} {f(line[6], 7)}")
+        print(f"geometric mean ratio: fp16 {summary['fp16']}, fp32 {summary['fp32']}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
