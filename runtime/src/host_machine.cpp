@@ -67,8 +67,37 @@ bool detect_jetson(const std::string& root, HostMachine& host) {
   return true;
 }
 
+// The compute capability of a discrete NVIDIA GPU, from the model name its driver reports
+// ("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 3060", "Tesla T4"); empty when not known here.
+// Without CUDA this name is all there is; an unlisted model stays "cuda-discrete".
+std::string compute_capability_of(const std::string& model) {
+  std::vector<std::string> words;
+  std::istringstream in(model);
+  for (std::string w; in >> w;) words.push_back(w);
+  auto starts = [](const std::string& w, const char* prefix) { return w.rfind(prefix, 0) == 0; };
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (starts(w, "H100") || starts(w, "H200") || starts(w, "H800") || starts(w, "GH200")) return "9.0";
+    if (starts(w, "A100") || starts(w, "A800") || w == "A30") return "8.0";
+    if (starts(w, "L40") || w == "L4") return "8.9";
+    if (w == "A10" || w == "A10G" || w == "A16" || w == "A2" || w == "A40" || starts(w, "A4000") ||
+        starts(w, "A5000") || starts(w, "A6000"))
+      return "8.6";
+    if (w == "T4") return "7.5";
+    if (starts(w, "V100")) return "7.0";
+    if (w == "RTX" && i + 1 < words.size()) {
+      const std::string& n = words[i + 1];
+      if (starts(n, "50")) return "12.0";
+      if (starts(n, "40")) return "8.9";
+      if (starts(n, "30")) return "8.6";
+      if (starts(n, "20")) return "7.5";
+    }
+  }
+  return "";
+}
+
 // A discrete NVIDIA GPU through its kernel driver: the model from the first GPU's information
-// file, else just the device node.
+// file (its compute capability when the model is known), else just the device node.
 bool detect_nvidia_driver(const std::string& root, HostMachine& host) {
   const std::string gpus = root + "/proc/driver/nvidia/gpus";
   std::vector<std::string> entries;
@@ -83,8 +112,12 @@ bool detect_nvidia_driver(const std::string& root, HostMachine& host) {
     std::istringstream lines(read_text(path));
     for (std::string line; std::getline(lines, line);)
       if (line.rfind("Model:", 0) == 0) {
-        host.hardware.gpu = "cuda-discrete";
-        host.gpu_model = trim(line.substr(6)) + (entries.size() > 1 ? " (+" + std::to_string(entries.size() - 1) + " more)" : "");
+        const std::string model = trim(line.substr(6));
+        const std::string cc = compute_capability_of(model);
+        // As a profile spells a discrete GPU (board_profile.cpp): "cuda-sm9.0".
+        host.hardware.gpu = cc.empty() ? "cuda-discrete" : "cuda-sm" + cc;
+        host.gpu_exact = !cc.empty();
+        host.gpu_model = model + (entries.size() > 1 ? " (+" + std::to_string(entries.size() - 1) + " more)" : "");
         host.gpu_source = path;
         return true;
       }
@@ -151,7 +184,7 @@ std::string native_board_name(const HostMachine& host) {
                                                                                                        : "baseline";
   }
   std::string name = "native-" + host.hardware.architecture + "-" + isa;
-  if (!host.hardware.gpu.empty() && host.hardware.gpu != "none") name += "-" + host.hardware.gpu;
+  if (host.gpu_exact) name += "-" + host.hardware.gpu;
   return name;
 }
 

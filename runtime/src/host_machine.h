@@ -18,9 +18,14 @@ struct HostMachine {
   std::string gpu_model;    // for people: "NVIDIA Jetson (nvidia,tegra234)", "NVIDIA GeForce RTX 3060"; empty: none
   std::string gpu_source;   // the file the GPU was recognised from
   // The GPU is known precisely enough for a board fingerprint: a Jetson's integrated GPU, whose
-  // SoC gives the compute capability. A discrete NVIDIA GPU is seen ("cuda-discrete") but its
-  // compute capability needs CUDA, which is never loaded here.
+  // SoC gives the compute capability ("cuda-sm8.7-unified"), or a discrete GPU of a model whose
+  // compute capability edgert knows ("cuda-sm9.0" for an H100). Other discrete GPUs are seen
+  // ("cuda-discrete"), but their compute capability would need CUDA, never loaded here.
   bool gpu_exact = false;
+  bool gpu_integrated() const {
+    const std::string& g = hardware.gpu;
+    return gpu_exact && g.size() > 8 && g.compare(g.size() - 8, 8, "-unified") == 0;
+  }
 };
 
 // The ISA features board profiles may list for `architecture`, in increasing capability.
@@ -34,8 +39,8 @@ HostMachine detect_host_machine(const std::string& root = "");
 // This machine, detected once per process (detect_host_machine("")).
 const HostMachine& this_host_machine();
 
-// The name of a profile made from `host` alone: "native-<arch>-<best ISA>[-<gpu>]", e.g.
-// "native-x86_64-avx512", "native-aarch64-dotprod-cuda-sm8.7-unified".
+// The name of a profile made from `host` alone: "native-<arch>-<best ISA>[-<gpu>]" (the GPU when
+// known exactly), e.g. "native-x86_64-avx512", "native-aarch64-dotprod-cuda-sm8.7-unified".
 std::string native_board_name(const HostMachine& host);
 
 // Kernel threads a plugin uses by default here: $EDGERT_CPU_THREADS when set, else the CPUs in

@@ -183,13 +183,16 @@ def main():
         if not running:
             print(out)
 
-    # native is the shipped profile of this architecture with the most CPU features, all present
-    # here, unless this machine has features none lists (then a detected native-* profile).
+    # native is the shipped profile of this architecture with this machine's GPU, else the one
+    # with the most CPU features, all present here, unless this machine has features it does not
+    # list (then a detected native-* profile).
     fits = [n for n, b in boards.items() if b["architecture"] == arch and set(b["cpu_features"]) <= have and
             b.get("gpu") in ("none", machine.get("gpu"))]
+    with_gpu = [n for n in fits if boards[n].get("gpu") not in (None, "none")]
+    fits = with_gpu or fits  # a profile with this machine's GPU comes first
     most = max((len(boards[n]["cpu_features"]) for n in fits), default=-1)
     best = sorted(n for n in fits if len(boards[n]["cpu_features"]) == most)
-    if best and set(boards[best[0]]["cpu_features"]) == have:
+    if best and (with_gpu or set(boards[best[0]]["cpu_features"]) == have):
         check(native in best, "native is %s, the most specific profile this machine satisfies (%s)" % (native, ", ".join(best)))
     else:
         check(native.startswith("native-" + str(arch)), "no shipped profile describes this machine: native is detected (%s)" % native)

@@ -180,7 +180,8 @@ HostMachine machine(const std::string& arch, std::vector<std::string> features, 
 std::vector<config::BoardProfile> shipped_profiles() {
   std::vector<config::BoardProfile> profiles;
   for (const char* name : {"jetson-agx-orin-64gb", "jetson-orin-nano-8gb", "jetson-orin-nx-16gb", "qemu-virt-aarch64",
-                           "qemu-virt-x86_64", "raspberry-pi-5-8gb", "x86_64-avx512", "x86_64-generic"})
+                           "qemu-virt-x86_64", "raspberry-pi-5-8gb", "x86_64-avx512", "x86_64-cuda-sm90",
+                           "x86_64-generic"})
     profiles.push_back(config::load_board_profile(source_dir() + "/board_profiles/" + name + ".yaml"));
   return profiles;
 }
@@ -208,6 +209,15 @@ TEST(NativeBoard, PicksTheMostSpecificShippedProfileTheMachineHasEverythingOf) {
   EXPECT_EQ(pick(machine("aarch64", kArmV82, 6, 7620, orin, true)).profile.name, "jetson-orin-nano-8gb");
   EXPECT_EQ(pick(machine("aarch64", kArmV82, 8, 15388, orin, true)).profile.name, "jetson-orin-nx-16gb");
   EXPECT_EQ(pick(machine("aarch64", kArmV82, 12, 62841, orin, true)).profile.name, "jetson-agx-orin-64gb");
+
+  // An H100/H200 host: the profile with its GPU, though it lists fewer CPU features than the
+  // host has (they go unused, and the reason says so).
+  auto hopper = pick(machine("x86_64", v4, 16, 131072, "cuda-sm9.0", true));
+  EXPECT_EQ(hopper.profile.name, "x86_64-cuda-sm90");
+  EXPECT_FALSE(hopper.detected);
+  EXPECT_NE(hopper.reason.find("avx512f"), std::string::npos) << hopper.reason;
+  // A workstation GPU no profile has: the CPU's profile.
+  EXPECT_EQ(pick(machine("x86_64", v4, 8, 32000, "cuda-sm8.6", true)).profile.name, "x86_64-avx512");
 }
 
 TEST(NativeBoard, AMachineNoProfileDescribesGetsItsDetectedProfile) {
@@ -240,6 +250,13 @@ TEST(NativeBoard, AMachineNoProfileDescribesGetsItsDetectedProfile) {
   auto workstation = config::pick_native_board(profiles, machine("x86_64", v4, 16, 64000, "cuda-discrete", false));
   EXPECT_EQ(workstation.profile.name, "x86_64-avx512");
   EXPECT_FALSE(workstation.detected);
+  // A detected profile carries a GPU only when it is known exactly.
+  EXPECT_EQ(config::pick_native_board(profiles, machine("x86_64", skylake, 4, 32000, "cuda-discrete", false)).profile.name,
+            "native-x86_64-avx512");
+  auto with_gpu = config::pick_native_board(profiles, machine("x86_64", skylake, 4, 32000, "cuda-sm8.6", true));
+  EXPECT_EQ(with_gpu.profile.name, "native-x86_64-avx512-cuda-sm8.6");
+  EXPECT_EQ(with_gpu.profile.hardware.gpu, "cuda-sm8.6");
+  EXPECT_FALSE(with_gpu.profile.unified_memory);
 
   EXPECT_TRUE(config::pick_native_board({}, machine("x86_64", kX86v3, 2, 4096)).detected);
 }
@@ -263,15 +280,26 @@ TEST(NativeBoard, GpusAreDetectedFromTheDriversAndTheDeviceTree) {
   put("/proc/driver/nvidia/gpus/0000:01:00.0/information", "Model: \t\t NVIDIA GeForce RTX 3060\nIRQ:   \t\t 150\n");
   HostMachine discrete = detect_host_machine(root.path());
   EXPECT_EQ(discrete.ram_mb, 7620);
-  EXPECT_EQ(discrete.hardware.gpu, "cuda-discrete");
+  EXPECT_EQ(discrete.hardware.gpu, "cuda-sm8.6");  // the model names its compute capability
   EXPECT_EQ(discrete.gpu_model, "NVIDIA GeForce RTX 3060");
-  EXPECT_FALSE(discrete.gpu_exact);
+  EXPECT_TRUE(discrete.gpu_exact);
+  EXPECT_FALSE(discrete.gpu_integrated());
+  // As an H200's driver says it (the file's layout on the GPU machine).
+  put("/proc/driver/nvidia/gpus/0000:01:00.0/information",
+      "Model: \t\t NVIDIA H200\nIRQ:   \t\t 41\nGPU UUID: \t GPU-e2ad6ce3\nBus Type: \t PCIe\n");
+  EXPECT_EQ(detect_host_machine(root.path()).hardware.gpu, "cuda-sm9.0");
+  put("/proc/driver/nvidia/gpus/0000:01:00.0/information", "Model: \t\t NVIDIA Quadro FX 580\n");
+  HostMachine unknown = detect_host_machine(root.path());
+  EXPECT_EQ(unknown.hardware.gpu, "cuda-discrete");
+  EXPECT_FALSE(unknown.gpu_exact);
+  EXPECT_EQ(native_board_name(unknown).find("cuda"), std::string::npos);  // not exact: not in the name
 
   put("/proc/device-tree/compatible", "nvidia,p3768-0000+p3767-0005\0nvidia,p3767-0005\0nvidia,tegra234\0"s);
   put("/proc/device-tree/model", "NVIDIA Jetson Orin Nano Developer Kit\0"s);
   HostMachine orin = detect_host_machine(root.path());
   EXPECT_EQ(orin.hardware.gpu, "cuda-sm8.7-unified");
   EXPECT_TRUE(orin.gpu_exact);
+  EXPECT_TRUE(orin.gpu_integrated());
   EXPECT_NE(orin.gpu_model.find("NVIDIA Jetson Orin Nano Developer Kit"), std::string::npos) << orin.gpu_model;
   EXPECT_NE(native_board_name(orin).find("-cuda-sm8.7-unified"), std::string::npos);
 

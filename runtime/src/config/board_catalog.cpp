@@ -78,7 +78,7 @@ NativeBoard pick_native_board(const std::vector<BoardProfile>& profiles, const H
   const BoardProfile* best = nullptr;
   auto rank = [&](const BoardProfile& p) {
     const bool gpu_match = has_gpu(p.hardware) && p.hardware.gpu == host.hardware.gpu;
-    return std::make_tuple(p.hardware.cpu_features.size(), gpu_match ? 1 : 0, -std::abs(p.cpu_cores - host.cpu_count),
+    return std::make_tuple(gpu_match ? 1 : 0, p.hardware.cpu_features.size(), -std::abs(p.cpu_cores - host.cpu_count),
                            -std::abs(p.ram_mb - host.ram_mb));
   };
   for (const BoardProfile& p : profiles) {
@@ -91,7 +91,10 @@ NativeBoard pick_native_board(const std::vector<BoardProfile>& profiles, const H
   if (best) {
     for (const std::string& feature : host.hardware.cpu_features)
       if (!has(best->hardware.cpu_features, feature)) extra += (extra.empty() ? "" : ", ") + feature;
-    if (extra.empty() && !(host.gpu_exact && !has_gpu(best->hardware))) {
+    // A GPU board's profile is about its GPU: taken even where this CPU has more than it lists.
+    // A CPU-only profile must list every feature here, and a Jetson-like integrated GPU needs
+    // a profile of its own.
+    if (has_gpu(best->hardware) || (extra.empty() && !host.gpu_integrated())) {
       native.profile = *best;
       native.profile.cpu_cores = std::max(1, host.cpu_count);
       std::string features;
@@ -99,7 +102,9 @@ NativeBoard pick_native_board(const std::vector<BoardProfile>& profiles, const H
       native.reason = "shipped profile " + best->name + ": " + best->hardware.architecture + " with " +
                       (features.empty() ? std::string("no optional CPU features") : features) +
                       (has_gpu(best->hardware) ? " and GPU " + best->hardware.gpu : std::string()) +
-                      ", all of which this machine has, and none that it lacks";
+                      ", all of which this machine has" +
+                      (extra.empty() ? std::string(", and none that it lacks")
+                                     : " (its " + extra + " go unused: the profile is for the GPU)");
       return native;
     }
   }

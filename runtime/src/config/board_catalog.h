@@ -30,10 +30,12 @@ struct NativeBoard {
 };
 
 // What `--board native` builds for on `host`. A profile is a candidate when engines built for
-// it run on the host and its GPU is none or the host's. The best has the most CPU features,
-// then the host's GPU, then the nearest core count and RAM. It is taken unless the host has a
-// CPU feature it does not list (its tactics would go unused) or an integrated GPU it lacks;
-// then, as when nothing fits, the host's detected profile (detected_board_profile).
+// it run on the host and its GPU is none or the host's. The best has the host's GPU, then the
+// most CPU features, then the nearest core count and RAM. A profile with the host's GPU is
+// taken; one without a GPU unless the host has a CPU feature it does not list (its tactics
+// would go unused) or an integrated GPU (a Jetson no profile describes); then, as when nothing
+// fits, the host's detected profile (detected_board_profile). A discrete GPU no profile has
+// does not make a workstation a board of its own: its CPU's profile is taken.
 NativeBoard pick_native_board(const std::vector<BoardProfile>& profiles, const HostMachine& host);
 
 // A profile made from `host` alone: named native_board_name(host), its CPU features, CPUs and RAM,
