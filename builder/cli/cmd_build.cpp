@@ -97,6 +97,7 @@ void add_build_command(CLI::App& app) {
     std::string sign_key;
     bool verbose = false, no_optimize = false, no_self_test = false;
     bool fp16 = false, tf32 = false, no_gpu = false;
+    std::string gpu_layout = "auto";
     std::string timing_cache, tactics = "tune";
     bool no_tune = false, ignore_timing_cache_errors = false;
     int32_t threads = 0;
@@ -127,6 +128,11 @@ void add_build_command(CLI::App& app) {
                 "Run GPU layers in float16 on tensor cores where it keeps accuracy (softmax, normalizations and "
                 "large reductions stay float32; inputs and outputs stay float32)");
   cmd->add_flag("--tf32", options->tf32, "Let float32 GPU convolutions and GEMMs use TF32 tensor cores");
+  cmd->add_option("--gpu-layout", options->gpu_layout,
+                  "Layout of GPU convolutions' tensors: nhwc (channels-last, what tensor cores read), nchw (as "
+                  "ONNX), auto (nhwc where layers run in float16 or TF32, else nchw)")
+      ->check(CLI::IsMember({"auto", "nhwc", "nchw"}))
+      ->capture_default_str();
   cmd->add_flag("--no-gpu", options->no_gpu, "Keep every node on the CPU even when the board has a GPU");
   cmd->add_option("--min-shapes,--minShapes", options->min_shapes,
                   "Optimization profile minimum: NAME:1x3x160x160,... (repeat the flag or join with commas; "
@@ -165,6 +171,9 @@ void add_build_command(CLI::App& app) {
     build.self_test = !options->no_self_test;
     build.fp16 = options->fp16;
     build.tf32 = options->tf32;
+    build.gpu_layout = options->gpu_layout == "nhwc"   ? builder::GpuLayout::kChannelsLast
+                       : options->gpu_layout == "nchw" ? builder::GpuLayout::kChannelsFirst
+                                                        : builder::GpuLayout::kAuto;
     build.use_device = !options->no_gpu;
     build.tactics = options->no_tune || options->tactics == "first" ? builder::TacticPolicy::kFirst
                                                                     : builder::TacticPolicy::kTune;

@@ -225,6 +225,125 @@ int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) 
   return converted;
 }
 
+int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& options) {
+  Graph& graph = model.graphs[0];
+  std::string device_plugin;
+  for (const Node& node : graph.nodes)
+    if (node.on_device) device_plugin = node.plugin;
+  if (device_plugin.empty()) return 0;
+  const LoadedPlugin* plugin = plugin_named(options, device_plugin);
+  auto rank4_activation = [&](int32_t t) {
+    const Value& v = graph.values[t];
+    return t >= 0 && !v.is_constant() && v.rank_known && v.shape.size() == 4 &&
+           (v.dtype == EDGERT_DTYPE_FLOAT16 || v.dtype == EDGERT_DTYPE_FLOAT32);
+  };
+  Attribute layout;
+  layout.name = "layout";
+  layout.type = EDGERT_ATTR_STRING;
+  layout.s = "NHWC";
+  // Which nodes go channels-last: device nodes with a rank-4 activation whose kernel takes it.
+  std::vector<bool> nhwc(graph.nodes.size(), false);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    Node& node = graph.nodes[n];
+    if (!node.on_device || node.attribute("layout")) continue;
+    bool rank4 = false;
+    for (int32_t t : node.inputs) rank4 = rank4 || rank4_activation(t);
+    for (int32_t t : node.outputs) rank4 = rank4 || rank4_activation(t);
+    if (!rank4) continue;
+    node.attributes.push_back(layout);
+    nhwc[n] = kernel_in(*plugin, graph, node) != nullptr;
+    node.attributes.pop_back();
+  }
+  std::vector<bool> stored_nhwc(graph.values.size(), false);
+  std::map<std::pair<int32_t, bool>, int32_t> reformatted;  // (value, to NHWC) -> reformatted value
+  std::vector<Node> nodes;
+  int converted = 0, reformats = 0;
+  auto same_bytes = [&](int32_t t) {  // [N, C, 1, 1]: one element per channel in either layout
+    const Value& v = graph.values[t];
+    return v.shape[2].value == 1 && v.shape[3].value == 1;
+  };
+  auto reformat = [&](int32_t t, bool to_nhwc) {
+    auto it = reformatted.find({t, to_nhwc});
+    if (it != reformatted.end()) return it->second;
+    Value v = graph.values[t];
+    v.name += to_nhwc ? ":nhwc" : ":nchw";
+    const int32_t r = graph.add_value(std::move(v));
+    Node node;
+    node.name = graph.values[t].name + (to_nhwc ? " (to NHWC)" : " (to NCHW)");
+    node.domain = "edgert";
+    node.op_type = "Reformat";
+    node.opset = 1;
+    node.inputs = {t};
+    node.outputs = {r};
+    Attribute to;
+    to.name = "to";
+    to.type = EDGERT_ATTR_STRING;
+    to.s = to_nhwc ? "NHWC" : "NCHW";
+    node.attributes = {to};
+    node.plugin = device_plugin;
+    node.on_device = true;
+    nodes.push_back(std::move(node));
+    ++reformats;
+    stored_nhwc.resize(graph.values.size(), false);
+    stored_nhwc[r] = to_nhwc;
+    return reformatted[{t, to_nhwc}] = r;
+  };
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    Node node = graph.nodes[n];
+    for (int32_t& t : node.inputs) {
+      if (!rank4_activation(t) || same_bytes(t) || stored_nhwc[t] == nhwc[n]) continue;
+      t = reformat(t, nhwc[n]);
+    }
+    if (nhwc[n]) {
+      node.set_attribute(layout);
+      // A dense convolution reads its weights [M, KH, KW, C/group] (cuDNN's KRSC).
+      const bool conv = (node.domain.empty() && node.op_type == "Conv") ||
+                        (node.domain == "edgert" && node.op_type == "FusedConv");
+      const Attribute* group = node.attribute("group");
+      if (conv && node.inputs.size() > 1 && graph.values[node.inputs[1]].is_constant()) {
+        const Value& w = graph.values[node.inputs[1]];
+        const int64_t m = w.shape[0].value, cg = w.shape[1].value, kh = w.shape[2].value, kw = w.shape[3].value;
+        const bool depthwise = group && group->i > 1 && cg == 1 && group->i == m;
+        if (!depthwise) {
+          const size_t element = w.dtype == EDGERT_DTYPE_FLOAT16 ? 2 : 4;
+          auto data = std::make_shared<std::vector<uint8_t>>(w.data->size());
+          for (int64_t o = 0; o < m; ++o)
+            for (int64_t c = 0; c < cg; ++c)
+              for (int64_t y = 0; y < kh; ++y)
+                for (int64_t x = 0; x < kw; ++x)
+                  std::memcpy(data->data() + (((o * kh + y) * kw + x) * cg + c) * element,
+                              w.data->data() + (((o * cg + c) * kh + y) * kw + x) * element, element);
+          Value krsc = w;
+          krsc.name += ":krsc";
+          krsc.data = data;
+          krsc.shape = {w.shape[0], w.shape[2], w.shape[3], w.shape[1]};
+          node.inputs[1] = graph.add_value(std::move(krsc));
+          stored_nhwc.resize(graph.values.size(), false);
+        }
+      }
+      for (int32_t t : node.outputs)
+        if (rank4_activation(t)) stored_nhwc[t] = true;
+      ++converted;
+    }
+    nodes.push_back(std::move(node));
+  }
+  // Engine outputs leave in the caller's layout.
+  for (int32_t& t : graph.outputs)
+    if (rank4_activation(t) && stored_nhwc[t] && !same_bytes(t)) {
+      const std::string name = graph.values[t].name;
+      const int32_t r = reformat(t, false);
+      // The engine output keeps its name: swap names so the NCHW copy is the one called that.
+      graph.values[r].name = name;
+      graph.values[t].name = name + ":nhwc";
+      t = r;
+    }
+  graph.nodes = std::move(nodes);
+  if (options.log)
+    options.log("layout: " + std::to_string(converted) + " device nodes channels-last (NHWC), " +
+                std::to_string(reformats) + " Reformat nodes where layouts meet");
+  return converted;
+}
+
 int assign_memory_spaces(Model& model, const PlacementOptions& options) {
   Graph& graph = model.graphs[0];
   bool any_device = false;

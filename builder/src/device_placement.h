@@ -43,6 +43,13 @@ void place_nodes(Model& model, const PlacementOptions& options);
 // and dtypes inferred and nodes placed.
 int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options);
 
+// Channels-last for float16 (where cuDNN's tensor-core convolutions are fast): device nodes
+// whose kernel takes the attribute layout = "NHWC" get it, their rank-4 activations stored
+// [N, H, W, C] with logical dims kept; dense convolution weights are stored [M, KH, KW, C/group];
+// edgert.Reformat nodes convert where such a region meets the rest (none for [N, C, 1, 1]
+// tensors, whose bytes are the same in both layouts). Returns the nodes made channels-last.
+int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& options);
+
 // Sets every main-graph value's memory space and inserts edgert.Copy nodes where a discrete
 // device and the host meet; returns the copies inserted.
 int assign_memory_spaces(Model& model, const PlacementOptions& options);

@@ -143,7 +143,13 @@ BuildResult build_engine(const BuildOptions& options) {
         tf32.i = 1;
         node.set_attribute(tf32);
       }
-  if (have_device && options.fp16 && convert_device_nodes_to_fp16(result.model, placement) > 0)
+  const bool half = have_device && options.fp16 && convert_device_nodes_to_fp16(result.model, placement) > 0;
+  // Tensor cores: cuDNN's fast convolutions read channels-last tensors.
+  const bool channels_last = options.gpu_layout == GpuLayout::kChannelsLast ||
+                             (options.gpu_layout == GpuLayout::kAuto && (half || options.tf32));
+  if (have_device && channels_last && convert_device_nodes_to_channels_last(result.model, placement) > 0)
+    infer_profile_shapes(main, plugins, options.profiles, 0, ProfilePoint::kOpt);
+  else if (half)
     infer_profile_shapes(main, plugins, options.profiles, 0, ProfilePoint::kOpt);
   if (have_device && assign_memory_spaces(result.model, placement) > 0) infer_shapes(main, plugins);
 

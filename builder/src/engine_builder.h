@@ -17,6 +17,10 @@
 
 namespace edgert::builder {
 
+// kAuto: channels-last where device layers use tensor cores (float16, TF32), whose cuDNN and
+// cuBLASLt kernels read NHWC; channels-first (ONNX's NCHW, no reformats) otherwise.
+enum class GpuLayout { kAuto, kChannelsFirst, kChannelsLast };
+
 struct BuildOptions {
   std::string model_path;
   config::BoardProfile board;
@@ -34,9 +38,11 @@ struct BuildOptions {
   // Devices: a board with a GPU gets its nodes on the GPU plugin where it has kernels, unless
   // use_device is false (--no-gpu); fp16 (--fp16) runs device nodes in float16 where the
   // board's precisions allow it; tf32 (--tf32) lets float32 convolutions and GEMMs use TF32.
+  // gpu_layout: the layout of device convolutions' tensors (--gpu-layout).
   bool use_device = true;
   bool fp16 = false;
   bool tf32 = false;
+  GpuLayout gpu_layout = GpuLayout::kAuto;
   // SQLite timing cache to read and update (see timing_cache.h); empty: timings last one build.
   std::string timing_cache_path;
   // A timing cache that cannot be used (corrupt, another program's file) is a warning and the

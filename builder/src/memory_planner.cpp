@@ -56,6 +56,8 @@ std::vector<ConcatInPlace> concats_in_place(const Graph& graph, const std::vecto
     const Node& node = graph.nodes[n];
     if (!node.domain.empty() || node.op_type != "Concat" || node.outputs.size() != 1 || node.inputs.size() < 2)
       continue;
+    // Channels-last, a Concat over channels interleaves its inputs: no input is one run of it.
+    if (const Attribute* layout = node.attribute("layout"); layout && layout->s == "NHWC") continue;
     const int32_t out = node.outputs[0];
     if (!plannable[out] || member_of[out] >= 0 || sizes[out] == 0) continue;
     const Value& y = graph.values[out];

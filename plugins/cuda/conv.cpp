@@ -16,12 +16,17 @@
 #include "depthwise.h"
 #include "epilogue.h"
 #include "handles.h"
+#include "lt_gemm.h"
 
 namespace edgert::cuda {
 namespace {
 
-// Tactic ids: 0 is the depthwise kernel; cuDNN algorithm a is tactic a + 1.
+// Tactic ids: 0 is the depthwise kernel; cuDNN algorithm a is tactic a + 1; a channels-last 1x1
+// convolution is also the product [N*H*W, C] x [M, C]^T, and kGemmTactic + i runs it as
+// cuBLASLt's heuristic algorithm i (bias, ReLU and the residual in its epilogue).
 constexpr int64_t kDepthwiseTactic = 0;
+constexpr int64_t kGemmTactic = 100;
+constexpr int kGemmTacticsListed = 4;
 int64_t tactic_of(cudnnConvolutionFwdAlgo_t algo) { return static_cast<int64_t>(algo) + 1; }
 
 struct ConvGeometry {
@@ -101,6 +106,19 @@ ConvGeometry geometry_of(const edgert_node& node, const edgert_tensor* in) {
   return g;
 }
 
+// A channels-last 1x1 convolution, stride 1, no padding, one group: one product.
+bool pointwise_product(const edgert_node& node, const edgert_tensor* in) {
+  if (!channels_last(node) || in[0].rank != 4 || in[1].rank != 4) return false;
+  Attributes attrs(&node);
+  auto all = [&](const char* name, int64_t value) {
+    for (int64_t v : attrs.get_ints(name, {})) if (v != value) return false;
+    return true;
+  };
+  const std::string auto_pad = attrs.get_string("auto_pad", "NOTSET");
+  return attrs.get_int("group", 1) == 1 && in[1].dims[1] == 1 && in[1].dims[2] == 1 && all("strides", 1) &&
+         all("pads", 0) && (auto_pad == "NOTSET" || auto_pad == "VALID");
+}
+
 int32_t supports_conv(const edgert_node* node, const edgert_tensor* in) {
   if (has_cpu_only_fusion(node)) return 0;
   const edgert_tensor &x = in[0], &w = in[1];
@@ -123,13 +141,18 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
   const bool depthwise = group > 1 && in[0].rank == 4 && in[1].rank == 4 && in[0].dims[1] == group &&
                          in[1].dims[0] == group;
   if (depthwise) return {{kDepthwiseTactic, "conv-depthwise-direct-cuda"}};
+  std::vector<TacticSpec> tactics;
+  if (pointwise_product(*node, in))
+    for (int i = 0; i < kGemmTacticsListed; ++i) tactics.push_back({kGemmTactic + i, kLtConvTacticNames[i]});
   // Implicit-precomputed GEMM first: cuDNN's usual best at batch 1, and the only algorithm its
   // fused bias-activation call takes without an activation.
-  return {{tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM), "conv-implicit-precomp-gemm-cudnn"},
+  std::vector<TacticSpec> cudnn = {{tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM), "conv-implicit-precomp-gemm-cudnn"},
           {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM), "conv-implicit-gemm-cudnn"},
           {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED), "conv-winograd-nonfused-cudnn"},
           {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING), "conv-fft-tiling-cudnn"},
           {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_GEMM), "conv-gemm-cudnn"}};
+  tactics.insert(tactics.end(), cudnn.begin(), cudnn.end());
+  return tactics;
 }
 
 cudnnDataType_t cudnn_type(edgert_dtype dtype) {
@@ -170,6 +193,7 @@ class ConvOp : public Op {
       fail(EDGERT_ERR_UNSUPPORTED, "X is %s and W %s; the GPU convolution takes float32 or float16, both alike",
            edgert_dtype_name(x.dtype), edgert_dtype_name(w.dtype));
     g_ = geometry_of(node, in);
+    gemm_.reset();
     dtype_ = x.dtype;
     nhwc_ = channels_last(node);
     has_bias_ = node.num_inputs > 2 && is_present(in[2]);
@@ -185,6 +209,27 @@ class ConvOp : public Op {
     set_output(out[0], dtype_, y_shape);
     if (g_.depthwise()) {
       if (tactic() != kDepthwiseTactic) fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld is not the depthwise kernel", static_cast<long long>(tactic()));
+      return;
+    }
+    if (tactic() >= kGemmTactic) {
+      if (!pointwise_product(node, in))
+        fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld runs channels-last 1x1 convolutions only", static_cast<long long>(tactic()));
+      GemmShape s;
+      s.m = g_.n * g_.h * g_.w;
+      s.k = g_.c;
+      s.n = g_.m;
+      s.trans_b = true;  // weights [M, 1, 1, C]: B' = W^T
+      s.out = y_shape;
+      const cublasLtEpilogue_t epilogue =
+          activation_.kind == ActivationKind::Relu ? (has_bias_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                                                   : (has_bias_ ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+      gemm_ = std::make_unique<LtPlan>();
+      gemm_->build(s, dtype_, epilogue, allows_tf32(node));
+      gemm_index_ = static_cast<int>(tactic() - kGemmTactic);
+      if (gemm_index_ >= gemm_->algorithms())
+        fail(EDGERT_ERR_UNSUPPORTED, "cuBLASLt proposes %d algorithms for this convolution; no algorithm %d",
+             gemm_->algorithms(), gemm_index_);
+      info.workspace_bytes = kLtWorkspaceBytes;
       return;
     }
     if (tactic() < 0 || tactic() > CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
@@ -212,6 +257,16 @@ class ConvOp : public Op {
       DepthwiseShape s{g_.n, g_.c, g_.h, g_.w, g_.kh, g_.kw, g_.stride_h, g_.stride_w, g_.pad_top, g_.pad_left,
                        g_.dilation_h, g_.dilation_w, g_.out_h, g_.out_w, nhwc_};
       launch_depthwise(in[0].data, in[1].data, bias, residual, out[0].data, dtype_, s, activation_, stream);
+      return;
+    }
+    if (gemm_) {
+      // Y = X W^T + residual (beta 1; in place when the plan put Y over it), bias and ReLU in
+      // the epilogue, any other activation after.
+      gemm_->run(gemm_index_, 1.0f, in[0].data, in[1].data, residual ? 1.0f : 0.0f, residual, out[0].data, bias,
+                 workspace, stream);
+      if (activation_.kind != ActivationKind::None && activation_.kind != ActivationKind::Relu)
+        launch_bias_activation(out[0].data, nullptr, nullptr, dtype_, g_.n * g_.out_h * g_.out_w, g_.m, 1, true,
+                               activation_, stream);
       return;
     }
     cudnnHandle_t handle = cudnn_handle();
@@ -280,6 +335,8 @@ class ConvOp : public Op {
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
   size_t workspace_bytes_ = 0;
   Descriptors d_;
+  std::unique_ptr<LtPlan> gemm_;  // the 1x1 convolution as a product, when the tactic says so
+  int gemm_index_ = 0;
 };
 
 }  // namespace

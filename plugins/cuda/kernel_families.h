@@ -13,7 +13,8 @@
   X(tensor_layout)                     \
   X(resize)                            \
   X(reduce)                            \
-  X(normalization)
+  X(normalization)                       \
+  X(reformat)
 
 namespace edgert::cuda {
 

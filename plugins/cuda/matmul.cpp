@@ -1,12 +1,8 @@
 // Matrix products on the GPU through cuBLASLt: Gemm, MatMul and the builder's fused forms
 // (edgert.FusedGemm: Gemm + activation; edgert.FusedMatMul: MatMul + bias [N] + activation).
 // Bias and ReLU ride in cuBLASLt's epilogue; other activations in one kernel of ours after it.
-// Tactics are the algorithms cuBLASLt's heuristic proposes for the shapes, in its order (a
-// tactic is the index in that list plus one; the timing cache keys records on the cuBLASLt
-// version, so the index names the same algorithm wherever the record is used).
-//
-// cuBLASLt is column-major: the row-major Y[M,N] = A'[M,K] B'[K,N] is computed as the
-// column-major Y^T[N,M] = B'^T A'^T, so B's buffer is cuBLASLt's A and A's is its B.
+// Tactics are the algorithms cuBLASLt's heuristic proposes for the shapes (lt_gemm.h), tactic
+// i + 1 the i-th.
 #include <algorithm>
 #include <array>
 
@@ -14,32 +10,16 @@
 #include "cuda_op.h"
 #include "epilogue.h"
 #include "handles.h"
+#include "lt_gemm.h"
 
 namespace edgert::cuda {
 namespace {
-
-constexpr int kMaxAlgorithms = 8;
-constexpr size_t kWorkspaceBytes = size_t{4} << 20;
-const char* const kTacticNames[kMaxAlgorithms] = {"gemm-cublaslt-heuristic-0", "gemm-cublaslt-heuristic-1",
-                                                  "gemm-cublaslt-heuristic-2", "gemm-cublaslt-heuristic-3",
-                                                  "gemm-cublaslt-heuristic-4", "gemm-cublaslt-heuristic-5",
-                                                  "gemm-cublaslt-heuristic-6", "gemm-cublaslt-heuristic-7"};
 
 bool is_fused(const edgert_node& node) { return node.domain && std::string(node.domain) == "edgert"; }
 bool is_gemm(const edgert_node& node) {
   const std::string op = node.op_type;
   return op == "Gemm" || op == "FusedGemm";
 }
-
-cudaDataType_t cuda_type(edgert_dtype dtype) { return dtype == EDGERT_DTYPE_FLOAT16 ? CUDA_R_16F : CUDA_R_32F; }
-
-// One product's shapes, as row-major operands.
-struct GemmShape {
-  int64_t m = 0, n = 0, k = 0, batch = 1;
-  int64_t stride_a = 0, stride_b = 0;  // elements between batches (0: broadcast)
-  bool trans_a = false, trans_b = false;
-  Shape out;
-};
 
 // Numpy matmul batching, for the forms cuBLASLt's strided batches take: equal batch dims, or
 // one side without them. A batched A with a 2-D B folds the batch into M (one larger product).
@@ -93,71 +73,6 @@ GemmShape gemm_shape(const edgert_node& node, const edgert_tensor& a, const edge
 // How C (Gemm) or the bias (FusedMatMul) enters: as cuBLASLt's bias epilogue (a vector of N),
 // as its C matrix (a full [M, N] with beta), or not at all.
 enum class Addend { None, BiasVector, Matrix };
-
-// The descriptors of one product; cuBLASLt keeps no state between calls.
-struct LtPlan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
-  cublasLtMatmulPreference_t preference = nullptr;
-  std::array<cublasLtMatmulHeuristicResult_t, kMaxAlgorithms> algorithms{};
-  int found = 0;
-
-  LtPlan() = default;
-  LtPlan(const LtPlan&) = delete;
-  LtPlan& operator=(const LtPlan&) = delete;
-  ~LtPlan() { reset(); }
-  void reset() {
-    if (op) cublasLtMatmulDescDestroy(op);
-    for (cublasLtMatrixLayout_t* l : {&a, &b, &c, &d})
-      if (*l) cublasLtMatrixLayoutDestroy(*l);
-    if (preference) cublasLtMatmulPreferenceDestroy(preference);
-    op = nullptr;
-    a = b = c = d = nullptr;
-    preference = nullptr;
-    found = 0;
-  }
-
-  void build(const GemmShape& s, edgert_dtype dtype, Addend addend, cublasLtEpilogue_t epilogue, bool tf32) {
-    reset();
-    const cudaDataType_t type = cuda_type(dtype);
-    const cublasComputeType_t compute =
-        dtype == EDGERT_DTYPE_FLOAT32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    check_cublas(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
-    // cuBLASLt's A is our B: transposed exactly when our B is.
-    const cublasOperation_t op_a = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a), "TRANSA");
-    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b), "TRANSB");
-    check_cublas(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
-                 "EPILOGUE");
-    auto layout = [&](cublasLtMatrixLayout_t* l, int64_t rows, int64_t cols, int64_t stride) {
-      check_cublas(cublasLtMatrixLayoutCreate(l, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), rows),
-                   "cublasLtMatrixLayoutCreate");
-      if (s.batch > 1) {
-        const int32_t count = static_cast<int32_t>(s.batch);
-        check_cublas(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
-                     "BATCH_COUNT");
-        check_cublas(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                      sizeof stride),
-                     "STRIDED_BATCH_OFFSET");
-      }
-    };
-    // Column-major views of the row-major buffers (leading dimension = rows of the view).
-    layout(&a, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.stride_b);
-    layout(&b, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.stride_a);
-    layout(&c, s.n, s.m, s.m * s.n);
-    layout(&d, s.n, s.m, s.m * s.n);
-    (void)addend;
-    check_cublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
-    const uint64_t workspace = kWorkspaceBytes;
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                      sizeof workspace),
-                 "MAX_WORKSPACE_BYTES");
-    check_cublas(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), op, a, b, c, d, preference, kMaxAlgorithms,
-                                                algorithms.data(), &found),
-                 "cublasLtMatmulAlgoGetHeuristic");
-    if (found == 0) fail(EDGERT_ERR_UNSUPPORTED, "cuBLASLt proposes no algorithm for this product");
-  }
-};
 
 struct ProductSetup {
   GemmShape shape;
@@ -224,9 +139,9 @@ std::vector<TacticSpec> product_tactics(const edgert_node* node, const edgert_te
       if (in[i].dims[d] < 0) return {};
   ProductSetup p = setup_of(*node, in);
   LtPlan plan;
-  plan.build(p.shape, in[0].dtype, p.addend, p.epilogue, allows_tf32(*node));
+  plan.build(p.shape, in[0].dtype, p.epilogue, allows_tf32(*node));
   std::vector<TacticSpec> tactics;
-  for (int i = 0; i < plan.found; ++i) tactics.push_back({i + 1, kTacticNames[i]});
+  for (int i = 0; i < plan.algorithms(); ++i) tactics.push_back({i + 1, kLtGemmTacticNames[i]});
   return tactics;
 }
 
@@ -236,27 +151,19 @@ class ProductOp : public Op {
     p_ = setup_of(node, in);
     dtype_ = in[0].dtype;
     set_output(out[0], dtype_, p_.shape.out);
-    plan_.build(p_.shape, dtype_, p_.addend, p_.epilogue, allows_tf32(node));
-    const int64_t index = std::max<int64_t>(tactic(), 1) - 1;
-    if (index >= plan_.found)
+    plan_.build(p_.shape, dtype_, p_.epilogue, allows_tf32(node));
+    index_ = static_cast<int>(std::max<int64_t>(tactic(), 1) - 1);
+    if (index_ >= plan_.algorithms())
       fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld: cuBLASLt proposes only %d algorithms for this product",
-           static_cast<long long>(tactic()), plan_.found);
-    algorithm_ = plan_.algorithms[static_cast<size_t>(index)].algo;
-    info.workspace_bytes = kWorkspaceBytes;
+           static_cast<long long>(tactic()), plan_.algorithms());
+    info.workspace_bytes = kLtWorkspaceBytes;
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace,
                cudaStream_t stream) override {
-    if (p_.addend == Addend::BiasVector) {
-      const void* bias = in[2].data;
-      check_cublas(cublasLtMatmulDescSetAttribute(plan_.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-                   "BIAS_POINTER");
-    }
-    const void* c = p_.addend == Addend::Matrix ? in[2].data : out[0].data;
-    check_cublas(cublasLtMatmul(cublaslt_handle(), plan_.op, &p_.alpha, in[1].data, plan_.a, in[0].data, plan_.b,
-                                &p_.beta, c, plan_.c, out[0].data, plan_.d, &algorithm_, workspace, kWorkspaceBytes,
-                                stream),
-                 "cublasLtMatmul");
+    const void* bias = p_.addend == Addend::BiasVector ? in[2].data : nullptr;
+    const void* c = p_.addend == Addend::Matrix ? in[2].data : nullptr;
+    plan_.run(index_, p_.alpha, in[0].data, in[1].data, p_.beta, c, out[0].data, bias, workspace, stream);
     if (p_.separate_activation)
       launch_bias_activation(out[0].data, nullptr, nullptr, dtype_, numel(out[0]) / p_.shape.n, p_.shape.n, 1, true,
                              p_.activation, stream);
@@ -266,7 +173,7 @@ class ProductOp : public Op {
   ProductSetup p_;
   edgert_dtype dtype_ = EDGERT_DTYPE_FLOAT32;
   LtPlan plan_;
-  cublasLtMatmulAlgo_t algorithm_{};
+  int index_ = 0;
 };
 
 }  // namespace

@@ -92,6 +92,31 @@ TEST_F(GpuTest, FusedConvolutionWithBiasActivationAndResidual) {
   }
 }
 
+// Channels-last 1x1 convolutions also run as cuBLASLt products (bias, ReLU and the residual in
+// its epilogue, other activations after): weights [M, 1, 1, C].
+TEST_F(GpuTest, ChannelsLastPointwiseConvolutionsAsProducts) {
+  std::mt19937 rng(25);
+  for (const char* activation : {"", "Relu", "Clip"}) {
+    for (bool residual : {false, true}) {
+      HostTensor w = HostTensor::random({19, 13, 1, 1}, rng);
+      CaseInput w_input = constant(w);
+      w_input.keeps_layout = true;
+      w_input.gpu_tensor = w;
+      w_input.gpu_tensor.dims = {19, 1, 1, 13};  // [M, C, 1, 1] and [M, 1, 1, C] hold the same bytes
+      std::vector<CaseInput> inputs = {input(HostTensor::random({2, 13, 7, 9}, rng)), w_input,
+                                       constant(HostTensor::random({19}, rng))};
+      if (residual) inputs.push_back(input(HostTensor::random({2, 19, 7, 9}, rng)));
+      NodeSpec attributes = NodeSpec().ints("kernel_shape", {1, 1}).string("activation", activation);
+      if (std::string(activation) == "Clip") attributes.floats("activation_params", {0.0f, 6.0f});
+      GpuCase c = make("FusedConv", inputs, attributes,
+                       std::string("NHWC 1x1 ") + (*activation ? activation : "linear") + (residual ? " + residual" : ""));
+      c.domain = "edgert";
+      c.nhwc = true;
+      run_both(c);
+    }
+  }
+}
+
 TEST_F(GpuTest, GemmTransposesScalesAndAddends) {
   std::mt19937 rng(23);
   struct GemmCase {

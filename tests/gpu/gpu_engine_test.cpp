@@ -36,7 +36,7 @@ std::vector<float> seeded(size_t n, uint32_t seed, float scale = 1.0f) {
 }
 
 // x [N,3,16,16] -> Conv 3x3 + Relu -> depthwise 3x3 + Clip -> 1x1 Conv + residual -> GAP ->
-// Flatten -> Gemm; with `host_op` a Softsign (no CUDA kernel) between the convolutions.
+// Flatten -> Gemm; with `host_op` a CumSum along W (no CUDA kernel) between the convolutions.
 onnx::ModelProto small_net(const Shape& x_shape, bool host_op) {
   GraphMaker g;
   g.input("x", x_shape);
@@ -53,7 +53,8 @@ onnx::ModelProto small_net(const Shape& x_shape, bool host_op) {
   g.node("Relu", {"c1"}, {"r1"}, "relu1");
   std::string into_depthwise = "r1";
   if (host_op) {
-    g.node("Softsign", {"r1"}, {"s1"}, "softsign");
+    g.ints("axis", {}, {3});
+    g.node("CumSum", {"r1", "axis"}, {"s1"}, "cumsum");
     into_depthwise = "s1";
   }
   auto& dw = g.node("Conv", {into_depthwise, "wd", "bd"}, {"cd"}, "depthwise");
@@ -101,13 +102,15 @@ class GpuEngine : public ::testing::Test {
     return builder::build_engine(options).engine;
   }
 
-  std::unique_ptr<LoadedEngine> load(const std::vector<uint8_t>& bytes) {
+  // The engine reads its weights in place: the bytes live as long as the fixture.
+  std::unique_ptr<LoadedEngine> load(std::vector<uint8_t> bytes) {
     edgert_load_options options;
     edgert_load_options_init(&options);
     options.plugin_path = plugins().c_str();
     options.allow_board_mismatch = 1;
     edgert_error error{};
-    auto engine = LoadedEngine::load_memory(bytes.data(), bytes.size(), options, &error);
+    const std::vector<uint8_t>& kept = *engines_.emplace_back(std::make_unique<std::vector<uint8_t>>(std::move(bytes)));
+    auto engine = LoadedEngine::load_memory(kept.data(), kept.size(), options, &error);
     EXPECT_NE(engine, nullptr) << error.message;
     return engine;
   }
@@ -138,6 +141,7 @@ class GpuEngine : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> engines_;  // outlive every engine of a test
 };
 
 TEST_F(GpuEngine, Fp32OnTheGpuComputesWhatTheCpuComputesAndFp16StaysClose) {
@@ -228,11 +232,11 @@ TEST_F(GpuEngine, AHostOnlyNodeBetweenGpuNodesRunsWithCopiesOrInUnifiedMemory) {
   std::ofstream(dir_.file("unified.yaml")) << yaml;
   auto unified = load(build(small_net(shape, true), dir_.file("unified.yaml")));
   ASSERT_TRUE(cpu && discrete && unified);
-  EXPECT_EQ(nodes_on(*discrete, "cpu"), 1u) << "Softsign runs on the CPU";
+  EXPECT_EQ(nodes_on(*discrete, "cpu"), 1u) << "CumSum runs on the CPU";
   size_t copies = 0, unified_tensors = 0;
   for (const LoadedNode& node : discrete->main_graph().nodes) copies += node.builtin == BuiltinOp::Copy;
   for (const LoadedTensor& t : unified->main_graph().tensors) unified_tensors += t.space == EDGERT_MEMORY_UNIFIED;
-  EXPECT_EQ(copies, 2u) << "to the host for Softsign and back to the device";
+  EXPECT_EQ(copies, 2u) << "to the host for CumSum and back to the device";
   for (const LoadedNode& node : unified->main_graph().nodes) EXPECT_NE(node.builtin, BuiltinOp::Copy);
   EXPECT_GE(unified_tensors, 2u);
   ExecutionContext c(*cpu), d(*discrete), u(*unified);

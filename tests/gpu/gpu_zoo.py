@@ -4,10 +4,11 @@
 Run by tests/gpu/run-on-device (which sets up the bundle's paths); on its own:
 
   gpu_zoo.py --edgert BIN --agreement BIN --anchor torch_anchor.py --work DIR
-             [--models resnet18,...] [--accuracy] [--bench] [--anchor-modes graph]
+             [--models resnet18,...] [--accuracy] [--bench] [--anchor-modes graph] [--fp32-layouts nhwc]
 
-Models are exported on the machine by torch_anchor.py --export (the very networks PyTorch is
-timed on; random weights, seed 0), plus LR-ASPP and SSDlite from torchvision for accuracy.
+Speed: the networks torch_anchor.py --export writes (the very ones PyTorch is timed on; random
+weights, seed 0). Accuracy: the zoo of tests/models/make_zoo.py exported on the machine (the
+same architectures with calibrated BatchNorm statistics; LR-ASPP and SSDlite with --extra).
 Engines are built for board x86_64-cuda-sm90 with the CUDA plugin preferred, FP32 and --fp16.
 
 --accuracy: every FP32 engine against ONNX Runtime on one input (relative L2 <= 1e-4; SSDlite
@@ -35,26 +36,15 @@ def sh(cmd, **kw):
     return p.stdout
 
 
-def export_extra(work):
-    """LR-ASPP and SSDlite (segmentation, detection with NMS on the CPU) for the accuracy check."""
-    import torch, torchvision
-    out = {}
-    torch.manual_seed(0)
-    m = torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None).eval()
-    x = torch.rand(1, 3, 224, 224)
-    path = f"{work}/lraspp_mobilenet_v3_large.onnx"
-    torch.onnx.export(m, x, path, opset_version=17, input_names=["input"], output_names=["out"], dynamo=False)
-    out["lraspp_mobilenet_v3_large"] = path
-    try:
-        torch.manual_seed(0)
-        d = torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None).eval()
-        path = f"{work}/ssdlite320_mobilenet_v3_large.onnx"
-        torch.onnx.export(d, [torch.rand(3, 320, 320)], path, opset_version=17, input_names=["images"],
-                          output_names=["boxes", "scores", "labels"], dynamo=False)
-        out["ssdlite320_mobilenet_v3_large"] = path
-    except Exception as e:  # the exporter's support for detection models varies by release
-        print(f"# SSDlite export failed: {e}", file=sys.stderr)
-    return out
+def export_zoo(work, names):
+    """The zoo as CI has it (tests/models/make_zoo.py: BatchNorm statistics calibrated on random
+    batches, logits scaled to unit spread), exported on this machine: realistic activations for
+    the accuracy criteria, where torchvision's random initialisation gives logits of ~1e-9 that
+    float16 cannot hold."""
+    zoo = f"{work}/zoo"
+    sh([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "make_zoo.py"),
+        "--out", zoo, "--only", ",".join(names)])
+    return {n: f"{zoo}/{n}.onnx" for n in names if os.path.exists(f"{zoo}/{n}.onnx")}
 
 
 def rel_l2(a, b):
@@ -79,13 +69,15 @@ def run_edgert(args, engine, inputs, work, tag):
 def accuracy(args, name, onnx_path, work, results):
     import onnxruntime as ort
     sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    sample = os.path.join(os.path.dirname(onnx_path), f"{name}.inputs", "input.npy")
     rng = np.random.default_rng(7)
-    inputs = {i.name: rng.random([d if isinstance(d, int) else 1 for d in i.shape], dtype=np.float32)
+    inputs = {i.name: (np.load(sample) if os.path.exists(sample) else
+                       rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape]).astype(np.float32))
               for i in sess.get_inputs()}
     want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, inputs)))
     row = results.setdefault(name, {})
     for tag, extra in (("fp32", []), ("fp16", ["--fp16"])):
-        engine = f"{work}/{name}.{tag}.engine"
+        engine = f"{work}/{name}.{tag}.accuracy.engine"
         sh([args.edgert, "build", onnx_path, "--board", BOARD, "-o", engine, "--timing-cache",
             f"{work}/timing.cache"] + extra)
         info = json.loads(sh([args.edgert, "inspect", "--json", engine]))
@@ -109,7 +101,8 @@ def accuracy(args, name, onnx_path, work, results):
         row[f"{tag}_rel_l2"] = max(errs.values()) if errs else float("inf")
         row[f"{tag}_ok"] = row[f"{tag}_rel_l2"] <= (1e-4 if tag == "fp32" else 1e-2)
     if name in CLASSIFIERS:
-        agree = json.loads(sh([args.agreement, f"{work}/{name}.fp16.engine", f"{work}/{name}.fp32.engine", "200"]))
+        agree = json.loads(sh([args.agreement, f"{work}/{name}.fp16.accuracy.engine",
+                               f"{work}/{name}.fp32.accuracy.engine", "200"]))
         row["fp16_top1_agreement"] = agree["top1_agreement"]
         row["fp16_max_rel_l2_200"] = agree["max_rel_l2"]
         row["fp16_ok"] = row["fp16_ok"] and agree["top1_agreement"] >= 0.99
@@ -117,7 +110,10 @@ def accuracy(args, name, onnx_path, work, results):
 
 def bench(args, name, onnx_path, work, results):
     row = results.setdefault(name, {})
-    for tag, extra in (("fp32", []), ("fp16", ["--fp16"])):
+    variants = [("fp32", []), ("fp16", ["--fp16"])]
+    # Other layouts of the FP32 engine, for comparison (the ratios use the default build).
+    variants += [(f"fp32_{layout}", ["--gpu-layout", layout]) for layout in args.fp32_layouts.split(",") if layout]
+    for tag, extra in variants:
         engine = f"{work}/{name}.{tag}.engine"
         if not os.path.exists(engine):
             sh([args.edgert, "build", onnx_path, "--board", BOARD, "-o", engine, "--timing-cache",
@@ -142,6 +138,7 @@ def main():
     ap.add_argument("--anchor-modes", default="eager,graph")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--json", default="")
+    ap.add_argument("--fp32-layouts", default="", help="also bench FP32 engines built with these --gpu-layout values")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     models = args.models.split(",")
@@ -153,16 +150,18 @@ def main():
     sh(anchor_cmd)
     with open(f"{args.work}/anchor.json") as f:
         anchor = json.load(f)
+    # Speed on the anchor's own networks; accuracy on the zoo's (same architectures, calibrated).
     paths = {m: f"{args.work}/{m}.onnx" for m in models}
-    if args.extra:
-        paths.update(export_extra(args.work))
+    zoo_names = [m for m in models if m != "resnet50"] + (["lraspp_mobilenet_v3_large", "ssdlite320_mobilenet_v3_large"]
+                                                          if args.extra else [])
+    zoo = export_zoo(args.work, zoo_names) if args.accuracy else {}
     results, failures = {}, []
-    for name, path in paths.items():
+    for name in dict.fromkeys(list(paths) + list(zoo)):
         try:
-            if args.accuracy:
-                accuracy(args, name, path, args.work, results)
-            if args.bench and name in models:
-                bench(args, name, path, args.work, results)
+            if args.accuracy and name in zoo:
+                accuracy(args, name, zoo[name], args.work, results)
+            if args.bench and name in paths:
+                bench(args, name, paths[name], args.work, results)
         except Exception as e:
             failures.append(name)
             results.setdefault(name, {})["error"] = str(e)[-2000:]
@@ -192,7 +191,7 @@ def main():
             json.dump(out, f, indent=1)
     if args.accuracy:
         print("\nmodel                          fp32 relL2   fp16 relL2  top1(200)  gpu/all nodes  arena/act  ok")
-        for name in paths:
+        for name in zoo:
             r = results.get(name, {})
             print(f"{name:30s} {r.get('fp32_rel_l2', float('nan')):10.2e} {r.get('fp16_rel_l2', float('nan')):10.2e}"
                   f" {r.get('fp16_top1_agreement', float('nan')):9.3f} {r.get('fp32_gpu_nodes', 0):5d}/{r.get('fp32_nodes', 0):<5d}"

@@ -20,6 +20,7 @@ the PyTorch accuracy are kept in each ONNX file's metadata_props).
 Always run with /usr/bin/python3 (Debian's python3-torch 1.13, torchvision 0.14, onnx 1.12).
 """
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -246,9 +247,12 @@ def export_one(name, out_dir):
                 dynamic_axes[o] = {int(a): d for a, d in spec["dynamic"].items()}
     path = os.path.join(out_dir, name + ".onnx")
     t1 = time.time()
+    # PyTorch 2.x defaults to its dynamo exporter; the zoo is the TorchScript exporter's graphs
+    # (what torch 1.13, Debian's, has), there too (the GPU machine exports with a newer torch).
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, (torch.from_numpy(sample),), path, opset_version=OPSET,
                       do_constant_folding=True, input_names=["input"],
-                      output_names=spec["outputs"], dynamic_axes=dynamic_axes)
+                      output_names=spec["outputs"], dynamic_axes=dynamic_axes, **legacy)
     t_export = time.time() - t1
     m = onnx.load(path)
     # The exporter names the output dims it could not infer ("Resizeout_dim_0", ...): pin the
