@@ -32,6 +32,18 @@ bool computes_integers(const Graph& graph, const Node& node) {
   return true;
 }
 
+// Whether every present input and output of `node` has a known dtype. A device kernel checks
+// dtypes in its prepare, which the builder runs only where shapes are static; a value whose
+// dtype inference could not tell (data-dependent stretches of detectors' post-processing)
+// would reach a device kernel untested, so such nodes stay on the host, whose kernels take
+// whatever dtype arrives.
+bool dtypes_known(const Graph& graph, const Node& node) {
+  for (const auto* list : {&node.inputs, &node.outputs})
+    for (int32_t t : *list)
+      if (t >= 0 && graph.values[t].dtype == EDGERT_DTYPE_UNDEFINED) return false;
+  return true;
+}
+
 bool same_domain(const char* kernel_domain, const std::string& node_domain) {
   std::string k = kernel_domain ? kernel_domain : "";
   if (k == "ai.onnx") k.clear();
@@ -105,11 +117,12 @@ void place_nodes(Model& model, const PlacementOptions& options) {
       node.on_device = false;
       if (builtin_kernel(node)) continue;
       const bool integers = computes_integers(graph, node);
+      const bool typed = dtypes_known(graph, node);
       // Host plugins first for what must stay on the host, devices first (by score) otherwise.
       for (int pass = 0; pass < 2 && node.plugin.empty(); ++pass)
         for (const LoadedPlugin* plugin : options.plugins) {
           const bool device = plugin->table->device != nullptr;
-          if (device && (!main || (integers && pass == 0))) continue;
+          if (device && (!main || !typed || (integers && pass == 0))) continue;
           if (!device && pass == 0 && !integers) continue;
           if (!kernel_in(*plugin, graph, node)) continue;
           node.plugin = plugin->name;

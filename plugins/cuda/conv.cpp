@@ -1,7 +1,9 @@
 // Convolutions on the GPU: Conv and edgert.FusedConv (bias, activation, residual: the builder's
 // activation fusion). Grouped and dense convolutions go to cuDNN's convolution forward, one
 // tactic per cuDNN algorithm, timed by the builder; bias + ReLU (+ residual) ride in cuDNN's
-// fused bias-activation call, other epilogues in one kernel of our own after it. Depthwise
+// fused bias-activation call, other epilogues in one kernel of our own after it. Dense
+// convolutions also have our own split-reduction implicit GEMM (conv_gemm.h), one tactic per
+// number of slices, which keeps the GPU busy where batch 1 leaves cuDNN's tiles few. Depthwise
 // convolutions (group == C_in == C_out) run our own kernel (depthwise.cu), which fuses every
 // epilogue: cuDNN's depthwise paths are slow at batch 1.
 //
@@ -12,6 +14,7 @@
 #include <array>
 
 #include "activation.cuh"
+#include "conv_gemm.h"
 #include "cuda_op.h"
 #include "depthwise.h"
 #include "epilogue.h"
@@ -23,10 +26,25 @@ namespace {
 
 // Tactic ids: 0 is the depthwise kernel; cuDNN algorithm a is tactic a + 1; a channels-last 1x1
 // convolution is also the product [N*H*W, C] x [M, C]^T, and kGemmTactic + i runs it as
-// cuBLASLt's heuristic algorithm i (bias, ReLU and the residual in its epilogue).
+// cuBLASLt's heuristic algorithm i (bias, ReLU and the residual in its epilogue);
+// kSplitTactic + s is our implicit GEMM with s reduction slices.
 constexpr int64_t kDepthwiseTactic = 0;
 constexpr int64_t kGemmTactic = 100;
 constexpr int kGemmTacticsListed = 4;
+constexpr int64_t kSplitTactic = 200;
+constexpr int64_t kSplitTacticEnd = 300;
+
+const char* split_tactic_name(int splits) {
+  switch (splits) {
+    case 1: return "conv-implicit-gemm-edgert";
+    case 2: return "conv-implicit-gemm-split2-edgert";
+    case 4: return "conv-implicit-gemm-split4-edgert";
+    case 8: return "conv-implicit-gemm-split8-edgert";
+    case 16: return "conv-implicit-gemm-split16-edgert";
+    case 32: return "conv-implicit-gemm-split32-edgert";
+    default: return "conv-implicit-gemm-split64-edgert";
+  }
+}
 int64_t tactic_of(cudnnConvolutionFwdAlgo_t algo) { return static_cast<int64_t>(algo) + 1; }
 
 struct ConvGeometry {
@@ -119,6 +137,11 @@ bool pointwise_product(const edgert_node& node, const edgert_tensor* in) {
          all("pads", 0) && (auto_pad == "NOTSET" || auto_pad == "VALID");
 }
 
+ConvGemmShape conv_gemm_shape(const ConvGeometry& g, bool nhwc) {
+  return {g.n, g.c, g.h, g.w, g.m, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_top, g.pad_left, g.dilation_h, g.dilation_w,
+          g.out_h, g.out_w, nhwc};
+}
+
 int32_t supports_conv(const edgert_node* node, const edgert_tensor* in) {
   if (has_cpu_only_fusion(node)) return 0;
   const edgert_tensor &x = in[0], &w = in[1];
@@ -152,6 +175,17 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
           {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING), "conv-fft-tiling-cudnn"},
           {tactic_of(CUDNN_CONVOLUTION_FWD_ALGO_GEMM), "conv-gemm-cudnn"}};
   tactics.insert(tactics.end(), cudnn.begin(), cudnn.end());
+  bool known = in[0].rank == 4 && in[1].rank == 4;
+  for (int i = 0; known && i < 2; ++i)
+    for (int32_t d = 0; d < 4; ++d) known = known && in[i].dims[d] >= 0;
+  if (group == 1 && known) {
+    try {
+      const ConvGemmShape shape = conv_gemm_shape(geometry_of(*node, in), channels_last(*node));
+      for (int splits : conv_gemm_splits(shape)) tactics.push_back({kSplitTactic + splits, split_tactic_name(splits)});
+    } catch (const KernelError&) {
+      // A geometry prepare will refuse: no tactics of ours for it.
+    }
+  }
   return tactics;
 }
 
@@ -194,6 +228,7 @@ class ConvOp : public Op {
            edgert_dtype_name(x.dtype), edgert_dtype_name(w.dtype));
     g_ = geometry_of(node, in);
     gemm_.reset();
+    splits_ = 0;
     dtype_ = x.dtype;
     nhwc_ = channels_last(node);
     has_bias_ = node.num_inputs > 2 && is_present(in[2]);
@@ -209,6 +244,14 @@ class ConvOp : public Op {
     set_output(out[0], dtype_, y_shape);
     if (g_.depthwise()) {
       if (tactic() != kDepthwiseTactic) fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld is not the depthwise kernel", static_cast<long long>(tactic()));
+      return;
+    }
+    if (tactic() >= kSplitTactic && tactic() < kSplitTacticEnd) {
+      if (g_.group != 1)
+        fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld runs dense convolutions only (group 1)", static_cast<long long>(tactic()));
+      split_shape_ = conv_gemm_shape(g_, nhwc_);
+      splits_ = static_cast<int>(tactic() - kSplitTactic);
+      info.workspace_bytes = conv_gemm_workspace_bytes(split_shape_, splits_);
       return;
     }
     if (tactic() >= kGemmTactic) {
@@ -257,6 +300,11 @@ class ConvOp : public Op {
       DepthwiseShape s{g_.n, g_.c, g_.h, g_.w, g_.kh, g_.kw, g_.stride_h, g_.stride_w, g_.pad_top, g_.pad_left,
                        g_.dilation_h, g_.dilation_w, g_.out_h, g_.out_w, nhwc_};
       launch_depthwise(in[0].data, in[1].data, bias, residual, out[0].data, dtype_, s, activation_, stream);
+      return;
+    }
+    if (splits_ > 0) {
+      launch_conv_gemm(in[0].data, in[1].data, bias, residual, out[0].data, dtype_, split_shape_, splits_, activation_,
+                       workspace, stream);
       return;
     }
     if (gemm_) {
@@ -337,6 +385,8 @@ class ConvOp : public Op {
   Descriptors d_;
   std::unique_ptr<LtPlan> gemm_;  // the 1x1 convolution as a product, when the tactic says so
   int gemm_index_ = 0;
+  int splits_ = 0;  // > 0: our implicit GEMM with this many reduction slices
+  ConvGemmShape split_shape_{};
 };
 
 }  // namespace

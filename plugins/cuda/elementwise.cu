@@ -713,6 +713,16 @@ __global__ void channel_scale(const T* x, const T* __restrict__ scale, T* y, int
   });
 }
 
+template <typename T>
+__global__ void broadcast_fill(const T* __restrict__ c, int64_t row_stride, int64_t col_stride, float beta, T* y,
+                               int64_t total, int64_t cols) {
+  grid_stride(total, [&](auto i) {
+    using I = decltype(i);
+    const I row = i / static_cast<I>(cols), col = i % static_cast<I>(cols);
+    y[i] = from_float<T>(beta * to_float(c[row * row_stride + col * col_stride]));
+  });
+}
+
 void require_float(edgert_dtype dtype, const char* what) {
   if (!is_float(dtype))
     fail(EDGERT_ERR_UNSUPPORTED, "%s: dtype %s, expected float32 or float16", what, edgert_dtype_name(dtype));
@@ -735,6 +745,21 @@ void launch_bias_activation(void* y, const void* bias, const void* residual, edg
                                                            static_cast<const float*>(residual), total, c, spatial,
                                                            channels_last, act);
   check_launch("bias_activation");
+}
+
+void launch_broadcast_fill(const void* c, int64_t row_stride, int64_t col_stride, float beta, void* y, edgert_dtype dtype,
+                           int64_t rows, int64_t cols, cudaStream_t stream) {
+  require_float(dtype, "broadcast_fill");
+  const int64_t total = rows * cols;
+  if (total == 0) return;
+  const unsigned blocks = blocks_for(total, kThreads);
+  if (dtype == EDGERT_DTYPE_FLOAT16)
+    broadcast_fill<__half><<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(c), row_stride, col_stride, beta,
+                                                           static_cast<__half*>(y), total, cols);
+  else
+    broadcast_fill<float><<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(c), row_stride, col_stride, beta,
+                                                          static_cast<float*>(y), total, cols);
+  check_launch("broadcast_fill");
 }
 
 void launch_channel_scale(const void* x, const void* scale, void* y, edgert_dtype dtype, int64_t n, int64_t c,

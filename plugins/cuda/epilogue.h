@@ -22,4 +22,9 @@ void launch_bias_activation(void* y, const void* bias, const void* residual, edg
 void launch_channel_scale(const void* x, const void* scale, void* y, edgert_dtype dtype, int64_t n, int64_t c,
                           int64_t spatial, bool channels_last, cudaStream_t stream);
 
+// y[i, j] = beta * c[i * row_stride + j * col_stride] for y [rows, cols] row-major: a Gemm's C
+// broadcast to the product's shape (a stride of 0 repeats C along that dimension).
+void launch_broadcast_fill(const void* c, int64_t row_stride, int64_t col_stride, float beta, void* y, edgert_dtype dtype,
+                           int64_t rows, int64_t cols, cudaStream_t stream);
+
 }  // namespace edgert::cuda

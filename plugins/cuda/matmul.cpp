@@ -71,13 +71,17 @@ GemmShape gemm_shape(const edgert_node& node, const edgert_tensor& a, const edge
 }
 
 // How C (Gemm) or the bias (FusedMatMul) enters: as cuBLASLt's bias epilogue (a vector of N),
-// as its C matrix (a full [M, N] with beta), or not at all.
-enum class Addend { None, BiasVector, Matrix };
+// as its C matrix (a full [M, N] with beta), broadcast by a kernel of ours into the output
+// that cuBLASLt then accumulates into (any other shape Gemm's unidirectional broadcast takes:
+// a scalar, [1], [M, 1], [1, N] with beta), or not at all.
+enum class Addend { None, BiasVector, Matrix, Broadcast };
 
 struct ProductSetup {
   GemmShape shape;
   Addend addend = Addend::None;
   float alpha = 1, beta = 0;
+  float c_beta = 1;                          // Broadcast: C's weight, applied by the fill
+  int64_t c_row_stride = 0, c_col_stride = 0;  // Broadcast: C's strides over the [M, N] output
   Activation activation;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   bool separate_activation = false;  // an activation cuBLASLt's epilogue does not have
@@ -104,6 +108,17 @@ ProductSetup setup_of(const edgert_node& node, const edgert_tensor* in) {
     } else if (is_gemm(node) && c.rank == 2 && c.dims[0] == p.shape.m && c.dims[1] == p.shape.n) {
       p.addend = Addend::Matrix;
       p.beta = beta;
+    } else if (is_gemm(node) && c.rank <= 2) {
+      // Unidirectional broadcast to [M, N]: C's dims align to the right and are 1 or the output's.
+      const int64_t rows = c.rank == 2 ? c.dims[0] : 1, cols = c.rank >= 1 ? c.dims[c.rank - 1] : 1;
+      if ((rows != 1 && rows != p.shape.m) || (cols != 1 && cols != p.shape.n))
+        fail(EDGERT_ERR_SHAPE, "C of shape %s does not broadcast to [%lldx%lld]", shape_string(shape_of(c)).c_str(),
+             static_cast<long long>(p.shape.m), static_cast<long long>(p.shape.n));
+      p.addend = Addend::Broadcast;
+      p.beta = 1.0f;  // the product adds into the broadcast C the fill wrote
+      p.c_beta = beta;
+      p.c_row_stride = rows == 1 ? 0 : cols;
+      p.c_col_stride = cols == 1 ? 0 : 1;
     } else {
       fail(EDGERT_ERR_UNSUPPORTED, "C of shape %s (beta %g) broadcasts in a way the GPU product does not take",
            shape_string(shape_of(c)).c_str(), static_cast<double>(beta));
@@ -163,6 +178,11 @@ class ProductOp : public Op {
                cudaStream_t stream) override {
     const void* bias = p_.addend == Addend::BiasVector ? in[2].data : nullptr;
     const void* c = p_.addend == Addend::Matrix ? in[2].data : nullptr;
+    if (p_.addend == Addend::Broadcast) {
+      launch_broadcast_fill(in[2].data, p_.c_row_stride, p_.c_col_stride, p_.c_beta, out[0].data, dtype_, p_.shape.m,
+                            p_.shape.n, stream);
+      c = out[0].data;
+    }
     plan_.run(index_, p_.alpha, in[0].data, in[1].data, p_.beta, c, out[0].data, bias, workspace, stream);
     if (p_.separate_activation)
       launch_bias_activation(out[0].data, nullptr, nullptr, dtype_, numel(out[0]) / p_.shape.n, p_.shape.n, 1, true,

@@ -1,7 +1,7 @@
 // The CUDA plugin's library-backed kernels against the CPU reference (gpu_test_support.h):
 // cuDNN convolutions (dense, grouped, strided, dilated, 1x1; FusedConv with bias, ReLU and a
 // residual in cuDNN's fused call, and other activations in the epilogue kernel) and cuBLASLt
-// products (Gemm with transposes, alpha, beta and C as a vector or a matrix; batched MatMul;
+// products (Gemm with transposes, alpha, beta and C as a vector, a matrix or broadcast; batched MatMul;
 // FusedGemm and FusedMatMul with bias and activations). Every tactic the kernel lists runs
 // (each cuDNN algorithm that takes the shape, each cuBLASLt heuristic algorithm), in float32
 // and float16, on awkward sizes.
@@ -92,6 +92,47 @@ TEST_F(GpuTest, FusedConvolutionWithBiasActivationAndResidual) {
   }
 }
 
+// Deep, narrow layers (a late ResNet stage at batch 1) list our implicit GEMM with its
+// reduction split into slices; every slice count runs against the reference, in both layouts
+// (channels-last weights [M, KH, KW, C]), with bias, ReLU and a residual fused.
+TEST_F(GpuTest, ImplicitGemmWithSplitReductions) {
+  std::mt19937 rng(26);
+  struct SplitCase {
+    int64_t n, c, h, w, m, k, stride, pad;
+  };
+  const SplitCase cases[] = {
+      {1, 67, 9, 9, 70, 3, 1, 1},   // 603-long reduction, 81 pixels: slices up to 16
+      {2, 40, 8, 6, 33, 3, 2, 1},   // strided, batch 2
+      {1, 150, 5, 7, 9, 1, 1, 0},   // pointwise, few filters
+  };
+  for (const SplitCase& k : cases) {
+    for (bool nhwc : {false, true}) {
+      HostTensor w = HostTensor::random({k.m, k.c, k.k, k.k}, rng);
+      CaseInput w_input = weights(w);
+      if (nhwc) {
+        w_input.gpu_tensor = w.nchw_to_nhwc();
+        w_input.gpu_tensor.dims = {k.m, k.k, k.k, k.c};
+      }
+      const int64_t out_h = (k.h + 2 * k.pad - k.k) / k.stride + 1, out_w = (k.w + 2 * k.pad - k.k) / k.stride + 1;
+      std::vector<CaseInput> inputs = {input(HostTensor::random({k.n, k.c, k.h, k.w}, rng)), w_input,
+                                       constant(HostTensor::random({k.m}, rng)),
+                                       input(HostTensor::random({k.n, k.m, out_h, out_w}, rng))};
+      NodeSpec attributes = NodeSpec()
+                                .ints("kernel_shape", {k.k, k.k})
+                                .ints("strides", {k.stride, k.stride})
+                                .ints("pads", {k.pad, k.pad, k.pad, k.pad})
+                                .string("activation", "Relu");
+      GpuCase c = make("FusedConv", inputs, attributes,
+                       std::string(nhwc ? "NHWC" : "NCHW") + " conv " + std::to_string(k.c) + "->" +
+                           std::to_string(k.m) + " k" + std::to_string(k.k) + " + residual");
+      c.domain = "edgert";
+      c.nhwc = nhwc;
+      c.half_rtol = 1e-2;  // reductions of up to 603 float16 products
+      run_both(c);
+    }
+  }
+}
+
 // Channels-last 1x1 convolutions also run as cuBLASLt products (bias, ReLU and the residual in
 // its epilogue, other activations after): weights [M, 1, 1, C].
 TEST_F(GpuTest, ChannelsLastPointwiseConvolutionsAsProducts) {
@@ -123,19 +164,28 @@ TEST_F(GpuTest, GemmTransposesScalesAndAddends) {
     int64_t m, k, n;
     bool trans_a, trans_b;
     float alpha, beta;
-    int addend;  // 0 none, 1 vector [N], 2 matrix [M, N]
+    int addend;  // 0 none, 1 vector [N], 2 matrix [M, N], 3 scalar [], 4 column [M, 1], 5 row [1, N], 6 [1]
   };
   const GemmCase cases[] = {
       {1, 1280, 1000, false, true, 1.0f, 1.0f, 1},  // a classifier head
       {3, 37, 29, false, false, 1.0f, 1.0f, 1},
       {7, 33, 17, true, true, 0.5f, 1.0f, 0},
       {5, 19, 23, true, false, 1.0f, 0.25f, 2},
+      // C broadcast by the fill kernel before the product adds into it
+      {6, 21, 11, false, true, 1.0f, 1.0f, 3},
+      {9, 17, 13, false, false, 0.5f, 0.35f, 4},
+      {3, 5, 7, true, true, 1.0f, 0.5f, 5},
+      {4, 8, 5, false, false, 1.0f, 1.0f, 6},
   };
   for (const GemmCase& k : cases) {
     std::vector<CaseInput> inputs = {input(HostTensor::random(k.trans_a ? Dims{k.k, k.m} : Dims{k.m, k.k}, rng)),
                                      constant(HostTensor::random(k.trans_b ? Dims{k.n, k.k} : Dims{k.k, k.n}, rng))};
     if (k.addend == 1) inputs.push_back(constant(HostTensor::random({k.n}, rng)));
     if (k.addend == 2) inputs.push_back(input(HostTensor::random({k.m, k.n}, rng)));
+    if (k.addend == 3) inputs.push_back(constant(HostTensor::random({}, rng)));
+    if (k.addend == 4) inputs.push_back(input(HostTensor::random({k.m, 1}, rng)));
+    if (k.addend == 5) inputs.push_back(constant(HostTensor::random({1, k.n}, rng)));
+    if (k.addend == 6) inputs.push_back(constant(HostTensor::random({1}, rng)));
     NodeSpec attributes = NodeSpec()
                               .integer("transA", k.trans_a)
                               .integer("transB", k.trans_b)

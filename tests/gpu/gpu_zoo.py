@@ -14,7 +14,11 @@ Engines are built for board x86_64-cuda-sm90 with the CUDA plugin preferred, FP3
 --accuracy: every FP32 engine against ONNX Runtime on one input (relative L2 <= 1e-4; SSDlite
   boxes compared as a set); every FP16 engine within 1e-2 of ONNX Runtime and, for the
   classifiers, the FP32 engine's top-1 on >= 99% of 200 random inputs (edgert_engine_agreement);
-  the device arena at most 50% of the summed activation sizes (inspect --json).
+  the device arena at most 50% of the summed activation sizes (inspect --json). Beside each
+  classifier's FP16 agreement, PyTorch's own float16 on the same network and 200 inputs
+  (torch_fp16_agreement.py), the peer's figure for the same criterion. With --digits, the task
+  metric on real data: the trained digits CNN's accuracy on its held-out split, FP16 within half
+  a point of FP32.
 --bench: edgert bench (GPU compute time, CUDA graph replay) beside torch_anchor.py's eager and
   CUDA-graph times in the same run; prints the ratios and their geometric means.
 Prints a table last and writes everything to --json.
@@ -106,6 +110,29 @@ def accuracy(args, name, onnx_path, work, results):
         row["fp16_top1_agreement"] = agree["top1_agreement"]
         row["fp16_max_rel_l2_200"] = agree["max_rel_l2"]
         row["fp16_ok"] = row["fp16_ok"] and agree["top1_agreement"] >= 0.99
+        # PyTorch's own float16 on the same network and as many inputs: the peer's figure.
+        torch_agree = json.loads(sh([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                  "torch_fp16_agreement.py"), name, "200"])
+                                 .strip().splitlines()[-1])  # after make_zoo's progress lines
+        row["torch_fp16_top1_agreement"] = torch_agree["top1_agreement"]
+        row["torch_fp16_max_rel_l2_200"] = torch_agree["max_rel_l2"]
+
+
+def digits_task(args, work, results):
+    """The task metric on real data: the trained digits CNN (tests/models/make_zoo.py) on its
+    held-out split, FP32 and FP16 engines built for the whole split as one batch."""
+    x = np.load(f"{args.digits}/digits_test_x.npy")
+    y = np.load(f"{args.digits}/digits_test_y.npy")
+    n = len(x)
+    row = results.setdefault("digits_cnn", {"test_samples": n})
+    for tag, extra in (("fp32", []), ("fp16", ["--fp16"])):
+        engine = f"{work}/digits_cnn.{tag}.engine"
+        sh([args.edgert, "build", f"{args.digits}/digits_cnn.onnx", "--board", BOARD, "-o", engine,
+            "--min-shapes", "input:1x1x8x8", "--opt-shapes", f"input:{n}x1x8x8", "--max-shapes", f"input:{n}x1x8x8",
+            "--timing-cache", f"{work}/timing.cache"] + extra)
+        got = run_edgert(args, engine, {"input": x}, work, f"digits-{tag}")
+        row[f"{tag}_accuracy"] = float(np.mean(np.argmax(got["logits"], axis=1) == y))
+    row["fp16_ok"] = row["fp16_accuracy"] >= row["fp32_accuracy"] - 0.5 / 100
 
 
 def bench(args, name, onnx_path, work, results):
@@ -138,6 +165,7 @@ def main():
     ap.add_argument("--anchor-modes", default="eager,graph")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--json", default="")
+    ap.add_argument("--digits", default="", help="folder with digits_cnn.onnx and its test split (accuracy)")
     ap.add_argument("--fp32-layouts", default="", help="also bench FP32 engines built with these --gpu-layout values")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -167,6 +195,13 @@ def main():
             results.setdefault(name, {})["error"] = str(e)[-2000:]
             print(f"# {name}: {e}", file=sys.stderr, flush=True)
         print(f"# {name}: {json.dumps(results.get(name))}", file=sys.stderr, flush=True)
+    if args.accuracy and args.digits:
+        try:
+            digits_task(args, args.work, results)
+        except Exception as e:
+            failures.append("digits_cnn")
+            results.setdefault("digits_cnn", {})["error"] = str(e)[-2000:]
+        print(f"# digits_cnn: {json.dumps(results.get('digits_cnn'))}", file=sys.stderr, flush=True)
     for a in anchor:
         r = results.setdefault(a["model"], {})
         r[f"torch_{a['dtype']}_{a['mode']}_ms"] = a["median_ms"]
@@ -190,13 +225,18 @@ def main():
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
     if args.accuracy:
-        print("\nmodel                          fp32 relL2   fp16 relL2  top1(200)  gpu/all nodes  arena/act  ok")
+        print("\nmodel                          fp32 relL2   fp16 relL2  top1(200) torch top1  gpu/all nodes  arena/act  ok")
         for name in zoo:
             r = results.get(name, {})
             print(f"{name:30s} {r.get('fp32_rel_l2', float('nan')):10.2e} {r.get('fp16_rel_l2', float('nan')):10.2e}"
-                  f" {r.get('fp16_top1_agreement', float('nan')):9.3f} {r.get('fp32_gpu_nodes', 0):5d}/{r.get('fp32_nodes', 0):<5d}"
+                  f" {r.get('fp16_top1_agreement', float('nan')):9.3f} {r.get('torch_fp16_top1_agreement', float('nan')):9.3f}"
+                  f"  {r.get('fp32_gpu_nodes', 0):5d}/{r.get('fp32_nodes', 0):<5d}"
                   f"      {r.get('device_arena_share', float('nan')):7.2f}  {r.get('fp32_ok')}/{r.get('fp16_ok')}"
                   f"{'  ERROR' if 'error' in r else ''}")
+    if "digits_cnn" in results and "fp32_accuracy" in results["digits_cnn"]:
+        d = results["digits_cnn"]
+        print(f"\ndigits_cnn on its {d['test_samples']} held-out digits: accuracy FP32 {d['fp32_accuracy']:.4f},"
+              f" FP16 {d['fp16_accuracy']:.4f}  ok {d['fp16_ok']}")
     if args.bench:
         print("\nmodel               edgert fp16  torch fp16  ratio   edgert fp32  torch fp32  ratio   (GPU ms, median)")
         for line in table:

@@ -191,6 +191,25 @@ def train_digits(rng):
     return model, x_te, y_te, acc
 
 
+def calibrated_model(name):
+    """The torchvision network of zoo entry `name` as exported: random weights (seeded by the
+    caller, seed_all), BatchNorm recalibrated, logits scaled. Returns it with its BN count."""
+    spec = SPECS[name]
+    model = construct(spec["ctor"])
+    n_bn = recalibrate_bn(model, spec["shape"])
+    if spec["kind"] == "classifier":
+        scale_logits(model, spec["shape"])
+    if isinstance(model, DetWrapper):
+        # Random class logits have std ~0.4, so all 91 softmax scores sit near 1/91 and the
+        # top-k/NMS order hinges on differences of ~1e-7 (float noise). Scaling the last
+        # classification convs by 8 (logit std ~3.5) makes the detections well separated.
+        with torch.no_grad():
+            for block in model.model.head.classification_head.module_list:
+                block[-1].weight.mul_(8.0)
+                block[-1].bias.mul_(8.0)
+    return model, n_bn
+
+
 def export_one(name, out_dir):
     spec = SPECS[name]
     rng = seed_all(name)
@@ -204,18 +223,7 @@ def export_one(name, out_dir):
         meta["pytorch_accuracy"] = f"{acc:.6f}"
         sample = x_te[:spec["sample"][0]].copy()
     else:
-        model = construct(spec["ctor"])
-        n_bn = recalibrate_bn(model, spec["shape"])
-        if spec["kind"] == "classifier":
-            scale_logits(model, spec["shape"])
-        if isinstance(model, DetWrapper):
-            # Random class logits have std ~0.4, so all 91 softmax scores sit near 1/91 and the
-            # top-k/NMS order hinges on differences of ~1e-7 (float noise). Scaling the last
-            # classification convs by 8 (logit std ~3.5) makes the detections well separated.
-            with torch.no_grad():
-                for block in model.model.head.classification_head.module_list:
-                    block[-1].weight.mul_(8.0)
-                    block[-1].bias.mul_(8.0)
+        model, n_bn = calibrated_model(name)
         extra["bn_layers_recalibrated"] = n_bn
         sample = rng.standard_normal(spec.get("sample", spec["shape"])).astype(np.float32)
     t_prep = time.time() - t0
