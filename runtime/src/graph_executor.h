@@ -9,6 +9,7 @@
 
 #include "loaded_engine.h"
 #include "tensor_allocator.h"
+#include "tensor_extent.h"
 
 namespace edgert {
 
@@ -118,9 +119,5 @@ class GraphExecutor {
   std::vector<std::pair<void*, void*>> timers_;  // per node: start, end (device nodes)
   size_t profile_ = 0;
 };
-
-// Tensor helpers shared by the executor and the control-flow ops.
-bool tensor_bytes(const edgert_tensor& t, size_t* bytes);
-std::string shape_text(const int64_t* dims, int32_t rank);
 
 }  // namespace edgert

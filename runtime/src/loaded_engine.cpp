@@ -7,7 +7,7 @@
 
 #include "board.h"
 #include "error.h"
-#include "graph_executor.h"
+#include "tensor_extent.h"
 
 namespace edgert {
 namespace {

@@ -37,6 +37,8 @@ done
 cat > "$work/guest.sh" <<'GUEST'
 sim=/sys/devices/platform/gpio-sim.0/gpiochip0
 export EDGERT_PLUGIN_PATH=/work
+# The guest has the binaries, not the package: the board profile comes in beside them.
+export EDGERT_BOARD_PROFILES=/work
 mkdir -p /run/edgert /tmp/state
 for fmt in yuyv nv12; do
   ./edgertd --config $fmt.yaml 2> edgertd-$fmt.log &
@@ -64,7 +66,7 @@ cat edgertd-gpio.log | head -5
 GUEST
 
 files=("$build/bin/edgertd" "$build/bin/edgertctl" "$build/lib/edgert/plugins/libedgert_plugin_cpu.so"
-       "$work/demo.engine" "$work/yuyv.yaml" "$work/nv12.yaml" "$work/gpio.yaml" "$work/guest.sh")
+       "$source_dir/board_profiles/qemu-virt-x86_64.yaml" "$work/demo.engine" "$work/yuyv.yaml" "$work/nv12.yaml" "$work/gpio.yaml" "$work/guest.sh")
 output=$("$here/run-in-vm" --with-gpio-sim --timeout 400 "${files[@]}" -- sh guest.sh 2>&1)
 status=$?
 echo "$output" | grep -vE '^\s*$' | tail -40
