@@ -5,12 +5,13 @@
 #   cmake -S . -B build-jetson -G Ninja -DCMAKE_TOOLCHAIN_FILE=toolchain/jetson-orin.cmake \
 #         -DEDGERT_RUNTIME_ONLY=ON
 #
-# The CUDA plugin does not exist yet: this file pins the CUDA target (sm_87, nvcc with the aarch64
-# host compiler) for the day it lands; tests/boards/test_jetson_toolchain.sh configures edgert
-# with it and compiles a probe kernel with exactly these settings. Enabling CUDA as a CMake
-# language makes CMake link a test program, which needs the aarch64 CUDA target libraries
-# (JetPack's, or NVIDIA's cuda-cross-aarch64): CUDA_TARGET_ROOT finds them under the toolkit.
-# Without them, the build machine's CUDA headers (architecture-neutral) are used for compiling.
+# This file pins the CUDA target (sm_87, nvcc with the aarch64 host compiler). Building the CUDA
+# plugin with it (EDGERT_WITH_CUDA=ON) needs the aarch64 CUDA target libraries (JetPack's, or
+# NVIDIA's cuda-cross-aarch64): enabling CUDA as a CMake language links a test program, and the
+# plugin links libcudart, cuBLASLt and cuDNN; CUDA_TARGET_ROOT finds them under the toolkit.
+# Without them, the build machine's CUDA headers (architecture-neutral) are used for compiling,
+# and tests/boards/test_jetson_toolchain.sh checks that every source of the plugin compiles for
+# aarch64 / sm_87 and links against stand-ins of those libraries (cross_cuda_plugin.sh).
 include(${CMAKE_CURRENT_LIST_DIR}/aarch64-linux-gnu.cmake)
 
 set(EDGERT_BOARD_PROFILE jetson-orin-nano-8gb CACHE STRING "Default board profile of this build")

@@ -68,6 +68,13 @@ const LoadedPlugin* plugin_named(const PlacementOptions& options, const std::str
   return nullptr;
 }
 
+// The plugin of the graph's device nodes ("" when none is on a device).
+std::string device_plugin_of(const Graph& graph) {
+  for (const Node& node : graph.nodes)
+    if (node.on_device) return node.plugin;
+  return "";
+}
+
 // Ops whose float16 results drift from float32 beyond what a classifier tolerates: exponentials
 // and sums over many terms, and the normalizations built on them.
 bool keeps_float32(const Node& node) {
@@ -141,9 +148,7 @@ void place_nodes(Model& model, const PlacementOptions& options) {
 
 int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) {
   Graph& graph = model.graphs[0];
-  std::string device_plugin;
-  for (const Node& node : graph.nodes)
-    if (node.on_device) device_plugin = node.plugin;
+  const std::string device_plugin = device_plugin_of(graph);
   if (device_plugin.empty()) return 0;
   const LoadedPlugin* plugin = plugin_named(options, device_plugin);
 
@@ -240,9 +245,7 @@ int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) 
 
 int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& options) {
   Graph& graph = model.graphs[0];
-  std::string device_plugin;
-  for (const Node& node : graph.nodes)
-    if (node.on_device) device_plugin = node.plugin;
+  const std::string device_plugin = device_plugin_of(graph);
   if (device_plugin.empty()) return 0;
   const LoadedPlugin* plugin = plugin_named(options, device_plugin);
   auto rank4_activation = [&](int32_t t) {

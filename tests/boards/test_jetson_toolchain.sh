@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# toolchain/jetson-orin.cmake: edgert configures with it (runtime-only: the CUDA plugin does not
-# exist yet), and nvcc with the toolchain's settings (aarch64 host compiler, sm_87) compiles a
-# kernel into an aarch64 object. Exit 77 when nvcc or the cross compiler is absent.
+# toolchain/jetson-orin.cmake: edgert configures with it (runtime-only), nvcc with the toolchain's
+# settings (aarch64 host compiler, sm_87) compiles a kernel into an aarch64 object, and the CUDA
+# plugin cross-builds for the Orin (cross_cuda_plugin.sh). Exit 77 when nvcc or the cross
+# compiler is absent.
 # usage: test_jetson_toolchain.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -26,3 +27,4 @@ flags=""
 file "$work/probe.o" | grep -q 'ARM aarch64' || { echo "FAIL: probe.o is not aarch64: $(file "$work/probe.o")"; exit 1; }
 grep -c 'sm_87' <(strings "$work/probe.o") >/dev/null || { echo "FAIL: no sm_87 code in probe.o"; exit 1; }
 echo "jetson toolchain OK: configured, probe kernel compiled for sm_87 on aarch64"
+"$source/tests/boards/cross_cuda_plugin.sh" "$work/cuda-plugin" "$source" 2

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Hot swap end to end (issue 5). edgertd streams a 30 fps test pattern into engine A; then:
+"""Hot swap end to end. edgertd streams a 30 fps test pattern into engine A; then:
   - `edgert deploy` over a real sshd on 127.0.0.1 (own host key, authorized key, StrictModes no)
     installs and swaps to engine B, and is idempotent;
   - 100 swaps A <-> B while streaming: no frame sequence number missing from the results, every
