@@ -22,7 +22,7 @@ ctl() { LD_LIBRARY_PATH="$build/lib" "$build/bin/edgertctl" "$@"; }
 # PID 1 may still be settling when this unit starts; wait until it answers.
 wait_for 30 systemctl list-units --quiet >/dev/null 2>&1
 
-check "group edgert exists (sysusers)" getent group edgert
+check "user and group edgert exist (sysusers)" bash -c "getent passwd edgert && getent group edgert"
 systemctl start edgertd.service
 check "edgertd reaches active through READY=1" wait_for 20 systemctl is-active --quiet edgertd.service
 check "STATUS= reports fps" wait_for 10 bash -c "systemctl show -p StatusText --value edgertd.service | grep -q 'main [0-9.]* fps'"
@@ -30,6 +30,17 @@ echo "     status: $(systemctl show -p StatusText --value edgertd.service)"
 check "edgertctl status answers over the control socket" bash -c "ctl() { $build/bin/edgertctl \"\$@\"; }; ctl status | grep -q 'main'"
 check "results are flowing" wait_for 10 bash -c "$build/bin/edgertctl --json stats main | grep -q '\"processed\": [1-9]'"
 check "hardening is in force (ProtectSystem=strict)" bash -c "systemctl show -p ProtectSystem --value edgertd.service | grep -qx strict"
+main_pid=$(systemctl show -p MainPID --value edgertd.service)
+# No awk here: the container's /etc (volatile) lacks the alternatives link to it.
+status_field() {  # FIELD: the first value of a /proc/PID/status line
+  local key value rest
+  while read -r key value rest; do [ "$key" = "$1:" ] && { echo "$value"; return; }; done < "/proc/$main_pid/status"
+}
+runs_as_edgert() { [ "$(status_field Uid)" = "$(id -u edgert)" ] && [ "$(status_field Gid)" = "$(getent group edgert | cut -d: -f3)" ]; }
+holds_no_capabilities() { [ "$(status_field CapEff)" = 0000000000000000 ] && [ "$(status_field CapBnd)" = 0000000000000000 ]; }
+check "edgertd runs as user and group edgert" runs_as_edgert
+check "edgertd holds no capabilities (effective and bounding sets empty)" holds_no_capabilities
+check "its database is its own and private (UMask=0077)" wait_for 10 bash -c "[ \"\$(stat -c '%U %a' /var/lib/edgert/edgertd.db)\" = 'edgert 600' ]"
 check "memory limit is set on the unit (MemoryMax)" bash -c "[ \"\$(systemctl show -p MemoryMax --value edgertd.service)\" = 1073741824 ]"
 
 cp "$work/etc/edgertd.reloaded.yaml" /tmp/reloaded.yaml 2>/dev/null

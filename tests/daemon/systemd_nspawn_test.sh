@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Boots real systemd (systemd-nspawn, this machine's own /usr, a throwaway /etc) with the
+# Rates the shipped unit with systemd-analyze security, then boots real systemd (systemd-nspawn, this machine's own /usr, a throwaway /etc) with the
 # shipped edgertd.service (paths pointed at the build tree) and checks, inside it:
 # READY=1 -> active, STATUS=, SIGHUP reload applying a config change, a clean stop, the
 # watchdog killing and systemd restarting a hung loop, and a broken config refused with
@@ -12,6 +12,8 @@ source_dir="$(cd "$2" && pwd)"
 # may live there (CI's clone might): stage what the service runs under /var/lib instead.
 work="$(mktemp -d -p /var/lib edgert-nspawn-XXXXXX)"
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+# The service runs as user edgert: it must be able to read what is staged here.
+chmod 0755 "$work"
 mkdir -p "$work/etc" "$work/results" "$work/units" "$work/bin" "$work/lib/edgert/plugins"
 cp "$build/bin/edgertd" "$build/bin/edgertctl" "$work/bin/"
 cp -P "$build"/lib/libedgert.so* "$work/lib/"
@@ -45,6 +47,12 @@ config "  - name: second
     postprocess: {type: classification}" > "$work/etc/edgertd.reloaded.yaml"
 printf 'board: x86_64-generic\npipelines:\n  - name: main\n    source: {type: test-pattern}\n    engine: %s\n    postprocess: {type: classification}\n    frobnicate: 3\n' \
   "$work/demo.engine" > "$work/etc/broken.yaml"
+
+# The shipped unit's sandbox, as systemd rates it: at most 2.0 ("OK"; lower is safer).
+exposure=$(systemd-analyze security --offline=true --no-pager "$source_dir/services/edgertd.service" |
+  awk '/Overall exposure level/ {print $(NF-2)}')
+echo "systemd-analyze security --offline=true services/edgertd.service: exposure ${exposure:-?}"
+awk -v e="$exposure" 'BEGIN {exit !(e != "" && e + 0 <= 2.0)}' || { echo "FAIL: exposure ${exposure:-?} is above 2.0"; exit 1; }
 
 # The shipped unit, pointed at the build tree; hardening and watchdog kept as shipped.
 sed -e "s|/usr/bin/edgertd|$build/bin/edgertd|g" -e "s|/etc/edgert/edgertd.yaml|/etc/edgert-test/edgertd.yaml|g" \

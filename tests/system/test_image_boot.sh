@@ -14,13 +14,14 @@
 # qemu-virt-aarch64 takes its arm64 packages from the aarch64 cross build, BUILD_DIR/cross-aarch64
 # ($EDGERT_CROSS_BUILD_DIR, made by boards.cross_aarch64); BUILD_DIR's x86_64 `edgert` builds and
 # deploys the engines either way.
-# Exit 77 (skipped): not root, mmdebstrap/qemu missing, or the build's prefix is not /usr.
+# Fails, as any test here does, when a prerequisite is missing (not root, mmdebstrap/qemu missing,
+# the build's prefix not /usr): nothing is skipped.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 source=$(cd "$2" && pwd)
 board=${3:-qemu-virt-x86_64}
 work=$build/system-image-$board
-skip() { echo "SKIP: $*"; exit 77; }
+missing() { echo "FAIL: a prerequisite is missing: $*"; exit 1; }
 fail() { echo "FAIL: $*"; exit 1; }
 case $board in
   qemu-virt-x86_64) qemu_system=qemu-system-x86_64 pkg_build=$build slow=1 ;;
@@ -28,11 +29,11 @@ case $board in
   qemu-virt-aarch64) qemu_system=qemu-system-aarch64 pkg_build=${EDGERT_CROSS_BUILD_DIR:-$build/cross-aarch64} slow=3 ;;
   *) fail "no qemu board '$board' (qemu-virt-x86_64 or qemu-virt-aarch64)" ;;
 esac
-[[ $(id -u) -eq 0 ]] || skip "mkimage needs root"
-for tool in mmdebstrap $qemu_system ssh ssh-keygen mke2fs; do command -v $tool >/dev/null || skip "$tool missing"; done
+[[ $(id -u) -eq 0 ]] || missing "mkimage needs root"
+for tool in mmdebstrap $qemu_system ssh ssh-keygen mke2fs; do command -v $tool >/dev/null || missing "$tool missing"; done
 [[ -f $pkg_build/CPackConfig.cmake ]] || fail "$pkg_build is not a build directory (the aarch64 cross build comes from boards.cross_aarch64)"
 prefix=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$pkg_build/CMakeCache.txt")
-[[ $prefix == /usr ]] || skip "$pkg_build has CMAKE_INSTALL_PREFIX=$prefix; the image's packages need /usr"
+[[ $prefix == /usr ]] || missing "$pkg_build has CMAKE_INSTALL_PREFIX=$prefix; the image's packages need /usr"
 
 rm -rf "$work" && mkdir -p "$work/debs"
 t0=$SECONDS
@@ -84,6 +85,9 @@ echo "$swaps"
 [[ $(guest sysctl -n vm.swappiness) == 100 ]] || fail "vm.swappiness is not the profile's 100"
 run_dir=$(guest "stat -c '%G %a' /run/edgert")
 [[ $run_dir == "edgert 750" ]] || fail "/run/edgert: group and mode are '$run_dir', want 'edgert 750'"
+# The unit's sandbox: its own user, no capabilities.
+creds=$(guest "cat /proc/\$(systemctl show -p MainPID --value edgertd)/status" | awk '$1 == "Uid:" || $1 == "CapEff:" {printf "%s ", $2}')
+[[ $creds == "$(guest id -u edgert) 0000000000000000 " ]] || fail "edgertd runs with uid and effective capabilities '$creds', want user edgert's and none"
 [[ $(guest "sshd -T" | awk '$1 == "passwordauthentication" {print $2}') == no ]] || fail "sshd drop-in not in effect"
 guest "dpkg-query -W -f='\${Package} \${Version} \${Architecture}\n' edgert edgertd edgert-plugin-cpu"
 [[ $(guest dpkg --print-architecture) == $(guest "dpkg-query -W -f='\${Architecture}' edgertd") ]] || fail "edgertd's architecture is not the image's"
