@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -421,12 +422,13 @@ void V4l2Capture::dequeue_ready() {
       continue;
     }
 
-    uint64_t capture_ns;
+    const uint64_t dequeued_ns = monotonic_now_ns();
+    uint64_t capture_ns = dequeued_ns;  // unknown or copied timestamps: dequeue time is the best we have
     if ((buf.flags & V4L2_BUF_FLAG_TIMESTAMP_MASK) == V4L2_BUF_FLAG_TIMESTAMP_MONOTONIC)
-      capture_ns = static_cast<uint64_t>(buf.timestamp.tv_sec) * 1000000000ull +
-                   static_cast<uint64_t>(buf.timestamp.tv_usec) * 1000ull;
-    else
-      capture_ns = monotonic_now_ns();  // unknown or copied timestamps: dequeue time is the best we have
+      // Not after the dequeue: a driver may stamp a frame with a time it computes rather than
+      // reads (vivid stamps frames ahead of the clock), and every latency counts from here.
+      capture_ns = std::min<uint64_t>(dequeued_ns, static_cast<uint64_t>(buf.timestamp.tv_sec) * 1000000000ull +
+                                             static_cast<uint64_t>(buf.timestamp.tv_usec) * 1000ull);
 
     if (config_.triggered) {
       if (!trigger_pending_.load() || capture_ns < trigger_ns_.load()) {

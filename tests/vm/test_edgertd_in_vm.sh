@@ -40,12 +40,16 @@ export EDGERT_PLUGIN_PATH=/work
 # The guest has the binaries, not the package: the board profile comes in beside them.
 export EDGERT_BOARD_PROFILES=/work
 mkdir -p /run/edgert /tmp/state
+await_socket() {  # PATH: until edgertd listens there (20 s at most)
+  for i in $(seq 100); do [ -S "$1" ] && return 0; sleep 0.2; done
+  return 1
+}
 for fmt in yuyv nv12; do
   ./edgertd --config $fmt.yaml 2> edgertd-$fmt.log &
   pid=$!
-  sleep 4
+  await_socket /run/edgert/cam_$fmt.sock
   timeout 3 ./edgertctl results /run/edgert/cam_$fmt.sock > watch-$fmt.txt
-  echo "RESULT $fmt lines=$(grep -c '"sequence"' watch-$fmt.txt) copies0=$(grep -c '"frame_copies":0' watch-$fmt.txt)"
+  echo "RESULT $fmt lines=$(grep -c '"sequence"' watch-$fmt.txt) copies0=$(grep -c '"frame_copies":0' watch-$fmt.txt) huge_latency=$(grep -c '"latency_us":{[^}]*[0-9]e+' watch-$fmt.txt)"
   ./edgertctl stats cam_$fmt | head -1
   kill $pid; wait $pid
   echo "EXIT $fmt $?"
@@ -54,11 +58,17 @@ done
 echo pull-down > $sim/sim_gpio2/pull
 ./edgertd --config gpio.yaml 2> edgertd-gpio.log &
 pid=$!
-sleep 4
+await_socket /run/edgert/control.sock
+sleep 2  # streaming, but no trigger yet: nothing may be processed
 echo "RESULT gpio before_trigger=$(./edgertctl --json stats gpio | grep -o '"processed": [0-9]*')"
 echo "RESULT gpio detect_before=$(cat $sim/sim_gpio1/value)"
 echo pull-up > $sim/sim_gpio2/pull
-sleep 3
+# Until the triggered frame is processed (10 s at most), then 1 s more: no second frame may follow.
+for i in $(seq 50); do
+  ./edgertctl --json stats gpio | grep -q '"processed": [1-9]' && break
+  sleep 0.2
+done
+sleep 1
 echo "RESULT gpio after_trigger=$(./edgertctl --json stats gpio | grep -o '"processed": [0-9]*')"
 echo "RESULT gpio detect_after=$(cat $sim/sim_gpio1/value)"
 kill $pid; wait $pid
@@ -77,6 +87,10 @@ for fmt in yuyv nv12; do
   copies=$(sed -n "s/^RESULT $fmt .*copies0=\([0-9]*\).*/\1/p" <<<"$output")
   if [[ -n "$lines" && "$lines" -ge 20 && "$copies" == "$lines" ]]; then echo "ok   vivid $fmt: $lines results in 3 s, none with an extra frame copy"
   else echo "FAIL vivid $fmt: ${lines:-no} results"; fail=1; fi
+  # Latencies count from the driver's timestamp, which vivid sets ahead of the clock: none may
+  # come out negative (a wrapped unsigned difference prints as ~1.8e+16 us).
+  huge=$(sed -n "s/^RESULT $fmt .*huge_latency=\([0-9]*\).*/\1/p" <<<"$output")
+  [[ $huge == 0 ]] || { echo "FAIL vivid $fmt: ${huge:-?} results with a latency of 1e15 us or more"; fail=1; }
   grep -q "^EXIT $fmt 0" <<<"$output" || { echo "FAIL edgertd ($fmt) did not stop cleanly"; fail=1; }
 done
 before=$(sed -n 's/^RESULT gpio before_trigger="processed": \([0-9]*\)/\1/p' <<<"$output")

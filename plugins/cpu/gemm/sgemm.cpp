@@ -454,10 +454,9 @@ struct Job {
 
 }  // namespace
 
-// GCC vector extensions: 4-lane vectors the compiler maps to SSE, NEON or whatever the
+// Vector extensions (GCC and clang): 4-lane vectors the compiler maps to SSE, NEON or whatever the
 // baseline has, so the portable kernel is still register-blocked.
 typedef float Vec4 __attribute__((vector_size(16), aligned(4)));
-typedef int32_t Vec4i __attribute__((vector_size(16)));
 
 void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   Vec4 acc[6][4] = {};
@@ -549,14 +548,14 @@ void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block)
 }
 
 // The 4 x 4 block of floats at src (rows src_stride apart) stored transposed at dst (rows
-// dst_stride apart), turned in registers.
+// dst_stride apart), turned in registers (__builtin_shufflevector: GCC 12 and clang both have it).
 inline void store_4x4_transposed(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
   Vec4 v[4];
   for (int q = 0; q < 4; ++q) std::memcpy(&v[q], src + q * src_stride, sizeof(Vec4));
-  const Vec4 t0 = __builtin_shuffle(v[0], v[1], Vec4i{0, 4, 1, 5}), t1 = __builtin_shuffle(v[0], v[1], Vec4i{2, 6, 3, 7});
-  const Vec4 t2 = __builtin_shuffle(v[2], v[3], Vec4i{0, 4, 1, 5}), t3 = __builtin_shuffle(v[2], v[3], Vec4i{2, 6, 3, 7});
-  const Vec4 column[4] = {__builtin_shuffle(t0, t2, Vec4i{0, 1, 4, 5}), __builtin_shuffle(t0, t2, Vec4i{2, 3, 6, 7}),
-                          __builtin_shuffle(t1, t3, Vec4i{0, 1, 4, 5}), __builtin_shuffle(t1, t3, Vec4i{2, 3, 6, 7})};
+  const Vec4 t0 = __builtin_shufflevector(v[0], v[1], 0, 4, 1, 5), t1 = __builtin_shufflevector(v[0], v[1], 2, 6, 3, 7);
+  const Vec4 t2 = __builtin_shufflevector(v[2], v[3], 0, 4, 1, 5), t3 = __builtin_shufflevector(v[2], v[3], 2, 6, 3, 7);
+  const Vec4 column[4] = {__builtin_shufflevector(t0, t2, 0, 1, 4, 5), __builtin_shufflevector(t0, t2, 2, 3, 6, 7),
+                          __builtin_shufflevector(t1, t3, 0, 1, 4, 5), __builtin_shufflevector(t1, t3, 2, 3, 6, 7)};
   for (int q = 0; q < 4; ++q) std::memcpy(dst + q * dst_stride, &column[q], sizeof(Vec4));
 }
 
