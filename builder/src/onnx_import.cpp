@@ -4,6 +4,8 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "build_error.h"
+#include "contained_file.h"
 #include "error.h"
 
 namespace edgert::builder {
@@ -40,29 +43,45 @@ void append_converted(const Src& field, std::vector<uint8_t>& bytes) {
   }
 }
 
-std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const std::string& what, const std::string& model_dir) {
+int64_t external_number(const std::string& text, const char* key, const std::string& what) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < 0)
+    build_fail(EDGERT_ERR_FORMAT, "%s: external data %s '%s' is not a byte count", what.c_str(), key, text.c_str());
+  return v;
+}
+
+// The file is opened through ReadOnlyFile::open_inside (contained_file.h): a model names its
+// weights, and the engine would carry whatever file it named, so `location` may only reach
+// regular files inside the model's folder.
+std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const std::string& what, const std::string& model_dir,
+                                   uint64_t expected) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : proto.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") offset = external_number(kv.value(), "offset", what);
+    else if (kv.key() == "length") length = external_number(kv.value(), "length", what);
   }
-  if (location.empty() || location.find("..") != std::string::npos || location[0] == '/')
-    build_fail(EDGERT_ERR_FORMAT, "%s: external data location '%s' must be a plain path next to the model", what.c_str(),
-               location.c_str());
-  std::string file = model_dir + "/" + location;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) build_fail(EDGERT_ERR_IO, "%s: cannot open external data file '%s'", what.c_str(), file.c_str());
-  in.seekg(0, std::ios::end);
-  int64_t size = in.tellg();
+  ReadOnlyFile file;
+  std::string why;
+  if (!file.open_inside(model_dir, location, &why))
+    build_fail(EDGERT_ERR_FORMAT, "%s: external data location '%s' %s (model folder '%s')", what.c_str(),
+               location.c_str(), why.c_str(), model_dir.c_str());
+  const int64_t size = static_cast<int64_t>(file.size());
   if (length < 0) length = size - offset;
-  if (offset < 0 || offset > size || length > size - offset)
+  if (offset > size || length > size - offset)
     build_fail(EDGERT_ERR_FORMAT, "%s: external data range [%lld, +%lld) lies outside '%s' (%lld bytes)", what.c_str(),
-               static_cast<long long>(offset), static_cast<long long>(length), file.c_str(), static_cast<long long>(size));
+               static_cast<long long>(offset), static_cast<long long>(length), location.c_str(),
+               static_cast<long long>(size));
+  // Checked before allocating: a length the shape does not need is refused, not read.
+  if (static_cast<uint64_t>(length) != expected)
+    build_fail(EDGERT_ERR_FORMAT, "%s: shape needs %llu bytes, external data '%s' gives %lld", what.c_str(),
+               static_cast<unsigned long long>(expected), location.c_str(), static_cast<long long>(length));
   std::vector<uint8_t> bytes(static_cast<size_t>(length));
-  in.seekg(offset);
-  in.read(reinterpret_cast<char*>(bytes.data()), length);
+  if (!file.read_at(static_cast<uint64_t>(offset), bytes.data(), bytes.size(), &why))
+    build_fail(EDGERT_ERR_IO, "%s: cannot read external data '%s': %s", what.c_str(), location.c_str(), why.c_str());
   return bytes;
 }
 
@@ -315,10 +334,13 @@ Value tensor_from_proto(const onnx::TensorProto& proto, const std::string& what,
   size_t element = edgert::dtype_size(v.dtype);
   if (element == 0)
     build_fail(EDGERT_ERR_UNSUPPORTED, "%s has ONNX data type %d, which edgert does not support", what.c_str(), v.dtype);
+  uint64_t expected = 0;
+  if (__builtin_mul_overflow(count, static_cast<uint64_t>(element), &expected))
+    build_fail(EDGERT_ERR_FORMAT, "%s: its shape's size in bytes overflows 64 bits", what.c_str());
 
   std::vector<uint8_t> bytes;
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    bytes = read_external(proto, what, model_dir);
+    bytes = read_external(proto, what, model_dir, expected);
   } else if (proto.has_raw_data()) {
     bytes.assign(proto.raw_data().begin(), proto.raw_data().end());
   } else {
@@ -342,9 +364,9 @@ Value tensor_from_proto(const onnx::TensorProto& proto, const std::string& what,
       default: break;
     }
   }
-  if (bytes.size() != count * element)
+  if (bytes.size() != expected)
     build_fail(EDGERT_ERR_FORMAT, "%s: shape needs %llu bytes of %s data, the tensor holds %zu", what.c_str(),
-               static_cast<unsigned long long>(count * element), edgert::dtype_name(v.dtype), bytes.size());
+               static_cast<unsigned long long>(expected), edgert::dtype_name(v.dtype), bytes.size());
   v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   return v;
 }

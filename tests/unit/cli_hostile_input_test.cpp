@@ -1,0 +1,126 @@
+// `edgert` on hostile input: malformed models, external data pointing out of the model's folder,
+// tensor files that are not files, full disks, an engine written over its model. Each case
+// must end in a clear error (exit 1, naming what and where), never a crash, a hang, a silent
+// success or a file read from where the model had no business looking.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "tensor_io.h"
+#include "test_support.h"
+
+namespace edgert::test {
+namespace {
+
+class CliHostileInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cli::HostTensor x;
+    x.name = "x";
+    x.dtype = EDGERT_DTYPE_FLOAT32;
+    x.shape = {1, 4};
+    float values[4] = {1.0f, 1.0f, 4.0f, -1.0f};
+    x.data.assign(reinterpret_cast<uint8_t*>(values), reinterpret_cast<uint8_t*>(values) + sizeof values);
+    cli::write_tensor_npy(dir_.file("x.npy"), x);
+  }
+  // Under a timeout (a hang fails instead of stalling the suite) and a 4 GiB address-space
+  // limit (reading an endless file fails instead of exhausting the machine).
+  CommandResult edgert(const std::string& args) {
+    return run_command("ulimit -v 4194304; timeout 60 " + edgert_cli() + " " + args);
+  }
+  CommandResult build(const std::string& model, const std::string& extra = "") {
+    return edgert("build " + model + " --board x86_64-generic -o " + dir_.file("out.engine") + " " + extra);
+  }
+  onnx::NodeProto& relu_node(onnx::ModelProto& m) { return *m.mutable_graph()->mutable_node(2); }
+  TempDir dir_;
+};
+
+#define EXPECT_OUTPUT_HAS(result, text) EXPECT_NE((result).output.find(text), std::string::npos) << (result).output
+
+// The small model with its weight `w` ({1, 4} float32: 16 bytes) kept as external data at
+// `location`, saved as <folder>/m.onnx.
+void save_with_external_weight(const std::string& folder, const std::string& location) {
+  onnx::ModelProto m = make_small_model();
+  onnx::TensorProto* w = m.mutable_graph()->mutable_initializer(0);
+  ASSERT_EQ(w->name(), "w");
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (const auto& [key, value] : {std::pair<const char*, std::string>{"location", location}, {"offset", "0"},
+                                   {"length", "16"}}) {
+    auto* entry = w->add_external_data();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+  save_model(m, folder + "/m.onnx");
+}
+
+TEST_F(CliHostileInput, ExternalDataInsideTheModelFolderIsRead) {
+  const float w[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+  write_file(dir_.file("weights.bin"), std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(w),
+                                                            reinterpret_cast<const uint8_t*>(w) + 16));
+  mkdir(dir_.file("data").c_str(), 0755);
+  ASSERT_EQ(symlink("../weights.bin", dir_.file("data/alias.bin").c_str()), 0);  // a link that stays inside
+  for (const char* location : {"weights.bin", "data/alias.bin"}) {
+    save_with_external_weight(dir_.path(), location);
+    auto built = build(dir_.file("m.onnx"));
+    ASSERT_EQ(built.exit_code, 0) << location << "\n" << built.output;
+    auto ran = edgert("run " + dir_.file("out.engine") + " --input x=" + dir_.file("x.npy") + " --output-dir " +
+                      dir_.file("out"));
+    ASSERT_EQ(ran.exit_code, 0) << ran.output;
+    EXPECT_FLOAT_EQ(reinterpret_cast<const float*>(cli::read_tensor_pb(dir_.file("out/y.pb")).data.data())[0], 1.25f);
+  }
+}
+
+TEST_F(CliHostileInput, ExternalDataOutsideTheModelFolderIsRefused) {
+  const std::string model_dir = dir_.file("model");
+  mkdir(model_dir.c_str(), 0755);
+  ASSERT_EQ(symlink("/etc/passwd", (model_dir + "/link.bin").c_str()), 0);
+  ASSERT_EQ(symlink("/etc", (model_dir + "/etc").c_str()), 0);
+  const struct {
+    std::string location, why;
+  } cases[] = {
+      {"link.bin", "resolves to '/etc/passwd', outside the folder"},
+      {"etc/passwd", "resolves to '/etc/passwd', outside the folder"},
+      {"/etc/passwd", "is an absolute path"},
+      {"../model/../../x.bin", "has a '..' component"},
+      {"", "is empty"},
+  };
+  for (const auto& c : cases) {
+    save_with_external_weight(model_dir, c.location);
+    auto r = build(model_dir + "/m.onnx");
+    EXPECT_EQ(r.exit_code, 1) << c.location << "\n" << r.output;
+    EXPECT_OUTPUT_HAS(r, "initializer 'w': external data location '" + c.location + "' " + c.why);
+    EXPECT_TRUE(read_file(dir_.file("out.engine")).empty()) << c.location;
+  }
+}
+
+TEST_F(CliHostileInput, ExternalDataThatIsNotARegularFileIsRefused) {
+  ASSERT_EQ(mkfifo(dir_.file("fifo.bin").c_str(), 0644), 0);
+  mkdir(dir_.file("folder").c_str(), 0755);
+  ASSERT_EQ(symlink("/dev/zero", dir_.file("zero.bin").c_str()), 0);  // outside, and a device
+  const struct {
+    std::string location, why;
+  } cases[] = {
+      {"fifo.bin", "is a FIFO, not a regular file"},
+      {"folder", "is a directory, not a regular file"},
+      {".", "is the folder itself, not a regular file"},
+      {"zero.bin", "resolves to '/dev/zero', outside the folder"},
+  };
+  for (const auto& c : cases) {
+    save_with_external_weight(dir_.path(), c.location);
+    auto r = build(dir_.file("m.onnx"));
+    EXPECT_EQ(r.exit_code, 1) << c.location << "\n" << r.output;
+    EXPECT_OUTPUT_HAS(r, "initializer 'w': external data location '" + c.location + "' " + c.why);
+  }
+}
+
+}  // namespace
+}  // namespace edgert::test
