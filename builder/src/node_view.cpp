@@ -1,5 +1,7 @@
 #include "node_view.h"
 
+#include "build_error.h"
+
 namespace edgert::builder {
 
 edgert_tensor tensor_of(const Value& value) {
@@ -13,6 +15,9 @@ edgert_tensor tensor_of(const Value& value) {
 }
 
 NodeView::NodeView(const Graph& graph, const Node& node) {
+  if (node.outputs.empty())
+    build_fail(EDGERT_ERR_FORMAT, "node '%s' (%s) has no outputs; no kernel can run it", node.name.c_str(),
+               node.op_type.c_str());
   attributes_.resize(node.attributes.size());
   strings_.resize(node.attributes.size());
   tensor_attributes_.resize(node.attributes.size());

@@ -20,6 +20,7 @@
 
 #include "build_error.h"
 #include "contained_file.h"
+#include "onnx_schema_check.h"
 #include "error.h"
 
 namespace edgert::builder {
@@ -85,12 +86,19 @@ std::vector<uint8_t> read_external(const onnx::TensorProto& proto, const std::st
   return bytes;
 }
 
-std::vector<Dim> dims_from_type(const onnx::TypeProto_Tensor& type, bool* rank_known) {
+// `what` names the tensor in errors. ONNX makes a dimension dynamic by leaving dim_value unset
+// (or giving dim_param); a negative dim_value is invalid. Some exporters still write -1 for
+// "dynamic", which is taken as such; any other negative value is refused rather than silently
+// made dynamic.
+std::vector<Dim> dims_from_type(const onnx::TypeProto_Tensor& type, bool* rank_known, const std::string& what) {
   std::vector<Dim> dims;
   *rank_known = type.has_shape();
   if (!type.has_shape()) return dims;
   for (const auto& d : type.shape().dim()) {
     Dim dim;
+    if (d.has_dim_value() && d.dim_value() < -1)
+      build_fail(EDGERT_ERR_FORMAT, "%s: dimension %zu is %lld; a dimension is a size >= 0, or dynamic (no "
+                 "dim_value, or a dim_param name)", what.c_str(), dims.size(), static_cast<long long>(d.dim_value()));
     if (d.has_dim_value() && d.dim_value() >= 0) dim.value = d.dim_value();
     else if (d.has_dim_param()) dim.name = d.dim_param();
     dims.push_back(dim);
@@ -133,7 +141,7 @@ class GraphImporter {
       v.name = input.name();
       if (!untyped_subgraph_input) {
         v.dtype = input.type().tensor_type().elem_type();
-        v.shape = dims_from_type(input.type().tensor_type(), &v.rank_known);
+        v.shape = dims_from_type(input.type().tensor_type(), &v.rank_known, "graph input '" + v.name + "'");
       }
       graph.inputs.push_back(define(std::move(v)));
     }
@@ -148,6 +156,10 @@ class GraphImporter {
       const onnx::NodeProto& np = proto.node(n);
       std::string label = np.name().empty() ? np.op_type() + "_" + std::to_string(n) : np.name();
       bool default_domain = np.domain().empty() || np.domain() == "ai.onnx";
+      const std::string domain = default_domain ? "" : np.domain();
+      auto imported = model_.opsets.find(domain);
+      const int64_t opset = imported != model_.opsets.end() ? imported->second : opset_;
+      check_node_arity(np, domain, opset, label);
       if (default_domain && np.op_type() == "Constant") {
         if (np.output_size() != 1) build_fail(EDGERT_ERR_FORMAT, "Constant node '%s' must have one output", label.c_str());
         Value v = constant_value(np, label);
@@ -158,10 +170,9 @@ class GraphImporter {
       }
       Node node;
       node.name = label;
-      node.domain = default_domain ? "" : np.domain();
+      node.domain = domain;
       node.op_type = np.op_type();
-      auto it = model_.opsets.find(node.domain.empty() ? "" : node.domain);
-      node.opset = static_cast<int32_t>(it != model_.opsets.end() ? it->second : opset_);
+      node.opset = static_cast<int32_t>(opset);
       for (const std::string& in : np.input()) {
         if (in.empty()) {
           node.inputs.push_back(-1);
@@ -188,7 +199,7 @@ class GraphImporter {
         auto d = declared.find(out);
         if (d != declared.end() && d->second->type().has_tensor_type()) {
           v.dtype = d->second->type().tensor_type().elem_type();
-          v.shape = dims_from_type(d->second->type().tensor_type(), &v.rank_known);
+          v.shape = dims_from_type(d->second->type().tensor_type(), &v.rank_known, "value '" + out + "'");
         }
         node.outputs.push_back(define(std::move(v)));
         visible.insert(out);
@@ -211,7 +222,8 @@ class GraphImporter {
                    "not supported)", output.name().c_str());
       Value& v = graph.values[found->second];
       if (v.dtype == 0) v.dtype = output.type().tensor_type().elem_type();
-      if (!v.rank_known) v.shape = dims_from_type(output.type().tensor_type(), &v.rank_known);
+      if (!v.rank_known)
+        v.shape = dims_from_type(output.type().tensor_type(), &v.rank_known, "graph output '" + output.name() + "'");
       graph.outputs.push_back(found->second);
     }
     for (const Value& v : graph.values)
@@ -429,6 +441,11 @@ Model import_onnx(const std::string& path) {
     model.opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
   if (!model.opsets.count(""))
     build_fail(EDGERT_ERR_FORMAT, "'%s' does not import the default ONNX opset", path.c_str());
+  try {
+    check_opset_imports(model.opsets);
+  } catch (const BuildError& e) {
+    throw BuildError(e.status(), path + ": " + e.what());
+  }
   model.graphs.emplace_back();
   GraphImporter importer(model, dir_of(path), static_cast<int32_t>(model.opsets[""]));
   try {

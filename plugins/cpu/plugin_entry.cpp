@@ -69,6 +69,16 @@ edgert_status kernel_prepare(const edgert_kernel* self, const edgert_node* node,
                              const edgert_tensor* inputs, edgert_tensor* outputs, void** state,
                              edgert_prepare_info* info, edgert_error* error) {
   return guarded(error, [&] {
+    // Ops index inputs and outputs by position; a host breaking plugin.h's promise gets an
+    // error here instead of a kernel writing through NULL.
+    const char* name = node->name ? node->name : "";
+    const char* op_type = node->op_type ? node->op_type : "";
+    if (node->num_outputs < 1 || !outputs)
+      fail(EDGERT_ERR_INVALID_ARGUMENT, "node '%s' (%s) comes without outputs; every op has at least one", name,
+           op_type);
+    if (node->num_inputs > 0 && !inputs)
+      fail(EDGERT_ERR_INVALID_ARGUMENT, "node '%s' (%s) has %d input(s) but no input array", name, op_type,
+           node->num_inputs);
     if (!*state) *state = spec_of(self).factory().release();
     *info = edgert_prepare_info{};
     Op* op = static_cast<Op*>(*state);

@@ -33,6 +33,9 @@ GraphExecutor::GraphExecutor(const LoadedEngine& engine, int32_t graph_index, Te
           fixed = fixed && (node.inputs[k] < 0 || graph_.tensors[node.inputs[k]].is_constant);
       nodes_[i].host_values_fixed = fixed;
     }
+    // Reserved for one at least: kernels get a non-NULL input array even for a node without
+    // inputs (plugin.h); the loader refuses nodes without outputs.
+    nodes_[i].inputs.reserve(std::max<size_t>(1, graph_.nodes[i].inputs.size()));
     nodes_[i].inputs.resize(graph_.nodes[i].inputs.size());
     nodes_[i].outputs.resize(graph_.nodes[i].outputs.size());
     nodes_[i].last_inputs.resize(graph_.nodes[i].inputs.size());

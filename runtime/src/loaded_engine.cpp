@@ -489,6 +489,12 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
     }
     if (src->inputs()) node.inputs.assign(src->inputs()->begin(), src->inputs()->end());
     if (src->outputs()) node.outputs.assign(src->outputs()->begin(), src->outputs()->end());
+    // plugin.h promises kernels at least one output; the builder never writes such a node.
+    if (node.outputs.empty()) {
+      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node '%s' (%s) has no outputs", where, str(src->name()),
+                str(src->op_type()));
+      return false;
+    }
     if (node.inputs.size() > 1024 || node.outputs.size() > 1024) {
       set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node '%s' has %zu inputs and %zu outputs, over the "
                 "limit of 1024", where, str(src->name()), node.inputs.size(), node.outputs.size());

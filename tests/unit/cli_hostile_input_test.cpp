@@ -45,6 +45,83 @@ class CliHostileInput : public ::testing::Test {
 
 #define EXPECT_OUTPUT_HAS(result, text) EXPECT_NE((result).output.find(text), std::string::npos) << (result).output
 
+TEST_F(CliHostileInput, NodeWithoutOutputsIsRefusedNamingNodeAndOp) {
+  // A node beside the graph's path (its kernel was prepared with no output array), and the
+  // node the graph output needed.
+  onnx::ModelProto dangling = make_small_model();
+  onnx::NodeProto* extra = dangling.mutable_graph()->add_node();
+  extra->set_name("dangling");
+  extra->set_op_type("Softmax");
+  extra->add_input("z");
+  onnx::ModelProto emptied = make_small_model();
+  relu_node(emptied).clear_output();
+  for (const auto& [model, message] : {std::pair<onnx::ModelProto, std::string>{dangling, "node 'dangling' (Softmax)"},
+                                       {emptied, "node 'relu' (Relu)"}}) {
+    save_model(model, dir_.file("m.onnx"));
+    for (const char* flags : {"", "--no-optimize"}) {
+      auto r = build(dir_.file("m.onnx"), flags);
+      EXPECT_EQ(r.exit_code, 1) << message << " " << flags << "\n" << r.output;
+      EXPECT_OUTPUT_HAS(r, message + " has no outputs");
+    }
+  }
+}
+
+TEST_F(CliHostileInput, NodeMissingRequiredInputsIsRefusedNamingWhatIsMissing) {
+  for (const char* op : {"Relu", "Softmax"}) {
+    onnx::ModelProto m = make_small_model();
+    relu_node(m).set_op_type(op);
+    relu_node(m).clear_input();
+    save_model(m, dir_.file("m.onnx"));
+    for (const char* extra : {"", "--no-optimize"}) {
+      auto r = build(dir_.file("m.onnx"), extra);
+      EXPECT_EQ(r.exit_code, 1) << op << " " << extra << "\n" << r.output;
+      EXPECT_OUTPUT_HAS(r, "node 'relu' (" + std::string(op) + ") has 0 inputs; " + op +
+                               " opset 17 needs at least 1 (missing: " + (op[0] == 'R' ? "X" : "input") + ")");
+    }
+  }
+  // A required input named "" is missing too.
+  onnx::ModelProto m = make_small_model();
+  relu_node(m).set_input(0, "");
+  save_model(m, dir_.file("m.onnx"));
+  auto r = build(dir_.file("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_OUTPUT_HAS(r, "node 'relu' (Relu) leaves input 0 (X) empty");
+  // Too many, where the opset's schema is known.
+  m = make_small_model();
+  relu_node(m).add_input("x");
+  save_model(m, dir_.file("m.onnx"));
+  r = build(dir_.file("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_OUTPUT_HAS(r, "node 'relu' (Relu) has 2 inputs; Relu opset 17 takes at most 1");
+}
+
+TEST_F(CliHostileInput, OpsetNewerThanKnownIsRefusedNamingDomainAndVersions) {
+  onnx::ModelProto m = make_small_model();
+  m.mutable_opset_import(0)->set_version(99);
+  save_model(m, dir_.file("m.onnx"));
+  auto r = build(dir_.file("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_OUTPUT_HAS(r, "imports opset 99 of domain 'ai.onnx'; edgert knows versions 1 to 21 of it");
+
+  m = make_small_model();
+  auto* ml = m.add_opset_import();
+  ml->set_domain("ai.onnx.ml");
+  ml->set_version(99);
+  save_model(m, dir_.file("m.onnx"));
+  r = build(dir_.file("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_OUTPUT_HAS(r, "imports opset 99 of domain 'ai.onnx.ml'; edgert knows versions 1 to");
+}
+
+TEST_F(CliHostileInput, NegativeInputDimensionIsRefused) {
+  onnx::ModelProto m = make_small_model();
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(-4);
+  save_model(m, dir_.file("m.onnx"));
+  auto r = build(dir_.file("m.onnx"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_OUTPUT_HAS(r, "graph input 'x': dimension 1 is -4");
+}
+
 // The small model with its weight `w` ({1, 4} float32: 16 bytes) kept as external data at
 // `location`, saved as <folder>/m.onnx.
 void save_with_external_weight(const std::string& folder, const std::string& location) {

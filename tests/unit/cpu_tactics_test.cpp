@@ -575,6 +575,26 @@ TEST(CpuTactics, FusedReluOfNaNIsZeroInEveryTactic) {
   }
 }
 
+// plugin.h: kernels are never handed a node without outputs; a host that does anyway gets an
+// error, not a kernel writing through NULL.
+TEST(CpuTactics, PrepareRefusesANodeWithoutOutputs) {
+  for (const char* name : {"ref-relu", "ref-softmax"}) {
+    const edgert_kernel& k = kernel_named(name);
+    edgert_tensor in{};
+    in.dtype = EDGERT_DTYPE_FLOAT32;
+    in.rank = 1;
+    in.dims[0] = 4;
+    NodeSpec spec("", k.op_type, 1, 0);
+    const edgert_node node = spec.node();
+    void* state = nullptr;
+    edgert_prepare_info info{};
+    edgert_error error{};
+    EXPECT_EQ(k.prepare(&k, &node, 0, &in, nullptr, &state, &info, &error), EDGERT_ERR_INVALID_ARGUMENT) << name;
+    EXPECT_NE(std::string(error.message).find("without outputs"), std::string::npos) << error.message;
+    if (state) k.release(&k, state);
+  }
+}
+
 TEST(CpuTactics, ConvTacticsWorkOnOneDimensionalInput) {
   std::mt19937 rng(7);
   std::vector<Input> in;

@@ -135,6 +135,12 @@ typedef enum edgert_memory_space {
 /*
  * Every function receives the kernel it was reached through as `self`, so one set of functions
  * can serve many kernels through `user_data`.
+ *
+ * `inputs` holds node->num_inputs tensors and `outputs` node->num_outputs, in the node's order;
+ * neither pointer is ever NULL, even for a node without inputs. num_outputs is at least 1: the
+ * builder refuses nodes with fewer inputs or outputs than their ONNX schema requires, and the
+ * runtime refuses engines with a node without outputs, so a kernel may read the inputs and
+ * write the outputs its op always has (optional ones: check num_inputs and the dtype).
  */
 struct edgert_kernel {
   const char* domain;  /* ONNX domain this kernel implements ("" = ai.onnx) */
