@@ -2,12 +2,17 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
 #include "build_error.h"
+#include "contained_file.h"
 #include "error.h"
 #include "onnx_import.h"
 
@@ -47,15 +52,36 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-static std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) build_fail(EDGERT_ERR_IO, "cannot open '%s': %s", path.c_str(), std::strerror(errno));
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+namespace {
+
+// Tensor files are named on the command line, so symlinks are followed; but only regular files
+// are read (contained_file.h): /dev/zero or a FIFO would be read until memory ran out.
+void open_tensor_file(ReadOnlyFile& file, const std::string& path) {
+  std::string why;
+  if (!file.open(path, &why)) build_fail(EDGERT_ERR_IO, "cannot read tensor file '%s': %s", path.c_str(), why.c_str());
 }
+
+std::string read_bytes(const ReadOnlyFile& file, const std::string& path, uint64_t offset, uint64_t bytes) {
+  std::string content(static_cast<size_t>(bytes), '\0');
+  std::string why;
+  if (!file.read_at(offset, content.data(), content.size(), &why))
+    build_fail(EDGERT_ERR_IO, "cannot read tensor file '%s': %s", path.c_str(), why.c_str());
+  return content;
+}
+
+// Protobuf parses at most 2 GiB; a larger .pb cannot be a TensorProto it reads.
+constexpr uint64_t kMaxProtoBytes = INT32_MAX;
+
+}  // namespace
 
 HostTensor read_tensor_pb(const std::string& path) {
   onnx::TensorProto proto;
-  std::string content = slurp(path);
+  ReadOnlyFile file;
+  open_tensor_file(file, path);
+  if (file.size() > kMaxProtoBytes)
+    build_fail(EDGERT_ERR_FORMAT, "'%s' is %llu bytes; a TensorProto file holds at most 2 GiB (use .npy)", path.c_str(),
+               static_cast<unsigned long long>(file.size()));
+  std::string content = read_bytes(file, path, 0, file.size());
   if (!proto.ParseFromString(content))
     build_fail(EDGERT_ERR_FORMAT, "'%s' is not an ONNX TensorProto file", path.c_str());
   std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
@@ -92,24 +118,30 @@ std::string header_field(const std::string& header, const std::string& key, cons
 }  // namespace
 
 HostTensor read_tensor_npy(const std::string& path) {
-  std::string content = slurp(path);
-  if (content.size() < 10 || content.compare(0, 6, "\x93NUMPY") != 0)
+  ReadOnlyFile file;
+  open_tensor_file(file, path);
+  // The header first: the data is read only once its size is known to match the file's.
+  const uint64_t file_size = file.size();
+  if (file_size < 10) build_fail(EDGERT_ERR_FORMAT, "'%s' is not a .npy file (%llu bytes)", path.c_str(),
+                                 static_cast<unsigned long long>(file_size));
+  std::string prefix = read_bytes(file, path, 0, std::min<uint64_t>(file_size, 12));
+  if (prefix.compare(0, 6, "\x93NUMPY") != 0)
     build_fail(EDGERT_ERR_FORMAT, "'%s' is not a .npy file (no \\x93NUMPY magic)", path.c_str());
-  uint8_t major = static_cast<uint8_t>(content[6]);
+  uint8_t major = static_cast<uint8_t>(prefix[6]);
   size_t header_len, header_start;
   if (major == 1) {
-    header_len = static_cast<uint8_t>(content[8]) | (static_cast<uint8_t>(content[9]) << 8);
+    header_len = static_cast<uint8_t>(prefix[8]) | (static_cast<uint8_t>(prefix[9]) << 8);
     header_start = 10;
   } else {
-    if (content.size() < 12) build_fail(EDGERT_ERR_FORMAT, "'%s': truncated .npy header", path.c_str());
-    header_len = static_cast<uint32_t>(static_cast<uint8_t>(content[8]) | (static_cast<uint8_t>(content[9]) << 8) |
-                                       (static_cast<uint8_t>(content[10]) << 16) |
-                                       (static_cast<uint32_t>(static_cast<uint8_t>(content[11])) << 24));
+    if (prefix.size() < 12) build_fail(EDGERT_ERR_FORMAT, "'%s': truncated .npy header", path.c_str());
+    header_len = static_cast<uint32_t>(static_cast<uint8_t>(prefix[8]) | (static_cast<uint8_t>(prefix[9]) << 8) |
+                                       (static_cast<uint8_t>(prefix[10]) << 16) |
+                                       (static_cast<uint32_t>(static_cast<uint8_t>(prefix[11])) << 24));
     header_start = 12;
   }
-  if (header_start + header_len > content.size())
+  if (header_start + header_len > file_size)
     build_fail(EDGERT_ERR_FORMAT, "'%s': .npy header runs past the end of the file", path.c_str());
-  std::string header = content.substr(header_start, header_len);
+  std::string header = read_bytes(file, path, header_start, header_len);
   std::string descr_field = header_field(header, "descr", path);
   size_t q1 = descr_field.find('\''), q2 = descr_field.find('\'', q1 + 1);
   std::string descr = descr_field.substr(q1 + 1, q2 - q1 - 1);
@@ -129,16 +161,28 @@ HostTensor read_tensor_npy(const std::string& path) {
   size_t open = shape_field.find('('), close = shape_field.find(')');
   std::stringstream dims(shape_field.substr(open + 1, close - open - 1));
   std::string item;
+  uint64_t bytes = dtype_size(t.dtype);
+  bool overflow = false;
   while (std::getline(dims, item, ',')) {
     if (item.find_first_not_of(' ') == std::string::npos) continue;
-    t.shape.push_back(std::stoll(item));
+    char* end = nullptr;
+    errno = 0;
+    long long d = std::strtoll(item.c_str(), &end, 10);
+    if (end == item.c_str() || end[std::strspn(end, " ")] != '\0' || errno == ERANGE || d < 0)
+      build_fail(EDGERT_ERR_FORMAT, "'%s': .npy shape entry '%s' is not a dimension", path.c_str(), item.c_str());
+    t.shape.push_back(d);
+    overflow = overflow || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
   }
-  size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype);
-  size_t data_start = header_start + header_len;
-  if (content.size() - data_start != bytes)
-    build_fail(EDGERT_ERR_FORMAT, "'%s': shape %s of %s needs %zu bytes, the file holds %zu", path.c_str(),
-               shape_string(t.shape).c_str(), dtype_name(t.dtype), bytes, content.size() - data_start);
-  t.data.assign(content.begin() + static_cast<std::ptrdiff_t>(data_start), content.end());
+  if (overflow)
+    build_fail(EDGERT_ERR_FORMAT, "'%s': shape %s of %s overflows: its size in bytes does not fit in 64 bits",
+               path.c_str(), shape_string(t.shape).c_str(), dtype_name(t.dtype));
+  const uint64_t data_start = header_start + header_len;
+  if (file_size - data_start != bytes)
+    build_fail(EDGERT_ERR_FORMAT, "'%s': shape %s of %s needs %llu bytes, the file holds %llu", path.c_str(),
+               shape_string(t.shape).c_str(), dtype_name(t.dtype), static_cast<unsigned long long>(bytes),
+               static_cast<unsigned long long>(file_size - data_start));
+  std::string data = read_bytes(file, path, data_start, bytes);
+  t.data.assign(data.begin(), data.end());
   return t;
 }
 

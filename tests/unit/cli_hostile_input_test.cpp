@@ -199,5 +199,66 @@ TEST_F(CliHostileInput, ExternalDataThatIsNotARegularFileIsRefused) {
   }
 }
 
+class CliHostileRun : public CliHostileInput {
+ protected:
+  void SetUp() override {
+    CliHostileInput::SetUp();
+    save_model(make_small_model(), dir_.file("small.onnx"));
+    auto built = build(dir_.file("small.onnx"));
+    ASSERT_EQ(built.exit_code, 0) << built.output;
+    engine_ = dir_.file("out.engine");
+  }
+  std::string engine_;
+};
+
+TEST_F(CliHostileRun, InputsThatAreNotRegularFilesAreRefused) {
+  ASSERT_EQ(symlink("/dev/zero", dir_.file("zero.npy").c_str()), 0);
+  ASSERT_EQ(mkfifo(dir_.file("fifo.pb").c_str(), 0644), 0);
+  const struct {
+    std::string file, why;
+  } cases[] = {
+      {"/dev/zero", "is a character device, not a regular file"},
+      {dir_.file("zero.npy"), "is a character device, not a regular file"},
+      {dir_.file("fifo.pb"), "is a FIFO, not a regular file"},
+      {dir_.path(), "is a directory, not a regular file"},
+  };
+  for (const auto& c : cases) {
+    auto r = edgert("run " + engine_ + " --input x=" + c.file);
+    EXPECT_EQ(r.exit_code, 1) << c.file << "\n" << r.output;
+    EXPECT_OUTPUT_HAS(r, "cannot read tensor file '" + c.file + "': " + c.why);
+  }
+}
+
+// A .npy file: magic, version 1.0, the header padded to 64 bytes, then `data_bytes` zero bytes.
+void write_npy(const std::string& path, const std::string& shape, size_t data_bytes) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+  header.push_back('\n');
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes.push_back(static_cast<char>(header.size() & 0xff));
+  bytes.push_back(static_cast<char>(header.size() >> 8));
+  bytes += header;
+  bytes.append(data_bytes, '\0');
+  write_file(path, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+}
+
+TEST_F(CliHostileRun, NpyShapesThatOverflowOrDisagreeWithTheFileAreRefused) {
+  write_npy(dir_.file("overflow.npy"), "(4611686018427387904, 4)", 16);
+  auto r = edgert("run " + engine_ + " --input x=" + dir_.file("overflow.npy"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_OUTPUT_HAS(r, "shape [4611686018427387904x4] of float32 overflows");
+  EXPECT_EQ(r.output.find("needs 0 bytes"), std::string::npos) << r.output;
+
+  write_npy(dir_.file("short.npy"), "(1000000, 4)", 16);
+  r = edgert("run " + engine_ + " --input x=" + dir_.file("short.npy"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_OUTPUT_HAS(r, "shape [1000000x4] of float32 needs 16000000 bytes, the file holds 16");
+
+  write_npy(dir_.file("negative.npy"), "(-1, 4)", 16);
+  r = edgert("run " + engine_ + " --input x=" + dir_.file("negative.npy"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_OUTPUT_HAS(r, ".npy shape entry '-1' is not a dimension");
+}
+
 }  // namespace
 }  // namespace edgert::test
