@@ -1,7 +1,9 @@
 // edgert: build engines from ONNX models, run, inspect and test them.
 #include <malloc.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "build_error.h"
 #include "commands.h"
@@ -61,6 +63,12 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "edgert: error: %s\n", e.what());
+    return 1;
+  }
+  // What commands printed is their result: a full disk or closed pipe under stdout is a failure,
+  // not a successful run with its output missing.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "edgert: error: cannot write standard output: %s\n", std::strerror(errno));
     return 1;
   }
   return edgert::cli::g_exit_status;

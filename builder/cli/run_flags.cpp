@@ -1,9 +1,9 @@
 #include "run_flags.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "build_error.h"
+#include "tensor_io.h"
 
 namespace edgert::cli {
 
@@ -65,9 +65,7 @@ void write_export_times(const std::string& path, const std::vector<RunTime>& run
                  {"endComputeMs", r.end_ms},
                  {"computeMs", r.end_ms - r.start_ms},
                  {"latencyMs", r.end_ms - r.start_ms}});
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) builder::build_fail(EDGERT_ERR_IO, "cannot write --exportTimes file '%s'", path.c_str());
+  write_file_checked(path, j.dump(2) + "\n");
 }
 
 }  // namespace edgert::cli

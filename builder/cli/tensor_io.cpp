@@ -1,13 +1,15 @@
 #include "tensor_io.h"
 
+#include <fcntl.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <sstream>
 
@@ -191,15 +193,44 @@ HostTensor read_tensor_file(const std::string& path) {
   return read_tensor_pb(path);
 }
 
+void write_file_checked(const std::string& path, const std::string& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) build_fail(EDGERT_ERR_IO, "cannot create '%s': %s", path.c_str(), std::strerror(errno));
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  int err = 0;
+  while (left > 0 && !err) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  // close reports what a delayed write could not store (NFS, quotas).
+  if (::close(fd) != 0 && !err) err = errno;
+  if (err) {
+    // A truncated output must not pass for a result; a device or FIFO given as the path stays.
+    if (regular) ::unlink(path.c_str());
+    build_fail(EDGERT_ERR_IO, "cannot write '%s' (%zu of %zu bytes written): %s", path.c_str(), bytes.size() - left,
+               bytes.size(), std::strerror(err));
+  }
+}
+
 void write_tensor_pb(const std::string& path, const HostTensor& t) {
   onnx::TensorProto proto;
   proto.set_name(t.name);
   proto.set_data_type(t.dtype);
   for (int64_t d : t.shape) proto.add_dims(d);
   proto.set_raw_data(std::string(t.data.begin(), t.data.end()));
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !proto.SerializeToOstream(&out))
-    build_fail(EDGERT_ERR_IO, "cannot write '%s': %s", path.c_str(), std::strerror(errno));
+  std::string bytes;
+  if (!proto.SerializeToString(&bytes))
+    build_fail(EDGERT_ERR_IO, "cannot write '%s': the tensor does not serialize (over 2 GiB?)", path.c_str());
+  write_file_checked(path, bytes);
 }
 
 void write_tensor_npy(const std::string& path, const HostTensor& t) {
@@ -214,13 +245,12 @@ void write_tensor_npy(const std::string& path, const HostTensor& t) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  std::ofstream out(path, std::ios::binary);
-  if (!out) build_fail(EDGERT_ERR_IO, "cannot write '%s': %s", path.c_str(), std::strerror(errno));
-  out.write("\x93NUMPY\x01\x00", 8);
-  char len[2] = {static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
-  out.write(len, 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(t.data.data()), static_cast<std::streamsize>(t.data.size()));
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes.push_back(static_cast<char>(header.size() & 0xff));
+  bytes.push_back(static_cast<char>(header.size() >> 8));
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+  write_file_checked(path, bytes);
 }
 
 }  // namespace edgert::cli

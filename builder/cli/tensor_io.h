@@ -25,8 +25,14 @@ struct HostTensor {
 HostTensor read_tensor_file(const std::string& path);
 HostTensor read_tensor_pb(const std::string& path);
 HostTensor read_tensor_npy(const std::string& path);
+// Writers throw BuildError naming the file and the system's reason when any write or the close
+// fails (a full disk); a partly written regular file is removed first.
 void write_tensor_pb(const std::string& path, const HostTensor& tensor);
 void write_tensor_npy(const std::string& path, const HostTensor& tensor);
+
+// Creates or truncates `path` and writes `bytes`, checking every write and the close, as the
+// tensor writers do.
+void write_file_checked(const std::string& path, const std::string& bytes);
 
 std::string shape_string(const std::vector<int64_t>& shape);
 

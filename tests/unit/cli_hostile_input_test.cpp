@@ -260,5 +260,58 @@ TEST_F(CliHostileRun, NpyShapesThatOverflowOrDisagreeWithTheFileAreRefused) {
   EXPECT_OUTPUT_HAS(r, ".npy shape entry '-1' is not a dimension");
 }
 
+// The output file is /dev/full: every write fails with ENOSPC, as on a full disk.
+TEST_F(CliHostileRun, OutputsThatCannotBeWrittenFailTheRun) {
+  mkdir(dir_.file("out").c_str(), 0755);
+  for (const char* format : {"", " --npy"}) {
+    const std::string file = dir_.file(std::string("out/y") + (*format ? ".npy" : ".pb"));
+    unlink(file.c_str());
+    ASSERT_EQ(symlink("/dev/full", file.c_str()), 0);
+    auto r = edgert("run " + engine_ + " --input x=" + dir_.file("x.npy") + " --output-dir " + dir_.file("out") +
+                    format);
+    EXPECT_EQ(r.exit_code, 1) << format << "\n" << r.output;
+    EXPECT_OUTPUT_HAS(r, "cannot write '" + file + "'");
+    EXPECT_OUTPUT_HAS(r, std::strerror(ENOSPC));
+  }
+  auto times = edgert("run " + engine_ + " --input x=" + dir_.file("x.npy") + " --exportTimes /dev/full");
+  EXPECT_EQ(times.exit_code, 1) << times.output;
+  EXPECT_OUTPUT_HAS(times, "cannot write '/dev/full'");
+  // What run prints is its result too.
+  auto printed = run_command("( ulimit -v 4194304; " + edgert_cli() + " run " + engine_ + " --input x=" +
+                             dir_.file("x.npy") + " >/dev/full )");
+  EXPECT_EQ(printed.exit_code, 1) << printed.output;
+  EXPECT_OUTPUT_HAS(printed, "cannot write standard output");
+}
+
+// A real full filesystem: a 64 KiB tmpfs filled up. Needs root (mount); skipped otherwise, the
+// /dev/full case above covers the same code path.
+TEST_F(CliHostileRun, OutputsOnAFullFilesystemFailTheRunAndLeaveNoTruncatedFile) {
+  const std::string mnt = dir_.file("full");
+  mkdir(mnt.c_str(), 0755);
+  if (geteuid() != 0 || mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root): " << std::strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  // Fill it: one file takes every block, the output's directory entry still fits.
+  mkdir((mnt + "/out").c_str(), 0755);
+  int fd = open((mnt + "/filler").c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  std::vector<char> block(4096, 'x');
+  while (write(fd, block.data(), block.size()) > 0) {
+  }
+  close(fd);
+  for (const char* format : {"", " --npy"}) {
+    const std::string file = mnt + "/out/y" + (*format ? ".npy" : ".pb");
+    auto r = edgert("run " + engine_ + " --input x=" + dir_.file("x.npy") + " --output-dir " + mnt + "/out" + format);
+    EXPECT_EQ(r.exit_code, 1) << format << "\n" << r.output;
+    EXPECT_OUTPUT_HAS(r, "cannot write '" + file + "'");
+    EXPECT_OUTPUT_HAS(r, std::strerror(ENOSPC));
+    struct stat st {};
+    EXPECT_NE(stat(file.c_str(), &st), 0) << file << " was left behind (" << st.st_size << " bytes)";
+  }
+}
+
 }  // namespace
 }  // namespace edgert::test
