@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include <sys/stat.h>
+
 #include "board_catalog.h"
 #include "board_profile.h"
 #include "board_tuning.h"
@@ -161,6 +163,15 @@ void add_build_command(CLI::App& app) {
     const std::string& output = options->output.empty() ? options->save_engine : options->output;
     if (model.empty()) throw CLI::RequiredError("MODEL (or --onnx=)");
     if (output.empty()) throw CLI::RequiredError("-o OUT.engine (or --saveEngine=)");
+    // The engine replaces `output` by rename: were that the model (the same path, a link to it,
+    // a hard link), the model would be gone once the build succeeded.
+    struct stat model_stat {}, output_stat {};
+    if (::stat(model.c_str(), &model_stat) == 0 && ::stat(output.c_str(), &output_stat) == 0 &&
+        model_stat.st_dev == output_stat.st_dev && model_stat.st_ino == output_stat.st_ino)
+      builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT,
+                          "-o '%s' is the model '%s' itself; the engine would replace it (write the engine to "
+                          "another file, e.g. -o %s.engine)",
+                          output.c_str(), model.c_str(), model.c_str());
     builder::BuildOptions build;
     build.model_path = model;
     config::ResolvedBoard board = config::resolve_board(options->board);

@@ -199,6 +199,23 @@ TEST_F(CliHostileInput, ExternalDataThatIsNotARegularFileIsRefused) {
   }
 }
 
+TEST_F(CliHostileInput, BuildRefusesToWriteTheEngineOverItsModel) {
+  save_model(make_small_model(), dir_.file("m.onnx"));
+  const std::vector<uint8_t> model = read_file(dir_.file("m.onnx"));
+  ASSERT_EQ(symlink("m.onnx", dir_.file("alias.onnx").c_str()), 0);
+  ASSERT_EQ(link(dir_.file("m.onnx").c_str(), dir_.file("hard.onnx").c_str()), 0);
+  for (const std::string& output : {dir_.file("m.onnx"), dir_.path() + "/./m.onnx", dir_.file("alias.onnx"),
+                                    dir_.file("hard.onnx")}) {
+    auto r = edgert("build " + dir_.file("m.onnx") + " --board x86_64-generic -o " + output);
+    EXPECT_EQ(r.exit_code, 1) << output << "\n" << r.output;
+    EXPECT_OUTPUT_HAS(r, "is the model '" + dir_.file("m.onnx") + "' itself");
+    EXPECT_EQ(read_file(dir_.file("m.onnx")), model) << "the model was overwritten through " << output;
+  }
+  auto trtexec = edgert("build --onnx=" + dir_.file("m.onnx") + " --saveEngine=" + dir_.file("m.onnx"));
+  EXPECT_EQ(trtexec.exit_code, 1) << trtexec.output;
+  EXPECT_EQ(read_file(dir_.file("m.onnx")), model);
+}
+
 class CliHostileRun : public CliHostileInput {
  protected:
   void SetUp() override {
