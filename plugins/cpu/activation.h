@@ -36,9 +36,11 @@ template <typename C>
 C tanh_of(C c) {
   return static_cast<C>(std::tanh(static_cast<double>(c)));
 }
+// NaN stays NaN, as in PyTorch and NumPy (`x > 0 ? x : 0` alone made it 0). Not fmax: that
+// returns the number when one operand is NaN.
 template <typename C>
 C relu_of(C x) {
-  return x > C(0) ? x : C(0);
+  return x > C(0) || x != x ? x : C(0);
 }
 template <typename C>
 C leaky_relu_of(C x, float alpha) {

@@ -27,7 +27,7 @@ struct Activation {
 
   double operator()(double x) const {
     switch (kind) {
-      case Relu: return x > 0 ? x : 0;
+      case Relu: return x > 0 || x != x ? x : 0;  // NaN stays NaN, as relu_of
       case Tanh: return std::tanh(x);
       case Sigmoid: return 1.0 / (1.0 + std::exp(-x));
       case Affine: return alpha * x + beta;

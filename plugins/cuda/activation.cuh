@@ -29,7 +29,8 @@ struct Activation {
 __device__ __forceinline__ float apply(const Activation& a, float x) {
   switch (a.kind) {
     case ActivationKind::None: return x;
-    case ActivationKind::Relu: return x > 0.f ? x : 0.f;
+    // NaN stays NaN, as the CPU plugin's relu_of (fmaxf would give 0).
+    case ActivationKind::Relu: return x > 0.f || x != x ? x : 0.f;
     case ActivationKind::Clip: {  // as the Clip kernel: bounds applied in turn, NaN passes through
       float v = x < a.p0 ? a.p0 : x;
       return v > a.p1 ? a.p1 : v;

@@ -330,5 +330,21 @@ TEST_F(CliHostileRun, OutputsOnAFullFilesystemFailTheRunAndLeaveNoTruncatedFile)
   }
 }
 
+TEST_F(CliHostileRun, ReluOfNaNIsNaN) {
+  cli::HostTensor x;
+  x.name = "x";
+  x.dtype = EDGERT_DTYPE_FLOAT32;
+  x.shape = {1, 4};
+  float values[4] = {std::numeric_limits<float>::quiet_NaN(), 1.0f, 4.0f, -1.0f};
+  x.data.assign(reinterpret_cast<uint8_t*>(values), reinterpret_cast<uint8_t*>(values) + sizeof values);
+  cli::write_tensor_npy(dir_.file("nan.npy"), x);
+  auto r = edgert("run " + engine_ + " --input x=" + dir_.file("nan.npy") + " --output-dir " + dir_.file("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const cli::HostTensor out = cli::read_tensor_pb(dir_.file("out/y.pb"));
+  const float* y = reinterpret_cast<const float*>(out.data.data());
+  EXPECT_TRUE(std::isnan(y[0])) << y[0];  // Relu(NaN * 1 + 0.25)
+  EXPECT_FLOAT_EQ(y[1], 0.0f);
+}
+
 }  // namespace
 }  // namespace edgert::test

@@ -67,7 +67,8 @@ inline void with_lane_activation(ActivationKind kind, Run&& run) {
 
 inline __m512 activate_lanes(__m512 v, ActivationKind kind, float p0, float p1) {
   switch (kind) {
-    case ActivationKind::Relu: return _mm512_max_ps(v, _mm512_setzero_ps());
+    // maxps returns its second operand when either is NaN: v second keeps NaN, as relu_of does.
+    case ActivationKind::Relu: return _mm512_max_ps(_mm512_setzero_ps(), v);
     case ActivationKind::Clip: return _mm512_min_ps(_mm512_set1_ps(p1), _mm512_max_ps(_mm512_set1_ps(p0), v));
     case ActivationKind::HardSwish: {
       __m512 h = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(1.0f / 6.0f), v), _mm512_set1_ps(0.5f));
