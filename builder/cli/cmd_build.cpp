@@ -13,6 +13,7 @@
 #include "build_error.h"
 #include "commands.h"
 #include "engine_builder.h"
+#include "engine_inputs.h"
 #include "engine_signing.h"
 #include "engine_writer.h"
 
@@ -172,6 +173,7 @@ void add_build_command(CLI::App& app) {
                           "-o '%s' is the model '%s' itself; the engine would replace it (write the engine to "
                           "another file, e.g. -o %s.engine)",
                           output.c_str(), model.c_str(), model.c_str());
+    warn_if_threads_exceed_cpus(options->threads);
     builder::BuildOptions build;
     build.model_path = model;
     config::ResolvedBoard board = config::resolve_board(options->board);

@@ -1,5 +1,9 @@
 #include "engine_inputs.h"
 
+#include <sched.h>
+
+#include <cstdio>
+
 #include "board_catalog.h"
 #include "build_error.h"
 #include "error.h"
@@ -19,7 +23,18 @@ void EngineLoadFlags::add_to(CLI::App* command) {
                     "Enqueue a device engine's kernels one by one on every run instead of replaying a CUDA graph");
 }
 
+void warn_if_threads_exceed_cpus(int32_t threads) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (threads <= 0 || sched_getaffinity(0, sizeof set, &set) != 0) return;
+  const int cpus = CPU_COUNT(&set);
+  if (threads > cpus)
+    std::fprintf(stderr, "edgert: warning: --threads %d is more than the %d CPU(s) this process may run on; kernel "
+                 "threads will share CPUs and run slower than with --threads %d\n", threads, cpus, cpus);
+}
+
 std::unique_ptr<LoadedEngine> EngineLoadFlags::load(const std::string& path) const {
+  warn_if_threads_exceed_cpus(threads);
   edgert_load_options options;
   edgert_load_options_init(&options);
   options.plugin_path = plugin_path.empty() ? nullptr : plugin_path.c_str();

@@ -15,6 +15,11 @@
 
 namespace edgert::cli {
 
+// --threads above the CPUs of this process's affinity mask gets a warning, not a refusal: the
+// plugin caps it (1024), and more threads than CPUs is a legitimate experiment (timing for a
+// board with more cores, measuring oversubscription), only a slow default to fall into unawares.
+void warn_if_threads_exceed_cpus(int32_t threads);
+
 struct EngineLoadFlags {
   std::string plugin_path, board;
   bool allow_board_mismatch = false;

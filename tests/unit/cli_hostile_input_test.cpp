@@ -346,5 +346,19 @@ TEST_F(CliHostileRun, ReluOfNaNIsNaN) {
   EXPECT_FLOAT_EQ(y[1], 0.0f);
 }
 
+TEST_F(CliHostileRun, MoreThreadsThanCpusIsWarnedAbout) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int cpus = CPU_COUNT(&set);
+  auto r = edgert("run " + engine_ + " --input x=" + dir_.file("x.npy") + " --threads " + std::to_string(cpus + 1));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_OUTPUT_HAS(r, "warning: --threads " + std::to_string(cpus + 1) + " is more than the " +
+                           std::to_string(cpus) + " CPU(s)");
+  auto fits = edgert("run " + engine_ + " --input x=" + dir_.file("x.npy") + " --threads " + std::to_string(cpus));
+  EXPECT_EQ(fits.exit_code, 0) << fits.output;
+  EXPECT_EQ(fits.output.find("warning"), std::string::npos) << fits.output;
+}
+
 }  // namespace
 }  // namespace edgert::test
