@@ -35,7 +35,7 @@ unit)
   # same CLI paths run under qemu here directly: `edgert conformance` builds and runs 900+ models
   # (boards.cross_aarch64_conformance); boards.cross_aarch64 builds and runs an engine with the
   # packaged `edgert`. They run on x86_64 (unit tests of the main build).
-  spawning='CliTest.*:ToolsTest.*:ProfileTest.*:TacticTuningTest.*:BoardTuningTest.*:BoardsCommand.*'
+  spawning='CliTest.*:CliHostileInput.*:CliHostileRun.*:ToolsTest.*:ProfileTest.*:TacticTuningTest.*:BoardTuningTest.*:BoardsCommand.*'
   # Excluded, because it starts threads of its own to call the plugin concurrently, and a guest
   # thread hangs qemu-user here (the CPU plugin itself starts none when emulated).
   threaded='CpuTactics.ConcurrentCallersShareThePoolSafely'
