@@ -31,6 +31,8 @@ int usage() {
                "  rollback P         swap P back to the engine it ran before\n"
                "  history P          P's deployments, newest first, with the step each reached\n"
                "  unload P           unload P's engine (frames are dropped until the next swap)\n"
+               "  delete SHA256      delete an engine from the store (never one a pipeline runs or rolls back to)\n"
+               "  prune              delete every engine in the store that no pipeline runs or rolls back to\n"
                "  log-level [LEVEL]  show or set the daemon's log level (debug, info, notice, warning, err)\n");
   return 2;
 }
@@ -135,6 +137,11 @@ int main(int argc, char** argv) {
     request["pipeline"] = argv[i];
   } else if (command == "log-level") {
     if (i < argc) request["level"] = argv[i];
+  } else if (command == "delete") {
+    if (i + 1 != argc) return usage();
+    request["sha256"] = argv[i];
+  } else if (command == "prune") {
+    if (i != argc) return usage();
   } else if (command != "status" && command != "pipelines" && command != "engines") {
     request = {{"command", command}};  // let the daemon name the commands it has
   }
@@ -210,6 +217,11 @@ int main(int argc, char** argv) {
                   d["message"].is_string() ? d["message"].get<std::string>().c_str() : "");
   } else if (command == "log-level") {
     std::printf("%s\n", result.value("level", "").c_str());
+  } else if (command == "delete" || command == "prune") {
+    for (const json& sha : result["deleted"]) std::printf("deleted %s\n", sha.get<std::string>().c_str());
+    if (result.contains("kept"))
+      for (const json& k : result["kept"])
+        std::printf("kept    %s (%s)\n", k.value("sha256", "").c_str(), k.value("why", "").c_str());
   } else {
     std::printf("%s\n", result.dump(2).c_str());
   }

@@ -1,5 +1,14 @@
 #include "config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
 #include "board_catalog.h"
 #include "yaml_tree.h"
 
@@ -77,9 +86,11 @@ PostprocessConfig parse_postprocess(const YamlReader& r, const YamlNode& n) {
 void parse_sinks(const YamlReader& r, const YamlNode& n, PipelineConfig& p) {
   r.expect_keys(n, {"socket", "sqlite", "gpio", "journal"}, "sinks");
   if (const YamlNode* s = n.get("socket")) {
-    r.expect_keys(*s, {"path"}, "sinks.socket");
+    r.expect_keys(*s, {"path", "buffer_kb"}, "sinks.socket");
     p.socket.enabled = true;
     p.socket.path = r.string_value(r.require(*s, "path", "sinks.socket"), "sinks.socket.path");
+    if (const YamlNode* v = s->get("buffer_kb"))
+      p.socket.buffer_kb = static_cast<int>(r.int_value(*v, "sinks.socket.buffer_kb", 4, 65536));
   }
   if (const YamlNode* s = n.get("sqlite")) {
     r.expect_keys(*s, {"retention_days"}, "sinks.sqlite");
@@ -104,7 +115,70 @@ void parse_sinks(const YamlReader& r, const YamlNode& n, PipelineConfig& p) {
   }
 }
 
+// Two users of one socket path would each lose what the other's clients expect: the second
+// bind replaces the first socket. The state database is a file the daemon must not replace.
+class SocketPathUsers {
+ public:
+  SocketPathUsers(const YamlReader& r, const std::string& state_dir) : r_(r) {
+    users_[normal(state_dir + "/edgertd.db")] = "the state database (state_dir)";
+  }
+  void add(const YamlNode* at, const std::string& path, const std::string& user) {
+    auto [it, fresh] = users_.emplace(normal(path), user);
+    if (fresh) return;
+    std::string message = user + " '" + path + "' is already used by " + it->second + "; each socket needs a path of its own";
+    if (at) r_.fail(*at, message);
+    throw config::ConfigError(r_.file() + ": " + message);
+  }
+
+ private:
+  static std::string normal(const std::string& path) { return std::filesystem::path(path).lexically_normal().string(); }
+  const YamlReader& r_;
+  std::map<std::string, std::string> users_;
+};
+
 }  // namespace
+
+std::string read_config_file(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw config::ConfigError(path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int error = errno;
+    close(fd);
+    throw config::ConfigError(path + ": cannot stat: " + std::strerror(error));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    const char* kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
+                       : (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? "a device" : "not a regular file";
+    throw config::ConfigError(path + ": is " + std::string(kind) + "; the configuration must be a regular YAML file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes) {
+    close(fd);
+    throw config::ConfigError(path + ": " + std::to_string(st.st_size) + " bytes, larger than " +
+                              std::to_string(kMaxConfigBytes >> 20) + " MiB: not a configuration file");
+  }
+  std::string text;
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int error = errno;
+      close(fd);
+      throw config::ConfigError(path + ": cannot read: " + std::strerror(error));
+    }
+    if (n == 0) break;
+    text.append(chunk, static_cast<size_t>(n));
+    // The size was checked, but the file may grow while we read it.
+    if (text.size() > kMaxConfigBytes) {
+      close(fd);
+      throw config::ConfigError(path + ": grew past " + std::to_string(kMaxConfigBytes >> 20) + " MiB while being read");
+    }
+  }
+  close(fd);
+  return text;
+}
 
 int log_level_from_name(const std::string& name) {
   static const char* names[] = {"emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"};
@@ -114,10 +188,10 @@ int log_level_from_name(const std::string& name) {
 }
 
 DaemonConfig load_daemon_config(const std::string& path) {
-  auto root = config::load_yaml_file(path);
+  auto root = config::load_yaml_string(read_config_file(path), path);
   YamlReader r(*root, path);
-  r.expect_keys(*root, {"board", "memory_budget_mb", "mlock_weights", "plugin_path", "control_socket", "state_dir",
-                        "require_signed", "trusted_keys_dir", "swap_stop_first", "log_level", "pipelines"},
+  r.expect_keys(*root, {"board", "memory_budget_mb", "mlock_weights", "plugin_path", "control_socket", "control_idle_timeout_s",
+                        "state_dir", "require_signed", "trusted_keys_dir", "swap_stop_first", "log_level", "pipelines"},
                 "edgertd configuration");
   DaemonConfig c;
   c.source_path = path;
@@ -133,7 +207,11 @@ DaemonConfig load_daemon_config(const std::string& path) {
   if (const YamlNode* v = root->get("mlock_weights")) c.mlock_weights = r.bool_value(*v, "mlock_weights");
   if (const YamlNode* v = root->get("plugin_path")) c.plugin_path = r.string_value(*v, "plugin_path");
   if (const YamlNode* v = root->get("control_socket")) c.control_socket = r.string_value(*v, "control_socket");
+  if (const YamlNode* v = root->get("control_idle_timeout_s"))
+    c.control_idle_timeout_s = static_cast<int>(r.int_value(*v, "control_idle_timeout_s", 1, 86400));
   if (const YamlNode* v = root->get("state_dir")) c.state_dir = r.string_value(*v, "state_dir");
+  SocketPathUsers socket_users(r, c.state_dir);
+  socket_users.add(root->get("control_socket"), c.control_socket, "control_socket");
   if (const YamlNode* v = root->get("require_signed")) c.require_signed = r.bool_value(*v, "require_signed");
   if (const YamlNode* v = root->get("trusted_keys_dir")) c.trusted_keys_dir = r.string_value(*v, "trusted_keys_dir");
   if (const YamlNode* v = root->get("swap_stop_first")) c.swap_stop_first = r.bool_value(*v, "swap_stop_first");
@@ -160,7 +238,11 @@ DaemonConfig load_daemon_config(const std::string& path) {
     if (const YamlNode* v = n.get("queue_depth"))
       p.queue_depth = static_cast<int>(r.int_value(*v, "pipeline.queue_depth", 1, 8));
     p.postprocess = parse_postprocess(r, r.require(n, "postprocess", "pipeline '" + p.name + "'"));
-    if (const YamlNode* v = n.get("sinks")) parse_sinks(r, *v, p);
+    if (const YamlNode* v = n.get("sinks")) {
+      parse_sinks(r, *v, p);
+      if (p.socket.enabled)
+        socket_users.add(v->get("socket")->get("path"), p.socket.path, "pipeline '" + p.name + "' sinks.socket.path");
+    }
     if (p.source.triggered && (!p.gpio.enabled || p.gpio.trigger_line < 0))
       r.fail(n, "pipeline '" + p.name + "': source.trigger gpio needs sinks.gpio.trigger_line");
     c.pipelines.push_back(std::move(p));

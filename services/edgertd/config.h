@@ -27,6 +27,7 @@ struct PostprocessConfig {
 struct SocketSinkConfig {
   bool enabled = false;
   std::string path;  // Unix socket streaming newline-delimited JSON results
+  int buffer_kb = 1024;  // per client: unread results beyond this are dropped, oldest first
 };
 
 struct SqliteSinkConfig {
@@ -73,6 +74,8 @@ struct DaemonConfig {
   bool mlock_weights = false;
   std::string plugin_path;       // empty: libedgert's default search path
   std::string control_socket = "/run/edgert/control.sock";
+  // A control connection silent this long is closed (a `watch` stream is exempt: it only listens).
+  int control_idle_timeout_s = 30;
   std::string state_dir = "/var/lib/edgert";  // edgertd.db, engines/ (the store), active/
   // Hot swap: refuse engines without a valid signature by a key in trusted_keys_dir.
   bool require_signed = false;
@@ -87,7 +90,14 @@ struct DaemonConfig {
 // syslog priority (LOG_ERR = 3 ... LOG_DEBUG = 7) of a level name, or -1.
 int log_level_from_name(const std::string& name);
 
-// Throws config::ConfigError ("file:line:column: message") on any problem.
+// Throws config::ConfigError ("file:line:column: message") on any problem. The file must be a
+// regular file of at most 1 MiB (a directory, FIFO or device is refused without reading it).
+// Every socket path must have one user: the control socket, one pipeline's results socket.
 DaemonConfig load_daemon_config(const std::string& path);
+
+// The configuration file's text: a regular file of at most kMaxConfigBytes, opened without
+// blocking (a FIFO or device cannot hang or flood the caller). Throws config::ConfigError.
+constexpr size_t kMaxConfigBytes = 1u << 20;
+std::string read_config_file(const std::string& path);
 
 }  // namespace edgert::daemon

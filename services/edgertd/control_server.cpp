@@ -18,6 +18,9 @@ nlohmann::json response_for(std::exception_ptr error, nlohmann::json result) {
     nlohmann::json response = error_response(e.code(), e.what());
     if (!e.details().is_null()) response["error"]["details"] = e.details();
     return response;
+  } catch (const nlohmann::json::exception&) {
+    // A field read without string_field/integer_field: the library's text names no field.
+    return error_response("bad_request", "a field of the request has the wrong type");
   } catch (const std::exception& e) {
     return error_response("failed", e.what());
   } catch (...) {
@@ -27,8 +30,22 @@ nlohmann::json response_for(std::exception_ptr error, nlohmann::json result) {
 
 }  // namespace
 
-ControlServer::ControlServer(const std::string& path)
-    : UnixSocketServer(path, control::kAccessGroup, Limits{4u << 20, 30'000'000}) {}
+std::string string_field(const nlohmann::json& request, const char* field, const std::string& fallback) {
+  auto it = request.find(field);
+  if (it == request.end() || it->is_null()) return fallback;
+  if (!it->is_string()) throw ControlError("bad_request", std::string("'") + field + "' must be a string");
+  return it->get<std::string>();
+}
+
+int64_t integer_field(const nlohmann::json& request, const char* field, int64_t fallback) {
+  auto it = request.find(field);
+  if (it == request.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer()) throw ControlError("bad_request", std::string("'") + field + "' must be an integer");
+  return it->get<int64_t>();
+}
+
+ControlServer::ControlServer(const std::string& path, uint64_t idle_timeout_us)
+    : UnixSocketServer(path, control::kAccessGroup, Limits{4u << 20, idle_timeout_us, SlowReader::Disconnect, 64}) {}
 
 void ControlServer::reply(Client& client, const nlohmann::json& response) {
   send(client, control::frame_message(response.dump()));

@@ -29,6 +29,11 @@ class ControlError : public std::runtime_error {
   nlohmann::json details_;
 };
 
+// A request's field: `fallback` when absent, else its value; a value of another type is a
+// ControlError("bad_request", "'pipeline' must be a string").
+std::string string_field(const nlohmann::json& request, const char* field, const std::string& fallback = "");
+int64_t integer_field(const nlohmann::json& request, const char* field, int64_t fallback);
+
 class ControlServer : public UnixSocketServer {
  public:
   using Handler = std::function<nlohmann::json(const nlohmann::json& request, Client& client)>;
@@ -36,7 +41,8 @@ class ControlServer : public UnixSocketServer {
   // (ControlError or any std::exception). Call it exactly once; a client gone by then is skipped.
   using Reply = std::function<void(std::exception_ptr error, nlohmann::json result)>;
   using AsyncHandler = std::function<void(const nlohmann::json& request, Client& client, Reply reply)>;
-  explicit ControlServer(const std::string& path);
+  // Connections silent for idle_timeout_us are closed, except watch streams.
+  ControlServer(const std::string& path, uint64_t idle_timeout_us);
 
   void handle(const std::string& command, Handler handler) { handlers_[command] = std::move(handler); }
   // For commands that wait on slow work: the client's next requests wait for this reply, so

@@ -10,8 +10,10 @@
 #include <cstdlib>
 
 #include "board_profile.h"
+#include "engine_signing.h"
 #include "gpio_sink.h"
 #include "stream_sinks.h"
+#include "swap_steps.h"
 #include "yaml_tree.h"
 
 namespace edgert::daemon {
@@ -54,7 +56,66 @@ uint64_t budget_bytes(const DaemonConfig& config) {
   return cgroup && cgroup < budget ? cgroup : budget;
 }
 
+std::string mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / 1048576.0);
+  return text;
+}
+
 }  // namespace
+
+std::string signature_refusal(const DaemonConfig& config, const EngineFacts& facts) {
+  switch (facts.signature.state) {
+    case signing::SignatureState::Invalid: return "its signature does not verify: " + facts.signature.message;
+    case signing::SignatureState::UnknownKey:
+      if (config.require_signed)
+        return facts.signature.message + " and require_signed is true (trusted keys: " + config.trusted_keys_dir + ")";
+      return "";
+    case signing::SignatureState::Unsigned:
+      if (config.require_signed)
+        return "it is not signed and require_signed is true (sign it with edgert build --sign KEY; trusted keys: " +
+               config.trusted_keys_dir + ")";
+      return "";
+    case signing::SignatureState::Valid: return "";
+  }
+  return "";
+}
+
+void check_before_start(const DaemonConfig& config, bool engines_must_exist) {
+  const std::string& file = config.source_path;
+  auto fail = [&](const std::string& message) { throw config::ConfigError(file + ": " + message); };
+  std::string problem = socket_path_problem(config.control_socket);
+  if (!problem.empty()) fail("control_socket: " + problem);
+  for (const PipelineConfig& p : config.pipelines)
+    if (p.socket.enabled && !(problem = socket_path_problem(p.socket.path)).empty())
+      fail("pipeline '" + p.name + "' sinks.socket.path: " + problem);
+
+  std::vector<signing::PublicKey> trusted = signing::read_trusted_keys(config.trusted_keys_dir, nullptr);
+  uint64_t need = 0;
+  std::string parts;
+  for (const PipelineConfig& p : config.pipelines) {
+    uint64_t frames = frame_buffer_bytes(p.source);
+    need += frames;
+    parts += (parts.empty() ? "" : "; ") + p.name + ": frame buffers " + mib(frames) + " (" + std::to_string(p.source.width) + "x" +
+             std::to_string(p.source.height) + " " + pixel_format_name(p.source.format) + " x " +
+             std::to_string(p.source.buffers) + ")";
+    EngineFacts facts;
+    try {
+      facts = read_engine_facts(p.engine, trusted);
+    } catch (const std::exception& e) {
+      if (engines_must_exist) fail("pipeline '" + p.name + "' engine '" + p.engine + "': " + e.what());
+      continue;
+    }
+    std::string refusal = signature_refusal(config, facts);
+    if (!refusal.empty()) fail("pipeline '" + p.name + "' engine '" + p.engine + "' refused: " + refusal);
+    need += facts.footprint.total();
+    parts += ", engine " + mib(facts.footprint.total());
+  }
+  uint64_t budget = budget_bytes(config);
+  if (budget && need > budget)
+    fail("this configuration needs " + mib(need) + " but the memory budget is " + mib(budget) + " (" + parts +
+         "); lower source.width/height/buffers or raise memory_budget_mb");
+}
 
 Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {}
 
@@ -78,7 +139,8 @@ void Daemon::start_pipeline(const PipelineConfig& configured) {
   PipelineConfig config = configured;
   config.engine = startup_engine(configured);
   auto pipeline = std::make_unique<Pipeline>(config, config_, *budget_, results_);
-  if (config.socket.enabled) pipeline->add_sink(std::make_unique<SocketSink>(config.socket.path, loop_));
+  if (config.socket.enabled)
+    pipeline->add_sink(std::make_unique<SocketSink>(config.socket.path, static_cast<size_t>(config.socket.buffer_kb) << 10, loop_));
   if (config.journal.enabled) pipeline->add_sink(std::make_unique<JournalSink>(config.journal.every_n));
   if (config.gpio.enabled && (config.gpio.detect_line >= 0 || config.gpio.heartbeat_line >= 0)) {
     GpioSinkConfig gpio;
@@ -107,6 +169,7 @@ void Daemon::start_pipeline(const PipelineConfig& configured) {
 
 void Daemon::start() {
   config_ = load_daemon_config(config_path_);
+  check_before_start(config_, false);
   budget_ = std::make_unique<MemoryBudget>(budget_bytes(config_));
   if (sd_event_default(&loop_) < 0) throw std::runtime_error("cannot create the event loop");
 
@@ -149,7 +212,8 @@ void Daemon::start() {
   } catch (const std::exception& e) {
     std::fprintf(stderr, SD_ERR "engine store unavailable, hot swap disabled: %s\n", e.what());
   }
-  control_ = std::make_unique<ControlServer>(config_.control_socket);
+  control_ = std::make_unique<ControlServer>(config_.control_socket,
+                                             static_cast<uint64_t>(config_.control_idle_timeout_s) * 1000000);
   register_commands();
   worker_ = std::make_unique<BackgroundWorker>(loop_);
   register_swap_commands();
@@ -219,6 +283,7 @@ void Daemon::stop_pipeline(const std::string& name) {
   previous_.erase(name);
   budget_->release("previous:" + name);
   pipeline_fingerprints_.erase(name);
+  frame_errors_.erase(name);
   pipelines_.erase(it);
   record_event(name, "pipeline_stopped", "stopped");
 }
@@ -248,6 +313,9 @@ nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
     j["source_gaps"] = s.source_gaps;
     j["errors"] = s.errors;
     if (!s.last_error.empty()) j["last_error"] = s.last_error;
+    j["socket_clients"] = s.sinks.clients;
+    j["socket_dropped"] = s.sinks.dropped;
+    j["socket_buffered_bytes"] = s.sinks.buffered_bytes;
     j["frame_copies_per_frame"] = s.processed ? static_cast<double>(s.frame_copies) / s.processed : 0.0;
     j["latency"] = {{"total", latency_json(s.total)}, {"queue", latency_json(s.queue)},
                     {"preprocess", latency_json(s.preprocess)}, {"inference", latency_json(s.inference)},
@@ -256,14 +324,23 @@ nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
   return j;
 }
 
+uint64_t Daemon::socket_buffered_bytes() const {
+  uint64_t bytes = control_ ? control_->buffered_bytes() : 0;
+  for (const auto& [name, p] : pipelines_) bytes += p->sink_counters().buffered_bytes;
+  return bytes;
+}
+
 nlohmann::json Daemon::status_json() {
   nlohmann::json pipelines = nlohmann::json::array();
   for (auto& [name, p] : pipelines_) pipelines.push_back(pipeline_json(*p, true));
+  uint64_t buffered = socket_buffered_bytes();
+  // Reservations (engines, frame buffers) plus what slow socket readers hold right now.
   return {{"version", EDGERT_VERSION},
           {"config", config_path_},
           {"board", config_.board_profile.name},
           {"uptime_s", (monotonic_ns() - started_ns_) / 1e9},
-          {"memory", {{"budget_bytes", budget_->limit()}, {"used_bytes", budget_->used()}}},
+          {"memory", {{"budget_bytes", budget_->limit()}, {"used_bytes", budget_->used() + buffered},
+                      {"reserved_bytes", budget_->used()}, {"socket_buffers_bytes", buffered}}},
           {"pipelines", pipelines}};
 }
 
@@ -276,16 +353,17 @@ void Daemon::register_commands() {
   });
   control_->handle("stats", [this](const nlohmann::json& request, UnixSocketServer::Client&) {
     nlohmann::json out = nlohmann::json::array();
-    std::string only = request.value("pipeline", "");
+    std::string only = string_field(request, "pipeline");
     for (auto& [name, p] : pipelines_)
       if (only.empty() || only == name) out.push_back(pipeline_json(*p, true));
     if (!only.empty() && out.empty()) throw ControlError("no_such_pipeline", "no pipeline named '" + only + "'");
     return out;
   });
   control_->handle("watch", [this](const nlohmann::json& request, UnixSocketServer::Client& client) {
-    std::string name = request.value("pipeline", "");
+    std::string name = string_field(request, "pipeline");
     pipeline_named(name);
     client.tag = "watch:" + name;
+    control_->exempt_from_idle_timeout(client);
     return nlohmann::json{{"watching", name}};
   });
 }
@@ -299,7 +377,8 @@ void Daemon::publish_status() {
                   s.total.p50_us / 1000, static_cast<unsigned long long>(s.dropped));
     line += part;
   }
-  sd_notifyf(0, "STATUS=%s; memory %.0f/%.0f MiB", line.c_str(), budget_->used() / 1048576.0, budget_->limit() / 1048576.0);
+  sd_notifyf(0, "STATUS=%s; memory %.0f/%.0f MiB", line.c_str(), (budget_->used() + socket_buffered_bytes()) / 1048576.0,
+             budget_->limit() / 1048576.0);
 }
 
 int Daemon::on_signal(sd_event_source*, const struct signalfd_siginfo* si, void* userdata) {
@@ -325,9 +404,31 @@ int Daemon::on_results(sd_event_source*, int, uint32_t, void* userdata) {
   return 0;
 }
 
+void Daemon::report_frame_errors() {
+  constexpr uint64_t kReportEveryNs = 10'000'000'000ull;
+  uint64_t now = monotonic_ns();
+  for (auto& [name, p] : pipelines_) {
+    std::string last_error;
+    uint64_t errors = p->error_count(&last_error);
+    FrameErrorReport& r = frame_errors_[name];
+    r.unreported += errors >= r.seen ? errors - r.seen : errors;
+    r.seen = errors;
+    if (!r.unreported || (r.last_report_ns && now - r.last_report_ns < kReportEveryNs)) continue;
+    auto engine = p->engine();
+    std::string message = std::to_string(r.unreported) + " frame(s) failed" +
+                          (r.last_report_ns ? " in the last " + std::to_string((now - r.last_report_ns) / 1000000000ull) + " s" : "") +
+                          " on engine " + (engine ? short_sha(engine->id()) : std::string("(none)")) + ": " + last_error;
+    log(LOG_WARNING, "pipeline %s: %s", name.c_str(), message.c_str());
+    record_event(name, "frame_errors", message);
+    r.unreported = 0;
+    r.last_report_ns = now;
+  }
+}
+
 int Daemon::on_status_timer(sd_event_source* s, uint64_t usec, void* userdata) {
   auto* self = static_cast<Daemon*>(userdata);
   self->publish_status();
+  self->report_frame_errors();
   if (self->sqlite_) self->sqlite_->tick();
   sd_event_source_set_time(s, usec + 1000000);
   sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);

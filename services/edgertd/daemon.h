@@ -26,6 +26,17 @@
 
 namespace edgert::daemon {
 
+// What --check and start-up verify beyond the file's syntax: the socket paths hold nothing but
+// a socket, the configured engines are signed by a trusted key when require_signed (and no
+// signature is broken), and engines plus frame buffers fit the memory budget. With
+// `engines_must_exist` false (start-up, where a pipeline may start on its recorded engine) an
+// unreadable configured engine is left to the pipeline's own load. Throws config::ConfigError
+// naming the key, the file and the numbers.
+void check_before_start(const DaemonConfig& config, bool engines_must_exist);
+
+// Why `facts` may not run under `config`'s signature policy, or "" when it may.
+std::string signature_refusal(const DaemonConfig& config, const EngineFacts& facts);
+
 class Daemon {
  public:
   explicit Daemon(std::string config_path);
@@ -40,6 +51,7 @@ class Daemon {
   void register_commands();
   void publish_status();
   nlohmann::json status_json();
+  uint64_t socket_buffered_bytes() const;
   nlohmann::json pipeline_json(const Pipeline& pipeline, bool with_stats);
   Pipeline& pipeline_named(const std::string& name);
 
@@ -69,6 +81,16 @@ class Daemon {
   static int on_trigger(sd_event_source* s, int fd, uint32_t revents, void* userdata);
   uint64_t started_ns_ = 0;
 
+  // Failing frames are logged and recorded as events, at most once per interval per pipeline:
+  // a broken engine fails every frame and must neither go unnoticed nor flood the journal.
+  struct FrameErrorReport {
+    uint64_t seen = 0;        // the pipeline's error count at the last look
+    uint64_t unreported = 0;  // failures since the last report
+    uint64_t last_report_ns = 0;
+  };
+  std::map<std::string, FrameErrorReport> frame_errors_;  // by pipeline
+  void report_frame_errors();
+
   // Hot swap (daemon_swap.cpp).
   void register_swap_commands();
   // The engine file a pipeline starts on: its active record when the store has it, else the
@@ -93,6 +115,11 @@ class Daemon {
   void rollback(const std::string& pipeline, Finish finish);
   nlohmann::json unload(const std::string& pipeline);
   std::string resolve_sha(const std::string& text) const;
+  // What keeps an engine in the store ("runs in pipeline 'cam'", "is the rollback engine of
+  // pipeline 'cam'"), or "" when nothing does and it may be deleted.
+  std::string engine_user(const std::string& sha256) const;
+  nlohmann::json delete_engine(const std::string& sha256);
+  nlohmann::json prune_engines();
   void log(int priority, const char* format, ...) __attribute__((format(printf, 3, 4)));
 
   std::unique_ptr<EngineStore> engine_store_;   // null when state_dir is unusable: swaps refused

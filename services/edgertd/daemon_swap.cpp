@@ -56,6 +56,10 @@ struct Daemon::SwapJob {
   std::shared_ptr<EngineHandle> next;
   std::string load_error, self_test_failure;
   double load_ms = 0, warm_up_ms = 0, self_test_ms = 0;
+  // trial frame (worker): the pipeline's own source shape, preprocess and postprocess
+  PipelineConfig pipeline;
+  std::string trial_failure;
+  double trial_ms = 0;
   bool had_vector = false;
 
   nlohmann::json all_steps() const {
@@ -191,6 +195,7 @@ void Daemon::swap_verified(const std::shared_ptr<SwapJob>& job) {
   }
   std::string plugin_path = config_.plugin_path, board = config_.board_profile.name;
   bool mlock_weights = config_.mlock_weights;
+  j.pipeline = pipeline_named(j.name).config();
   worker_->run(
       [job, plugin_path, board, mlock_weights] {
         double t = monotonic_ms();
@@ -208,7 +213,14 @@ void Daemon::swap_verified(const std::shared_ptr<SwapJob>& job) {
         if (job->self_test_failure.empty() && job->had_vector)
           job->self_test_failure = job->next->replay_self_test(1, &job->had_vector);
         job->self_test_ms = monotonic_ms() - t;
-        if (!job->self_test_failure.empty()) job->next.reset();  // unmapped here, off the loop
+        // A self-test only shows the engine runs its own input; the pipeline feeds it frames of
+        // its source through its preprocess, and its postprocess reads the outputs.
+        if (job->self_test_failure.empty()) {
+          t = monotonic_ms();
+          job->trial_failure = trial_frame(job->pipeline, *job->next);
+          job->trial_ms = monotonic_ms() - t;
+        }
+        if (!job->self_test_failure.empty() || !job->trial_failure.empty()) job->next.reset();  // unmapped here, off the loop
       },
       [this, job](std::exception_ptr error) {
         stage(job->finish, [&] {
@@ -244,6 +256,14 @@ void Daemon::swap_loaded(const std::shared_ptr<SwapJob>& job) {
   }
   swap_progress(j, "self_test", j.had_vector ? "outputs match the builder's" : "no self-test vector stored in the engine",
                 j.self_test_ms);
+  if (!j.trial_failure.empty())
+    refuse_swap(j, "trial_frame", "incompatible_engine",
+                "the engine cannot serve pipeline '" + j.name + "' (" + pixel_format_name(j.pipeline.source.format) + " " +
+                    std::to_string(j.pipeline.source.width) + "x" + std::to_string(j.pipeline.source.height) + ", " +
+                    j.pipeline.postprocess.type + " postprocess): " + j.trial_failure + restore_after_stop_first());
+  swap_progress(j, "trial_frame", "a " + std::to_string(j.pipeline.source.width) + "x" + std::to_string(j.pipeline.source.height) +
+                                      " frame through preprocess, the engine and " + j.pipeline.postprocess.type + " postprocess",
+                j.trial_ms);
 
   Pipeline* pipeline = nullptr;
   try {

@@ -11,6 +11,7 @@
 #include "daemon.h"
 #include "engine_signing.h"
 #include "swap_steps.h"
+#include "yaml_tree.h"
 
 namespace edgert::daemon {
 namespace {
@@ -34,6 +35,14 @@ std::string Daemon::startup_engine(const PipelineConfig& config) {
   std::optional<ActiveRecord> active = engine_store_->read_active(config.name);
   if (active && active->config_engine == config.engine) {
     if (engine_store_->contains(active->sha256)) {
+      if (config_.require_signed) {
+        std::string path = engine_store_->path_of(active->sha256);
+        std::string refusal =
+            signature_refusal(config_, read_engine_facts(path, signing::read_trusted_keys(config_.trusted_keys_dir, nullptr)));
+        if (!refusal.empty())
+          throw config::ConfigError(config_path_ + ": pipeline '" + config.name + "': the recorded engine " + path +
+                                    " is refused: " + refusal + " (configure a signed engine to start on it)");
+      }
       log(LOG_NOTICE, "pipeline %s: starting on engine %s as recorded", config.name.c_str(), short_sha(active->sha256).c_str());
       return engine_store_->path_of(active->sha256);
     }
@@ -102,7 +111,8 @@ void Daemon::queue_swap_command(std::function<void(Finish)> operation, Finish re
 
 void Daemon::deploy(const nlohmann::json& request, const Peer& peer, Finish finish) {
   if (!engine_store_) throw ControlError("unavailable", "the engine store is unavailable; see the daemon's log");
-  std::string path = request.value("path", ""), name = request.value("pipeline", ""), expected = request.value("sha256", "");
+  std::string path = string_field(request, "path"), name = string_field(request, "pipeline");
+  std::string expected = string_field(request, "sha256");
   if (path.empty() || path[0] != '/') throw ControlError("bad_request", "deploy needs an absolute \"path\"");
   pipeline_named(name);
   struct stat st {};
@@ -113,6 +123,7 @@ void Daemon::deploy(const nlohmann::json& request, const Peer& peer, Finish fini
                                                 " nor world-readable");
   // Copying, hashing and verifying the file run on the worker; the rest on the loop.
   struct Installed {
+    bool added = false;  // new to the store: a refusal removes it again
     std::string sha, install_error, verify_error;
     EngineFacts facts;
     double ms = 0;
@@ -124,7 +135,7 @@ void Daemon::deploy(const nlohmann::json& request, const Peer& peer, Finish fini
   worker_->run(
       [installed, store, path, expected, keys_dir] {
         try {
-          installed->sha = store->install(path, expected);
+          installed->sha = store->install(path, expected, &installed->added);
         } catch (const std::exception& e) {
           installed->install_error = e.what();
           return;
@@ -172,11 +183,64 @@ void Daemon::deploy(const nlohmann::json& request, const Peer& peer, Finish fini
             finish(nullptr, {{"pipeline", name}, {"sha256", sha}, {"already_active", true}, {"steps", {install_step}}});
             return;
           }
-          swap_to(name, sha, "deploy", nlohmann::json::array({install_step}), started, finish, facts);
+          // A refused upload leaves the store as it was: nothing may run it, and nothing else
+          // would ever delete it.
+          Finish remove_if_refused = [this, sha, added = installed->added, finish](std::exception_ptr error, nlohmann::json result) {
+            if (error && added && engine_user(sha).empty()) {
+              try {
+                engine_store_->remove(sha);
+                log(LOG_INFO, "removed the refused upload %s from the engine store", short_sha(sha).c_str());
+              } catch (const std::exception& e) {
+                log(LOG_WARNING, "cannot remove the refused upload %s: %s", short_sha(sha).c_str(), e.what());
+              }
+            }
+            finish(error, std::move(result));
+          };
+          swap_to(name, sha, "deploy", nlohmann::json::array({install_step}), started, remove_if_refused, facts);
         } catch (...) {
           finish(std::current_exception(), nullptr);
         }
       });
+}
+
+std::string Daemon::engine_user(const std::string& sha) const {
+  for (const auto& [name, p] : pipelines_) {
+    auto running = p->engine();
+    if (running && running->id() == sha) return "runs in pipeline '" + name + "'";
+    auto previous = previous_.find(name);
+    if (previous != previous_.end() && previous->second && previous->second->id() == sha)
+      return "is the rollback engine of pipeline '" + name + "'";
+    std::optional<ActiveRecord> record = engine_store_ ? engine_store_->read_active(name) : std::nullopt;
+    if (record && record->sha256 == sha) return "is the recorded engine of pipeline '" + name + "' (a restart loads it)";
+    if (record && record->previous == sha) return "is the rollback engine of pipeline '" + name + "'";
+  }
+  return "";
+}
+
+nlohmann::json Daemon::delete_engine(const std::string& text) {
+  if (!engine_store_) throw ControlError("unavailable", "the engine store is unavailable");
+  std::string sha = resolve_sha(text);
+  std::string user = engine_user(sha);
+  if (!user.empty()) throw ControlError("in_use", "engine " + short_sha(sha) + " " + user + "; it stays in the store");
+  engine_store_->remove(sha);
+  log(LOG_NOTICE, "engine %s deleted from the store", short_sha(sha).c_str());
+  return {{"deleted", nlohmann::json::array({sha})}};
+}
+
+nlohmann::json Daemon::prune_engines() {
+  if (!engine_store_) throw ControlError("unavailable", "the engine store is unavailable");
+  nlohmann::json deleted = nlohmann::json::array(), kept = nlohmann::json::array();
+  for (const std::string& sha : engine_store_->list()) {
+    std::string user = engine_user(sha);
+    if (!user.empty()) {
+      kept.push_back({{"sha256", sha}, {"why", user}});
+      continue;
+    }
+    engine_store_->remove(sha);
+    deleted.push_back(sha);
+  }
+  log(LOG_NOTICE, "pruned %zu engine(s) from the store", deleted.size());
+  return {{"deleted", deleted}, {"kept", kept}};
 }
 
 void Daemon::rollback(const std::string& name, Finish finish) {
@@ -231,8 +295,8 @@ void Daemon::register_swap_commands() {
     queue_swap_command(
         [this, r](Finish finish) {
           if (!engine_store_) throw ControlError("unavailable", "the engine store is unavailable");
-          std::string name = r.value("pipeline", "");
-          std::string sha = resolve_sha(r.value("sha256", ""));
+          std::string name = string_field(r, "pipeline");
+          std::string sha = resolve_sha(string_field(r, "sha256"));
           auto running = pipeline_named(name).engine();
           if (running && running->id() == sha) {
             finish(nullptr, {{"pipeline", name}, {"sha256", sha}, {"already_active", true}});
@@ -243,21 +307,28 @@ void Daemon::register_swap_commands() {
         std::move(reply));
   });
   control_->handle_async("rollback", [this](const nlohmann::json& r, UnixSocketServer::Client&, Finish reply) {
-    queue_swap_command([this, r](Finish finish) { rollback(r.value("pipeline", ""), finish); }, std::move(reply));
+    queue_swap_command([this, r](Finish finish) { rollback(string_field(r, "pipeline"), finish); }, std::move(reply));
   });
   // Queued with the swaps, so an unload sent after a deploy lands after it.
   control_->handle_async("unload", [this](const nlohmann::json& r, UnixSocketServer::Client&, Finish reply) {
-    queue_swap_command([this, r](Finish finish) { finish(nullptr, unload(r.value("pipeline", ""))); }, std::move(reply));
+    queue_swap_command([this, r](Finish finish) { finish(nullptr, unload(string_field(r, "pipeline"))); }, std::move(reply));
+  });
+  // Queued with the swaps: a swap in flight may be loading the engine being deleted.
+  control_->handle_async("delete", [this](const nlohmann::json& r, UnixSocketServer::Client&, Finish reply) {
+    queue_swap_command([this, r](Finish finish) { finish(nullptr, delete_engine(string_field(r, "sha256"))); }, std::move(reply));
+  });
+  control_->handle_async("prune", [this](const nlohmann::json&, UnixSocketServer::Client&, Finish reply) {
+    queue_swap_command([this](Finish finish) { finish(nullptr, prune_engines()); }, std::move(reply));
   });
   control_->handle("history", [this](const nlohmann::json& r, UnixSocketServer::Client&) {
-    std::string name = r.value("pipeline", "");
+    std::string name = string_field(r, "pipeline");
     pipeline_named(name);
     if (!deployments_) throw ControlError("unavailable", "the state database is unavailable");
-    return deployments_->history(name, r.value("limit", 50));
+    return deployments_->history(name, static_cast<int>(integer_field(r, "limit", 50)));
   });
   control_->handle("log-level", [this](const nlohmann::json& r, UnixSocketServer::Client&) {
     if (r.contains("level")) {
-      int level = r["level"].is_string() ? log_level_from_name(r["level"].get<std::string>()) : -1;
+      int level = log_level_from_name(string_field(r, "level"));
       if (level < 0) throw ControlError("bad_request", "level must be one of debug, info, notice, warning, err");
       log_level_ = level;
       log(LOG_NOTICE, "log level set to %s", kLevelNames[level]);

@@ -107,7 +107,8 @@ bool EngineStore::contains(const std::string& sha256) const {
   return signing::is_sha256_hex(sha256) && stat(path_of(sha256).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string EngineStore::install(const std::string& source, const std::string& expected_sha256) {
+std::string EngineStore::install(const std::string& source, const std::string& expected_sha256, bool* added) {
+  if (added) *added = false;
   int in = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) fail("cannot open '" + source + "'");
   struct stat st {};
@@ -161,7 +162,28 @@ std::string EngineStore::install(const std::string& source, const std::string& e
   }
   crash_point("install-renamed");
   fsync_directory(engines_dir_);
+  if (added) *added = true;
   return sha;
+}
+
+std::vector<std::string> EngineStore::list() const {
+  std::vector<std::string> out;
+  DIR* dir = opendir(engines_dir_.c_str());
+  if (!dir) return out;
+  while (dirent* e = readdir(dir)) {
+    std::string name = e->d_name;
+    const std::string suffix = ".engine";
+    if (name.size() != 64 + suffix.size() || name.compare(64, suffix.size(), suffix) != 0) continue;
+    if (signing::is_sha256_hex(name.substr(0, 64))) out.push_back(name.substr(0, 64));
+  }
+  closedir(dir);
+  return out;
+}
+
+void EngineStore::remove(const std::string& sha256) {
+  if (!signing::is_sha256_hex(sha256)) throw std::runtime_error("'" + sha256 + "' is not a sha256");
+  if (unlink(path_of(sha256).c_str()) != 0) fail("cannot delete '" + path_of(sha256) + "'");
+  fsync_directory(engines_dir_);
 }
 
 std::optional<ActiveRecord> EngineStore::read_active(const std::string& pipeline) const {

@@ -31,7 +31,13 @@ class EngineStore {
   // kept (same name, same bytes). When `expected_sha256` is not empty and the copy's hash
   // differs, nothing is installed and std::runtime_error says both. Hashes what it copies, so
   // a file changing under it cannot be installed under the wrong name.
-  std::string install(const std::string& source, const std::string& expected_sha256);
+  // `added` (optional) says whether the file is new to the store, so a refused upload can go.
+  std::string install(const std::string& source, const std::string& expected_sha256, bool* added = nullptr);
+  // The sha256 of every engine in the store.
+  std::vector<std::string> list() const;
+  // Deletes an engine from the store (durably); the caller decides that nothing uses it.
+  // Throws std::runtime_error.
+  void remove(const std::string& sha256);
 
   std::optional<ActiveRecord> read_active(const std::string& pipeline) const;
   void write_active(const std::string& pipeline, const ActiveRecord& record);

@@ -20,7 +20,67 @@ std::unique_ptr<FrameSource> make_source(const SourceConfig& config) {
   return make_test_pattern_source(config);
 }
 
+// The engine input the preprocessed image in `data` makes.
+edgert_tensor image_tensor(const InputLayout& layout, float* data) {
+  edgert_tensor input{};
+  input.dtype = EDGERT_DTYPE_FLOAT32;
+  input.rank = 4;
+  int64_t nchw[4] = {1, layout.channels, layout.height, layout.width};
+  int64_t nhwc[4] = {1, layout.height, layout.width, layout.channels};
+  std::copy(layout.nchw ? nchw : nhwc, (layout.nchw ? nchw : nhwc) + 4, input.dims);
+  input.data = data;
+  return input;
+}
+
 }  // namespace
+
+std::string trial_frame(const PipelineConfig& config, EngineHandle& engine) {
+  try {
+    const edgert_tensor_info& info = engine.input();
+    if (info.dtype != EDGERT_DTYPE_FLOAT32)
+      return std::string("engine input '") + (info.name ? info.name : "") + "' is not float32, as preprocess writes it";
+    const SourceConfig& source = config.source;
+    InputLayout layout = layout_for(info.dims, info.rank, source.width, source.height);
+    std::vector<float> input(static_cast<size_t>(layout.channels) * layout.width * layout.height, 0.5f);
+    if (source.format != PixelFormat::MJPEG) {  // a grey JPEG is not worth encoding: the input is filled as it would be
+      size_t pixels = static_cast<size_t>(source.width) * source.height;
+      std::vector<uint8_t> grey(pixels * 3, 128);
+      Frame frame;
+      frame.format = source.format;
+      frame.width = source.width;
+      frame.height = source.height;
+      frame.planes[0] = grey.data();
+      frame.planes[1] = grey.data() + pixels;
+      frame.strides[0] = source.format == PixelFormat::YUYV ? source.width * 2 : source.format == PixelFormat::RGB24 ? source.width * 3
+                                                                                                                    : source.width;
+      frame.strides[1] = source.width;
+      frame.bytes_used = grey.size();
+      Preprocessor(config.preprocess).run(frame, layout, input.data());
+    }
+    const std::vector<edgert_tensor>& outputs = engine.run(image_tensor(layout, input.data()));
+    Result result;
+    Postprocessor(config.postprocess).run(outputs, engine.output_names(), source.width, source.height, &result);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+uint64_t frame_buffer_bytes(const SourceConfig& source) {
+  uint64_t pixels = static_cast<uint64_t>(source.width) * static_cast<uint64_t>(source.height);
+  // Halves: NV12 is 1.5 bytes per pixel. MJPEG buffers are sized by the driver; YUYV's size is
+  // what drivers allot for the compressed worst case.
+  uint64_t half_bytes_per_pixel = 4;
+  switch (source.format) {
+    case PixelFormat::YUYV: half_bytes_per_pixel = 4; break;
+    case PixelFormat::NV12: half_bytes_per_pixel = 3; break;
+    case PixelFormat::RGB24: half_bytes_per_pixel = 6; break;
+    case PixelFormat::MJPEG: half_bytes_per_pixel = 4; break;
+  }
+  uint64_t bytes = pixels * half_bytes_per_pixel / 2 * static_cast<uint64_t>(source.buffers);
+  if (source.format == PixelFormat::MJPEG) bytes += pixels * 3;  // the decoded RGB24 image
+  return bytes;
+}
 
 ResultQueue::ResultQueue() {
   fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -58,14 +118,30 @@ Pipeline::Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, Mem
       source_(make_source(config.source)),
       preprocessor_(config.preprocess),
       postprocessor_(config.postprocess) {
-  EngineFootprint footprint = read_engine_footprint(config.engine);
-  std::string refusal = budget_.reserve("pipeline:" + config.name, footprint.total(),
-                                        "engine '" + config.engine + "' of pipeline '" + config.name + "'");
+  uint64_t frames = frame_buffer_bytes(config.source);
+  std::string refusal = budget_.reserve("frames:" + config.name, frames,
+                                        "the frame buffers of pipeline '" + config.name + "' (" + std::to_string(config.source.width) +
+                                            "x" + std::to_string(config.source.height) + " " + pixel_format_name(config.source.format) +
+                                            " x " + std::to_string(config.source.buffers) + ")");
   if (!refusal.empty()) throw std::runtime_error(refusal);
+  EngineFootprint footprint;
+  try {
+    footprint = read_engine_footprint(config.engine);
+  } catch (...) {
+    budget_.release("frames:" + config.name);
+    throw;
+  }
+  refusal = budget_.reserve("pipeline:" + config.name, footprint.total(),
+                                        "engine '" + config.engine + "' of pipeline '" + config.name + "'");
+  if (!refusal.empty()) {
+    budget_.release("frames:" + config.name);
+    throw std::runtime_error(refusal);
+  }
   try {
     engine_ = std::make_shared<EngineHandle>(config.engine, daemon.plugin_path, daemon.board_profile.name, daemon.mlock_weights);
   } catch (...) {
     budget_.release("pipeline:" + config.name);
+    budget_.release("frames:" + config.name);
     throw;
   }
 }
@@ -73,6 +149,7 @@ Pipeline::Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, Mem
 Pipeline::~Pipeline() {
   stop();
   budget_.release("pipeline:" + config_.name);
+  budget_.release("frames:" + config_.name);
 }
 
 void Pipeline::start(sd_event* loop) {
@@ -167,18 +244,7 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
   uint64_t preprocessed = now_ns();
   result.times.preprocess_us = (preprocessed - picked) / 1000.0;
 
-  edgert_tensor input{};
-  input.dtype = EDGERT_DTYPE_FLOAT32;
-  input.rank = 4;
-  if (layout.nchw) {
-    int64_t dims[4] = {1, layout.channels, layout.height, layout.width};
-    std::copy(dims, dims + 4, input.dims);
-  } else {
-    int64_t dims[4] = {1, layout.height, layout.width, layout.channels};
-    std::copy(dims, dims + 4, input.dims);
-  }
-  input.data = input_buffer_.data();
-  const std::vector<edgert_tensor>& outputs = engine->run(input);
+  const std::vector<edgert_tensor>& outputs = engine->run(image_tensor(layout, input_buffer_.data()));
   uint64_t inferred = now_ns();
   result.times.inference_us = (inferred - preprocessed) / 1000.0;
 
@@ -203,6 +269,23 @@ void Pipeline::publish(const Result& result) {
   for (auto& sink : sinks_) sink->publish(result);
 }
 
+SinkCounters Pipeline::sink_counters() const {
+  SinkCounters sum;
+  for (const auto& sink : sinks_) {
+    SinkCounters c = sink->counters();
+    sum.clients += c.clients;
+    sum.buffered_bytes += c.buffered_bytes;
+    sum.dropped += c.dropped;
+  }
+  return sum;
+}
+
+uint64_t Pipeline::error_count(std::string* last_error) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  *last_error = last_error_;
+  return errors_;
+}
+
 PipelineStats Pipeline::stats() const {
   PipelineStats s;
   {
@@ -224,6 +307,7 @@ PipelineStats Pipeline::stats() const {
   s.preprocess = preprocess_.summary();
   s.postprocess = postprocess_.summary();
   s.queue = queue_.summary();
+  s.sinks = sink_counters();
   return s;
 }
 

@@ -40,6 +40,17 @@ class ResultQueue {
   std::deque<Result> results_;
 };
 
+// Memory a source's buffers take: width * height * bytes per pixel * buffers, plus the RGB
+// image an MJPEG frame is decoded into. Reserved in the memory budget with the engine.
+uint64_t frame_buffer_bytes(const SourceConfig& source);
+
+// Runs one synthetic mid-grey frame of `config.source`'s size and format through preprocess,
+// `engine` and postprocess as the pipeline would. Returns "" when it goes through, else why not
+// (the input is not a float32 image, a kernel fails, postprocess does not find what it needs).
+// Any thread: it uses its own preprocessor; call before `engine` serves frames (it runs the
+// engine's one context).
+std::string trial_frame(const PipelineConfig& config, EngineHandle& engine);
+
 struct PipelineStats {
   uint64_t frames_in = 0, processed = 0, dropped = 0, errors = 0, source_gaps = 0;
   uint64_t unloaded_drops = 0;  // of `dropped`: frames that arrived while no engine was loaded
@@ -48,6 +59,7 @@ struct PipelineStats {
   uint64_t frame_copies = 0;
   std::string engine;
   std::string last_error;
+  SinkCounters sinks;  // summed over the pipeline's sinks
 };
 
 class Pipeline {
@@ -67,6 +79,9 @@ class Pipeline {
   void add_sink(std::unique_ptr<Sink> sink) { sinks_.push_back(std::move(sink)); }
   void publish(const Result& result);  // loop thread: stats + sinks
   PipelineStats stats() const;
+  SinkCounters sink_counters() const;  // loop thread: summed over the sinks
+  // Frames that failed so far, and the last failure's message (any thread).
+  uint64_t error_count(std::string* last_error) const;
   const PipelineConfig& config() const { return config_; }
   std::string describe_source() const { return source_->describe(); }
 

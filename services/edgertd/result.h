@@ -34,11 +34,19 @@ struct Result {
   uint32_t frame_copies = 0;   // extra copies of the frame beyond the one preprocess pass
 };
 
+// What a sink holds for its readers (the socket sink; others hold nothing).
+struct SinkCounters {
+  size_t clients = 0;
+  size_t buffered_bytes = 0;  // results written but not yet read by slow clients
+  uint64_t dropped = 0;       // results slow clients never got (their oldest unsent ones)
+};
+
 class Sink {
  public:
   virtual ~Sink() = default;
   virtual void publish(const Result& result) = 0;  // called on the loop thread; must not block
   virtual std::string describe() const = 0;
+  virtual SinkCounters counters() const { return {}; }
 };
 
 }  // namespace edgert::daemon

@@ -21,7 +21,13 @@ nlohmann::json result_to_json(const Result& r) {
           {"result", r.payload}};
 }
 
-SocketSink::SocketSink(const std::string& path, sd_event* loop) : server_(path) { server_.start(loop); }
+SocketSink::SocketSink(const std::string& path, size_t buffer_bytes, sd_event* loop) : server_(path, buffer_bytes) {
+  server_.start(loop);
+}
+
+SinkCounters SocketSink::counters() const {
+  return {server_.client_count(), server_.buffered_bytes(), server_.dropped_messages()};
+}
 
 void SocketSink::publish(const Result& result) {
   if (server_.clients().empty()) return;

@@ -13,16 +13,23 @@ namespace edgert::daemon {
 // The JSON of one result, as the socket sink and `edgertctl watch` print it.
 nlohmann::json result_to_json(const Result& result);
 
+// Each client gets every result while it keeps up. A client that reads slower than results come
+// (or not at all) has at most `buffer_bytes` of them pending: beyond that its oldest unsent
+// results are dropped and counted, never the connection. Results are independent messages and
+// a reader wants the latest, so dropping old ones serves it better than a disconnect it must
+// notice and repair; the bound (times max_clients) is what memory readers can make us spend.
 class SocketSink : public Sink {
  public:
-  SocketSink(const std::string& path, sd_event* loop);
+  SocketSink(const std::string& path, size_t buffer_bytes, sd_event* loop);
   void publish(const Result& result) override;
   std::string describe() const override { return "socket " + server_.path(); }
+  SinkCounters counters() const override;
 
  private:
   class Server : public UnixSocketServer {
    public:
-    explicit Server(const std::string& path) : UnixSocketServer(path, "edgert", Limits{}) {}
+    Server(const std::string& path, size_t buffer_bytes)
+        : UnixSocketServer(path, "edgert", Limits{buffer_bytes, 0, SlowReader::DropOldest, 64}) {}
     void on_input(Client& client) override { client.input.clear(); }  // clients only listen
   };
   Server server_;

@@ -5,9 +5,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -21,7 +23,25 @@ void make_parent_dirs(const std::string& path) {
     mkdir(path.substr(0, slash).c_str(), 0755);
 }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device node";
+  return "not a socket";
+}
+
 }  // namespace
+
+std::string socket_path_problem(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0)
+    return errno == ENOENT ? "" : "cannot use socket path '" + path + "': " + strerror(errno);
+  if (S_ISSOCK(st.st_mode)) return "";
+  return "socket path '" + path + "' is " + file_kind(st.st_mode) +
+         ", not a socket; edgertd only ever replaces a stale socket (choose another path, or move the file away)";
+}
 
 bool peer_in_group(const Peer& peer, const std::string& group) {
   if (peer.uid == 0 || peer.uid == geteuid()) return true;
@@ -50,7 +70,20 @@ void UnixSocketServer::start(sd_event* loop) {
   if (path_.size() >= sizeof addr.sun_path) throw std::runtime_error("socket path '" + path_ + "' is too long");
   std::strcpy(addr.sun_path, path_.c_str());
   make_parent_dirs(path_);
-  unlink(path_.c_str());
+  std::string problem = socket_path_problem(path_);
+  if (!problem.empty()) throw std::runtime_error(problem);
+  struct stat st {};
+  if (lstat(path_.c_str(), &st) == 0) {
+    // A socket is there: replace it only when nobody accepts on it (left by a crash).
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (probe < 0) throw std::runtime_error("cannot probe socket path '" + path_ + "': " + strerror(errno));
+    bool live = connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 || errno == EAGAIN;
+    close(probe);
+    if (live)
+      throw std::runtime_error("socket path '" + path_ + "' is in use: another process accepts connections on it (a second edgertd, or "
+                               "two users of one path?)");
+    unlink(path_.c_str());
+  }
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       listen(listen_fd_, 16) != 0)
@@ -66,6 +99,7 @@ void UnixSocketServer::start(sd_event* loop) {
 
 void UnixSocketServer::stop() {
   while (!clients_.empty()) close_client(clients_.begin()->first);
+  if (accept_resume_) accept_resume_ = sd_event_source_disable_unref(accept_resume_);
   if (accept_source_) accept_source_ = sd_event_source_disable_unref(accept_source_);
   if (listen_fd_ >= 0) {
     close(listen_fd_);
@@ -78,7 +112,14 @@ int UnixSocketServer::on_accept(sd_event_source*, int fd, uint32_t, void* userda
   auto* self = static_cast<UnixSocketServer*>(userdata);
   for (;;) {
     int client_fd = accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (client_fd < 0) break;
+    if (client_fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) self->pause_accepting(errno);
+      break;
+    }
+    if (self->clients_.size() >= self->limits_.max_clients) {
+      close(client_fd);
+      continue;
+    }
     auto client = std::make_unique<Client>();
     client->fd = client_fd;
     client->serial = self->next_serial_++;
@@ -102,13 +143,51 @@ int UnixSocketServer::on_accept(sd_event_source*, int fd, uint32_t, void* userda
   return 0;
 }
 
+void UnixSocketServer::pause_accepting(int error) {
+  constexpr uint64_t kPauseUs = 100'000, kReportEveryUs = 10'000'000;
+  uint64_t now;
+  sd_event_now(loop_, CLOCK_MONOTONIC, &now);
+  ++accept_failures_;
+  if (!accept_last_report_us_ || now - accept_last_report_us_ >= kReportEveryUs) {
+    std::fprintf(stderr, SD_WARNING "%s: cannot accept connections: %s (%llu time(s) since the last report); "
+                 "pausing accept for 100 ms at a time\n",
+                 path_.c_str(), strerror(error), static_cast<unsigned long long>(accept_failures_));
+    accept_last_report_us_ = now;
+    accept_failures_ = 0;
+  }
+  sd_event_source_set_enabled(accept_source_, SD_EVENT_OFF);
+  if (accept_resume_) {
+    sd_event_source_set_time(accept_resume_, now + kPauseUs);
+    sd_event_source_set_enabled(accept_resume_, SD_EVENT_ONESHOT);
+  } else {
+    sd_event_add_time(loop_, &accept_resume_, CLOCK_MONOTONIC, now + kPauseUs, 0, &UnixSocketServer::on_accept_resume, this);
+  }
+}
+
+int UnixSocketServer::on_accept_resume(sd_event_source*, uint64_t, void* userdata) {
+  auto* self = static_cast<UnixSocketServer*>(userdata);
+  if (self->accept_source_) sd_event_source_set_enabled(self->accept_source_, SD_EVENT_ON);
+  return 0;
+}
+
+void UnixSocketServer::exempt_from_idle_timeout(Client& client) {
+  client.idle_exempt = true;
+  if (client.idle) sd_event_source_set_enabled(client.idle, SD_EVENT_OFF);
+}
+
+size_t UnixSocketServer::buffered_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [fd, client] : clients_) bytes += client->output_bytes + client->input.size();
+  return bytes;
+}
+
 UnixSocketServer::Client* UnixSocketServer::find_client(int fd, uint64_t serial) {
   auto it = clients_.find(fd);
   return it != clients_.end() && it->second->serial == serial ? it->second.get() : nullptr;
 }
 
 void UnixSocketServer::touch(Client& client) {
-  if (!limits_.idle_timeout_us) return;
+  if (!limits_.idle_timeout_us || client.idle_exempt) return;
   uint64_t now;
   sd_event_now(loop_, CLOCK_MONOTONIC, &now);
   if (client.idle) {
@@ -152,25 +231,48 @@ int UnixSocketServer::on_client_io(sd_event_source*, int fd, uint32_t revents, v
 }
 
 void UnixSocketServer::send(Client& client, const std::string& bytes) {
-  if (client.output.size() + bytes.size() > limits_.max_pending_output) {
-    close_client(client.fd);  // a consumer this slow would make the daemon buffer without bound
-    return;
+  // A consumer slower than the producer would make the daemon buffer without bound.
+  if (client.output_bytes + bytes.size() > limits_.max_pending_output) {
+    if (limits_.slow_reader == SlowReader::Disconnect) {
+      close_client(client.fd);
+      return;
+    }
+    // The message being sent stays: cutting it would break the stream's framing.
+    auto it = client.output.begin() + (client.output_offset ? 1 : 0);
+    while (client.output_bytes + bytes.size() > limits_.max_pending_output && it != client.output.end()) {
+      client.output_bytes -= it->size();
+      it = client.output.erase(it);
+      ++client.dropped_messages;
+      ++dropped_messages_;
+    }
+    if (client.output_bytes + bytes.size() > limits_.max_pending_output) {
+      ++client.dropped_messages;
+      ++dropped_messages_;
+      return;
+    }
   }
-  client.output += bytes;
+  client.output.push_back(bytes);
+  client.output_bytes += bytes.size();
   flush(client);
 }
 
 void UnixSocketServer::flush(Client& client) {
   while (!client.output.empty()) {
+    const std::string& front = client.output.front();
     // MSG_NOSIGNAL: a client that hung up is an EPIPE to handle, not a SIGPIPE that kills us.
-    ssize_t n = ::send(client.fd, client.output.data(), client.output.size(), MSG_NOSIGNAL);
+    ssize_t n = ::send(client.fd, front.data() + client.output_offset, front.size() - client.output_offset, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EAGAIN) break;
       if (errno == EINTR) continue;
       close_client(client.fd);
       return;
     }
-    client.output.erase(0, static_cast<size_t>(n));
+    client.output_offset += static_cast<size_t>(n);
+    client.output_bytes -= static_cast<size_t>(n);
+    if (client.output_offset == front.size()) {
+      client.output.pop_front();
+      client.output_offset = 0;
+    }
   }
   sd_event_source_set_io_events(client.io, client.output.empty() ? EPOLLIN : (EPOLLIN | EPOLLOUT));
 }

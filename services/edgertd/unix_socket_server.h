@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,28 +26,47 @@ struct Peer {
 // supplementary, read from /proc/PID/status) of group `group`.
 bool peer_in_group(const Peer& peer, const std::string& group);
 
+// What is at a socket path before the daemon binds it: "" when nothing is there or only a
+// socket (maybe stale), else why the path cannot be used ("'/x' is a regular file, not a
+// socket: ..."). Only ever a socket is replaced, so a mistyped path cannot delete a file.
+std::string socket_path_problem(const std::string& path);
+
 class UnixSocketServer {
  public:
   struct Client {
     int fd = -1;
     Peer peer;
-    std::string input, output;
+    std::string input;
+    // Pending output, whole messages in order; the first may be partly sent (output_offset).
+    std::deque<std::string> output;
+    size_t output_offset = 0;
+    size_t output_bytes = 0;      // unsent bytes of `output`
+    uint64_t dropped_messages = 0;  // SlowReader::DropOldest: messages this client never got
     sd_event_source* io = nullptr;
     sd_event_source* idle = nullptr;
+    bool idle_exempt = false;  // a stream the client asked for (watch): silence is expected
     std::string tag;  // what the owner uses the client for (e.g. the pipeline it watches)
     uint64_t serial = 0;  // unique per connection: tells a reused fd from the client that had it
     bool awaiting_reply = false;  // a request is being answered later; further input waits
   };
+  // What happens when a client's pending output would pass max_pending_output.
+  enum class SlowReader {
+    Disconnect,  // replies must arrive whole and in order: the connection goes
+    DropOldest,  // a stream of independent messages: the oldest unsent ones go (counted)
+  };
   struct Limits {
-    size_t max_pending_output = 4u << 20;  // a client that reads slower than this is dropped
-    uint64_t idle_timeout_us = 0;          // 0: no idle timeout
+    size_t max_pending_output = 4u << 20;
+    uint64_t idle_timeout_us = 0;  // 0: no idle timeout
+    SlowReader slow_reader = SlowReader::Disconnect;
+    size_t max_clients = 64;  // connections beyond this are closed at once
   };
 
   UnixSocketServer(std::string path, std::string group, Limits limits);
   virtual ~UnixSocketServer();
 
-  // Creates the socket (parent directory too, stale socket removed, mode 0660, group `group`
-  // when it exists) and starts accepting. Throws std::runtime_error naming the path.
+  // Creates the socket (parent directory too, mode 0660, group `group` when it exists) and
+  // starts accepting. A socket already at the path is replaced only when nobody accepts on it
+  // (stale); anything else there, or a live socket, throws std::runtime_error naming the path.
   void start(sd_event* loop);
   void stop();
   const std::string& path() const { return path_; }
@@ -54,8 +74,15 @@ class UnixSocketServer {
   void send(Client& client, const std::string& bytes);
   void close_client(int fd);
   std::map<int, std::unique_ptr<Client>>& clients() { return clients_; }
+  size_t client_count() const { return clients_.size(); }
   // The client with this fd, if it is still the connection `serial` names; else null.
   Client* find_client(int fd, uint64_t serial);
+  // Stops the idle timeout for a client that subscribed to a stream: it only listens.
+  void exempt_from_idle_timeout(Client& client);
+  // Unsent bytes over all clients: memory the daemon holds for them.
+  size_t buffered_bytes() const;
+  // Messages dropped for slow readers since start, over all clients (those gone included).
+  uint64_t dropped_messages() const { return dropped_messages_; }
 
  protected:
   // Called with new input; the owner consumes what it can from client.input.
@@ -66,8 +93,10 @@ class UnixSocketServer {
   static int on_accept(sd_event_source* s, int fd, uint32_t revents, void* userdata);
   static int on_client_io(sd_event_source* s, int fd, uint32_t revents, void* userdata);
   static int on_idle(sd_event_source* s, uint64_t usec, void* userdata);
+  static int on_accept_resume(sd_event_source* s, uint64_t usec, void* userdata);
   void flush(Client& client);
   void touch(Client& client);
+  void pause_accepting(int error);
 
   std::string path_, group_;
   Limits limits_;
@@ -76,6 +105,12 @@ class UnixSocketServer {
   sd_event_source* accept_source_ = nullptr;
   std::map<int, std::unique_ptr<Client>> clients_;
   uint64_t next_serial_ = 1;
+  uint64_t dropped_messages_ = 0;
+  // Out of file descriptors: the listening fd stays readable while accept4 fails, so it is not
+  // polled for a moment instead of spinning the loop (streaming goes on meanwhile).
+  sd_event_source* accept_resume_ = nullptr;
+  uint64_t accept_failures_ = 0;      // since the last report
+  uint64_t accept_last_report_us_ = 0;
 };
 
 }  // namespace edgert::daemon
