@@ -20,6 +20,25 @@
 namespace edgert::test {
 namespace {
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
+#define EDGERT_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define EDGERT_TEST_SANITIZED 1
+#endif
+
+// A 4 GiB address-space limit for the child: reading an endless file then fails instead of
+// exhausting the machine. Not under a sanitizer, whose shadow memory alone reserves more.
+std::string memory_limit() {
+#if defined(EDGERT_TEST_SANITIZED)
+  return "";
+#else
+  return "ulimit -v 4194304; ";
+#endif
+}
+
 class CliHostileInput : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -31,10 +50,9 @@ class CliHostileInput : public ::testing::Test {
     x.data.assign(reinterpret_cast<uint8_t*>(values), reinterpret_cast<uint8_t*>(values) + sizeof values);
     cli::write_tensor_npy(dir_.file("x.npy"), x);
   }
-  // Under a timeout (a hang fails instead of stalling the suite) and a 4 GiB address-space
-  // limit (reading an endless file fails instead of exhausting the machine).
+  // Under a timeout (a hang fails instead of stalling the suite) and memory_limit().
   CommandResult edgert(const std::string& args) {
-    return run_command("ulimit -v 4194304; timeout 60 " + edgert_cli() + " " + args);
+    return run_command(memory_limit() + "timeout 60 " + edgert_cli() + " " + args);
   }
   CommandResult build(const std::string& model, const std::string& extra = "") {
     return edgert("build " + model + " --board x86_64-generic -o " + dir_.file("out.engine") + " " + extra);
@@ -294,7 +312,7 @@ TEST_F(CliHostileRun, OutputsThatCannotBeWrittenFailTheRun) {
   EXPECT_EQ(times.exit_code, 1) << times.output;
   EXPECT_OUTPUT_HAS(times, "cannot write '/dev/full'");
   // What run prints is its result too.
-  auto printed = run_command("( ulimit -v 4194304; " + edgert_cli() + " run " + engine_ + " --input x=" +
+  auto printed = run_command("( " + memory_limit() + edgert_cli() + " run " + engine_ + " --input x=" +
                              dir_.file("x.npy") + " >/dev/full )");
   EXPECT_EQ(printed.exit_code, 1) << printed.output;
   EXPECT_OUTPUT_HAS(printed, "cannot write standard output");
