@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -42,9 +41,7 @@ void write_json(const nlohmann::ordered_json& j, const std::string& path) {
   if (path == "-") {
     std::printf("%s\n", j.dump(2).c_str());
   } else if (!path.empty()) {
-    std::ofstream out(path);
-    out << j.dump(2) << "\n";
-    if (!out) builder::build_fail(EDGERT_ERR_IO, "cannot write --json file '%s'", path.c_str());
+    write_file_checked(path, j.dump(2) + "\n");
   }
 }
 

@@ -311,6 +311,9 @@ TEST_F(CliHostileRun, OutputsThatCannotBeWrittenFailTheRun) {
   auto times = edgert("run " + engine_ + " --input x=" + dir_.file("x.npy") + " --exportTimes /dev/full");
   EXPECT_EQ(times.exit_code, 1) << times.output;
   EXPECT_OUTPUT_HAS(times, "cannot write '/dev/full'");
+  auto bench = edgert("bench " + engine_ + " --iterations 1 --json /dev/full");
+  EXPECT_EQ(bench.exit_code, 1) << bench.output;
+  EXPECT_OUTPUT_HAS(bench, "cannot write '/dev/full'");
   // What run prints is its result too.
   auto printed = run_command("( " + memory_limit() + edgert_cli() + " run " + engine_ + " --input x=" +
                              dir_.file("x.npy") + " >/dev/full )");
