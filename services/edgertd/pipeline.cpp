@@ -144,6 +144,24 @@ Pipeline::Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, Mem
     budget_.release("frames:" + config.name);
     throw;
   }
+  // The float copy preprocess writes for the engine: the frame's size when the engine's
+  // height and width are dynamic, so it belongs with the frame buffers.
+  uint64_t input_bytes = 0;
+  try {
+    const edgert_tensor_info& info = engine_->input();
+    InputLayout layout = layout_for(info.dims, info.rank, config.source.width, config.source.height);
+    input_bytes = static_cast<uint64_t>(layout.channels) * layout.width * layout.height * sizeof(float);
+  } catch (const std::exception&) {
+    // Not an image input: every frame fails and says why; nothing is allocated for it.
+  }
+  refusal = budget_.reserve("frames:" + config.name, frames + input_bytes,
+                            "the frame buffers and engine input of pipeline '" + config.name + "'");
+  if (!refusal.empty()) {
+    engine_.reset();
+    budget_.release("pipeline:" + config.name);
+    budget_.release("frames:" + config.name);
+    throw std::runtime_error(refusal);
+  }
 }
 
 Pipeline::~Pipeline() {
