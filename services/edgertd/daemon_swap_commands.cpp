@@ -31,24 +31,30 @@ void Daemon::log(int priority, const char* format, ...) {
 }
 
 std::string Daemon::startup_engine(const PipelineConfig& config) {
-  if (!engine_store_) return config.engine;
+  // Under require_signed nothing unsigned starts: not the configured file (a reload adds
+  // pipelines without --check's checks), not an engine recorded before the policy was set.
+  auto check_signature = [&](const std::string& path, const std::string& what) {
+    if (!config_.require_signed) return;
+    std::string refusal =
+        signature_refusal(config_, read_engine_facts(path, signing::read_trusted_keys(config_.trusted_keys_dir, nullptr)));
+    if (!refusal.empty())
+      throw config::ConfigError(config_path_ + ": pipeline '" + config.name + "': " + what + " '" + path + "' refused: " + refusal);
+  };
+  if (!engine_store_) {
+    check_signature(config.engine, "engine");
+    return config.engine;
+  }
   std::optional<ActiveRecord> active = engine_store_->read_active(config.name);
   if (active && active->config_engine == config.engine) {
     if (engine_store_->contains(active->sha256)) {
-      if (config_.require_signed) {
-        std::string path = engine_store_->path_of(active->sha256);
-        std::string refusal =
-            signature_refusal(config_, read_engine_facts(path, signing::read_trusted_keys(config_.trusted_keys_dir, nullptr)));
-        if (!refusal.empty())
-          throw config::ConfigError(config_path_ + ": pipeline '" + config.name + "': the recorded engine " + path +
-                                    " is refused: " + refusal + " (configure a signed engine to start on it)");
-      }
+      check_signature(engine_store_->path_of(active->sha256), "the recorded engine");
       log(LOG_NOTICE, "pipeline %s: starting on engine %s as recorded", config.name.c_str(), short_sha(active->sha256).c_str());
       return engine_store_->path_of(active->sha256);
     }
     log(LOG_ERR, "pipeline %s: the recorded engine %s is not in the store; starting on the configured %s",
         config.name.c_str(), active->sha256.c_str(), config.engine.c_str());
   }
+  check_signature(config.engine, "engine");
   // First start, or the configuration names another engine now: the configured file wins and
   // becomes the record (an operator's edit outranks a deploy made before it).
   std::string sha = engine_store_->install(config.engine, "");

@@ -11,6 +11,7 @@
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -159,16 +160,37 @@ def case_signed_start():
     unsigned = build_engine(demo_onnx(), "demo")
     config = write_config(unsigned, top=top)
     for args in (["--check"], []):
-        res = subprocess.run([edgertd, "--config", config, *args], capture_output=True, text=True, timeout=30)
+        try:
+            res = subprocess.run([edgertd, "--config", config, *args], capture_output=True, text=True, timeout=15)
+        except subprocess.TimeoutExpired:  # it started and ran
+            res = subprocess.CompletedProcess([], "still running after 15 s", "", "")
         check(f"{' '.join(args) or 'start'} refuses an unsigned configured engine under require_signed",
               res.returncode == 78 and "is not signed and require_signed is true" in res.stderr,
               f"rc {res.returncode} {res.stderr[-500:]}")
     signed = build_engine(demo_onnx(), "signed", "--sign", f"{work}/ops.key")
     res = subprocess.run([edgertd, "--config", write_config(signed, top=top), "--check"], capture_output=True, text=True)
     check("--check accepts a signed engine", res.returncode == 0, res.stderr)
-    daemon = Daemon(write_config(signed, top=top))
-    daemon.stop()
-    check("a signed engine starts", daemon.process.returncode == 0, daemon.stderr()[-500:])
+    config = write_config(signed, top=top)
+    daemon = Daemon(config)
+    try:
+        # A reload that adds a pipeline on an unsigned engine does not start it.
+        with open(config, "a") as f:
+            f.write(f"""  - name: extra
+    source: {{type: test-pattern, width: 64, height: 64, fps: 30, format: nv12}}
+    engine: {unsigned}
+    postprocess: {{type: classification, top_k: 2}}
+""")
+        daemon.process.send_signal(signal.SIGHUP)
+        deadline = time.time() + 10
+        while time.time() < deadline and "reload" not in daemon.stderr():
+            time.sleep(0.1)
+        time.sleep(0.2)
+        names = [p["name"] for p in json.loads(ctl("--json", "pipelines").stdout)]
+        check("a reload does not start a pipeline on an unsigned engine", names == ["cam"] and
+              "is not signed and require_signed is true" in daemon.stderr(), f"{names} {daemon.stderr()[-500:]}")
+    finally:
+        daemon.stop()
+    check("a signed engine starts and stops cleanly", daemon.process.returncode == 0, daemon.stderr()[-500:])
 
 
 def case_store_cleanup():
