@@ -173,7 +173,10 @@ int main(int argc, char** argv) {
       std::printf("%s\n", message.dump().c_str());
       std::fflush(stdout);
     }
-    return 0;
+    // The stream only ends when the daemon ends it (stopped, or this reader fell too far behind).
+    std::fprintf(stderr, "edgertctl: %s closed the stream of pipeline %s\n", socket_path.c_str(),
+                 request["pipeline"].get<std::string>().c_str());
+    return 1;
   }
   if (raw_json) {
     std::printf("%s\n", result.dump(2).c_str());

@@ -329,8 +329,14 @@ def case_watch_idle():
         span = (lines[-1]["capture_ns"] - lines[0]["capture_ns"]) / 1e9 if len(lines) > 1 else 0
         check("watch keeps streaming past the idle timeout until interrupted", watch.returncode == 124 and span > 3,
               f"rc {watch.returncode}, {len(lines)} results over {span:.1f} s; {watch.stderr}")
+        watch = subprocess.Popen([edgertctl, "--socket", f"{work}/control.sock", "watch", "cam"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = watch.stdout.readline()
     finally:
         daemon.stop()
+    out, err = watch.communicate(timeout=10)
+    check("a watch the daemon ends says so and exits 1", first and watch.returncode == 1 and "closed the stream" in err,
+          f"rc {watch.returncode} {err}")
 
 
 def case_frame_budget():
