@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "error.h"
 #include "kernel_selection.h"
@@ -103,6 +104,7 @@ MemoryPlan plan_memory(const Model& model) {
 
   std::vector<int32_t> start(num_values, -1), end(num_values, -1);
   std::vector<bool> plannable(num_values, false);
+  std::unordered_multimap<std::string, int32_t> values_named;
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     // Host and device kernels have workspaces of their own space.
@@ -113,9 +115,15 @@ MemoryPlan plan_memory(const Model& model) {
     std::set<std::string> captured;
     for (const Attribute& a : node.attributes)
       if (a.graph >= 0) outer_names(model, a.graph, captured);
-    if (!captured.empty())
-      for (size_t v = 0; v < num_values; ++v)
-        if (captured.count(graph.values[v].name)) end[v] = std::max(end[v], static_cast<int32_t>(n));
+    if (!captured.empty()) {
+      // Built at the first control-flow node: a scan of every value per such node would be
+      // quadratic in graphs with many of them.
+      if (values_named.empty())
+        for (size_t v = 0; v < num_values; ++v) values_named.emplace(graph.values[v].name, static_cast<int32_t>(v));
+      for (const std::string& name : captured)
+        for (auto [it, last] = values_named.equal_range(name); it != last; ++it)
+          end[it->second] = std::max(end[it->second], static_cast<int32_t>(n));
+    }
     for (int32_t t : node.outputs) {
       start[t] = static_cast<int32_t>(n);
       const Value& v = graph.values[t];
@@ -150,7 +158,11 @@ MemoryPlan plan_memory(const Model& model) {
   for (const ConcatInPlace& group : concats)
     for (int32_t u : group.members) start[group.output] = std::min(start[group.output], start[u]);
 
-  std::vector<int32_t> placed;  // in placement order
+  // Placed tensors that may still be alive, in placement order. Tensors are placed in the order
+  // of their first writing (start[v] = the node at hand), so one that died before the node at
+  // hand stays dead for every later placement: dropping it keeps each placement's scan to the
+  // tensors alive then, not every tensor placed so far (quadratic in a long chain).
+  std::vector<int32_t> placed;
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     std::vector<int> slots = in_place_slots(node);
@@ -181,9 +193,15 @@ MemoryPlan plan_memory(const Model& model) {
       }
       if (offset < 0) {
         std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, offset + aligned size)
-        for (int32_t p : placed)
+        size_t alive = 0;
+        for (int32_t p : placed) {
+          if (end[p] < start[v]) continue;
+          placed[alive++] = p;
           if (graph.values[p].space == graph.values[v].space)
-          if (end[p] >= start[v]) busy.emplace_back(plan.offsets[p], plan.offsets[p] + align_up(std::max<uint64_t>(plan.sizes[p], 1), plan.alignment));
+            busy.emplace_back(plan.offsets[p],
+                              plan.offsets[p] + align_up(std::max<uint64_t>(plan.sizes[p], 1), plan.alignment));
+        }
+        placed.resize(alive);
         std::sort(busy.begin(), busy.end());
         uint64_t cursor = 0, best_gap = UINT64_MAX;
         for (const auto& [lo, hi] : busy) {

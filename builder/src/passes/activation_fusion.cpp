@@ -97,7 +97,7 @@ bool match_activation(const Graph& graph, const ValueUses& uses, int32_t v, Acti
 }
 
 // Tries to fuse the epilogue of node `p`; returns true when the graph changed.
-bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, std::vector<bool>& dead) {
+bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits& edits) {
   Graph& graph = context.graph;
   const Node& producer = graph.nodes[p];
   const bool conv = is_op(producer, "Conv"), gemm = is_op(producer, "Gemm"), matmul = is_op(producer, "MatMul");
@@ -144,7 +144,7 @@ bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, std::vect
   }
   if (absorbed.empty()) return false;
   for (int32_t n : absorbed)
-    if (dead[n]) return false;
+    if (edits.dead(n)) return false;
 
   Node fused = producer;  // copied before the producer is emptied below
   fused.domain = kFusedDomain;
@@ -172,24 +172,17 @@ bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, std::vect
   int32_t last = absorbed.back();
   for (int32_t n : absorbed) last = std::max(last, n);
   // Dead nodes stay in place until the pass ends; emptied, they no longer count as readers.
-  for (int32_t n : absorbed) {
-    dead[n] = true;
-    graph.nodes[n].inputs.clear();
-    graph.nodes[n].outputs.clear();
-  }
-  dead[p] = true;
-  graph.nodes[p].inputs.clear();
-  graph.nodes[p].outputs.clear();
-  dead[last] = false;
-  graph.nodes[last] = std::move(fused);
+  for (int32_t n : absorbed) edits.absorb(n);
+  edits.absorb(p);
+  edits.replace(last, std::move(fused));
   return true;
 }
 
 }  // namespace
 
 int fuse_activations(PassContext& context) {
-  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, std::vector<bool>& dead) {
-    return fuse_from(context, uses, n, dead);
+  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, NodeEdits& edits) {
+    return fuse_from(context, uses, n, edits);
   });
 }
 

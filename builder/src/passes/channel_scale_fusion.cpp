@@ -14,14 +14,14 @@
 namespace edgert::builder {
 namespace {
 
-bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, std::vector<bool>& dead) {
+bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, NodeEdits& edits) {
   Graph& graph = context.graph;
   const Node& mul = graph.nodes[m];
   if (!is_op(mul, "Mul") || mul.inputs.size() != 2 || mul.outputs.size() != 1) return false;
   const int32_t product = mul.outputs[0];
   if (context.pinned[product]) return false;
   const int32_t reader = uses.sole_reader(product);
-  if (reader < 0 || dead[reader]) return false;
+  if (reader < 0 || edits.dead(reader)) return false;
   const Node& conv = graph.nodes[reader];
   if (!pointwise_conv(graph, conv) || conv.inputs[0] != product) return false;
   // Which operand is x [N, C, H, W] and which s [N, C, 1, 1].
@@ -44,14 +44,14 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, std::vect
   fused.inputs[0] = x;
   fused.inputs.resize(5, -1);
   fused.inputs[4] = s;
-  return replace_pair(graph, m, reader, std::move(fused), dead);
+  return replace_pair(edits, m, reader, std::move(fused));
 }
 
 }  // namespace
 
 int fuse_channel_scales(PassContext& context) {
-  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, std::vector<bool>& dead) {
-    return fuse_into(context, uses, n, dead);
+  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, NodeEdits& edits) {
+    return fuse_into(context, uses, n, edits);
   });
 }
 

@@ -80,6 +80,7 @@ int eliminate_common_subexpressions(PassContext& context) {
   int rewrites = merge_constants(context);
   std::map<std::string, int32_t> seen;
   std::vector<bool> dead(graph.nodes.size(), false);
+  ValueUses uses(graph);  // after merge_constants, which edits inputs
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     if (has_graph_attribute(node) || node.outputs.empty()) continue;
@@ -90,7 +91,8 @@ int eliminate_common_subexpressions(PassContext& context) {
     bool ok = true;
     for (size_t o = 0; o < node.outputs.size() && ok; ++o) ok = !context.pinned[node.outputs[o]];
     if (!ok) continue;  // an engine output keeps its own node; rare enough not to matter
-    for (size_t o = 0; o < node.outputs.size(); ++o) redirect_value(graph, node.outputs[o], first.outputs[o], context.pinned);
+    for (size_t o = 0; o < node.outputs.size(); ++o)
+      redirect_value(graph, node.outputs[o], first.outputs[o], context.pinned, uses);
     dead[n] = true;
     ++rewrites;
   }

@@ -50,14 +50,14 @@ Attribute copied(const Node& from, const char* name, const char* as, edgert_attr
   return out;
 }
 
-bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, std::vector<bool>& dead) {
+bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits& edits) {
   Graph& graph = context.graph;
   const Node& expand = graph.nodes[p];
   if (!pointwise_conv(graph, expand) || expand.inputs.size() > 3) return false;
   const int32_t expanded = expand.outputs[0];
   if (context.pinned[expanded] || graph.values[expanded].dtype != EDGERT_DTYPE_FLOAT32) return false;
   const int32_t reader = uses.sole_reader(expanded);
-  if (reader < 0 || dead[reader]) return false;
+  if (reader < 0 || edits.dead(reader)) return false;
   const Node& conv = graph.nodes[reader];
   if (!depthwise_conv(graph, conv) || conv.inputs[0] != expanded) return false;
 
@@ -69,14 +69,14 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, std::vect
   fused.inputs[6] = expand.inputs.size() > 2 ? expand.inputs[2] : -1;
   fused.set_attribute(copied(expand, "activation", "pre_activation", EDGERT_ATTR_STRING));
   fused.set_attribute(copied(expand, "activation_params", "pre_activation_params", EDGERT_ATTR_FLOATS));
-  return replace_pair(graph, p, reader, std::move(fused), dead);
+  return replace_pair(edits, p, reader, std::move(fused));
 }
 
 }  // namespace
 
 int fuse_expand_depthwise(PassContext& context) {
-  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, std::vector<bool>& dead) {
-    return fuse_into(context, uses, n, dead);
+  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, NodeEdits& edits) {
+    return fuse_into(context, uses, n, edits);
   });
 }
 

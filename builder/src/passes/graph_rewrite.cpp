@@ -1,13 +1,26 @@
 #include "graph_rewrite.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <set>
+#include <string_view>
 
 #include "error.h"
 
 namespace edgert::builder {
+namespace {
+
+std::atomic<uint64_t> walks{0};
+
+void count_walk() { walks.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace
+
+uint64_t graph_walks() { return walks.load(std::memory_order_relaxed); }
 
 ValueUses::ValueUses(const Graph& graph) {
+  count_walk();
   producer.assign(graph.values.size(), -1);
   readers.assign(graph.values.size(), {});
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
@@ -26,6 +39,35 @@ int32_t ValueUses::sole_reader(int32_t value) const {
   return r[0].first;
 }
 
+void ValueUses::forget_node(const Graph& graph, int32_t n) {
+  const Node& node = graph.nodes[n];
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const int32_t v = node.inputs[i];
+    if (v < 0 || static_cast<size_t>(v) >= readers.size()) continue;
+    auto& r = readers[v];
+    auto it = std::lower_bound(r.begin(), r.end(), std::make_pair(n, static_cast<int32_t>(i)));
+    if (it != r.end() && *it == std::make_pair(n, static_cast<int32_t>(i))) r.erase(it);
+  }
+  for (int32_t o : node.outputs)
+    if (static_cast<size_t>(o) < producer.size() && producer[o] == n) producer[o] = -1;
+}
+
+void ValueUses::learn_node(const Graph& graph, int32_t n) {
+  if (producer.size() < graph.values.size()) {
+    producer.resize(graph.values.size(), -1);
+    readers.resize(graph.values.size());
+  }
+  const Node& node = graph.nodes[n];
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const int32_t v = node.inputs[i];
+    if (v < 0) continue;
+    auto& r = readers[v];
+    const auto entry = std::make_pair(n, static_cast<int32_t>(i));
+    r.insert(std::lower_bound(r.begin(), r.end(), entry), entry);
+  }
+  for (int32_t o : node.outputs) producer[o] = n;
+}
+
 std::vector<bool> pinned_values(const Model& model, const Graph& graph) {
   std::vector<bool> pinned(graph.values.size(), false);
   for (int32_t t : graph.inputs) pinned[t] = true;
@@ -42,9 +84,11 @@ std::vector<bool> pinned_values(const Model& model, const Graph& graph) {
   return pinned;
 }
 
-bool redirect_value(Graph& graph, int32_t from, int32_t to, std::vector<bool>& pinned) {
+bool redirect_value(Graph& graph, int32_t from, int32_t to, std::vector<bool>& pinned, ValueUses& uses) {
   if (from == to) return true;
-  if (pinned[from]) {
+  // Only a pinned value can be a graph output: the scan of the outputs is needed only then.
+  const bool from_pinned = pinned[from];
+  if (from_pinned) {
     // The engine output keeps its name: `to` must be an ordinary node output to be renamed.
     bool to_is_input = false;
     for (int32_t t : graph.inputs) to_is_input = to_is_input || t == to;
@@ -56,15 +100,25 @@ bool redirect_value(Graph& graph, int32_t from, int32_t to, std::vector<bool>& p
     pinned[to] = true;
     pinned[from] = false;
   }
-  for (Node& node : graph.nodes)
-    for (int32_t& in : node.inputs)
-      if (in == from) in = to;
-  for (int32_t& out : graph.outputs)
-    if (out == from) out = to;
+  if (uses.readers.size() < graph.values.size()) {  // `to` may be a value added since
+    uses.producer.resize(graph.values.size(), -1);
+    uses.readers.resize(graph.values.size());
+  }
+  auto& moved = uses.readers[from];
+  for (const auto& [node, slot] : moved) graph.nodes[node].inputs[slot] = to;
+  auto& into = uses.readers[to];
+  const size_t before = into.size();
+  into.insert(into.end(), moved.begin(), moved.end());
+  std::inplace_merge(into.begin(), into.begin() + static_cast<std::ptrdiff_t>(before), into.end());
+  moved.clear();
+  if (from_pinned)
+    for (int32_t& out : graph.outputs)
+      if (out == from) out = to;
   return true;
 }
 
 void remove_nodes(Graph& graph, const std::vector<bool>& dead) {
+  count_walk();
   std::vector<Node> kept;
   kept.reserve(graph.nodes.size());
   for (size_t n = 0; n < graph.nodes.size(); ++n)
@@ -73,6 +127,7 @@ void remove_nodes(Graph& graph, const std::vector<bool>& dead) {
 }
 
 void compact_values(Graph& graph, const std::vector<bool>& pinned) {
+  count_walk();
   std::vector<bool> used(graph.values.size(), false);
   for (size_t v = 0; v < pinned.size() && v < used.size(); ++v) used[v] = pinned[v];
   for (const Node& node : graph.nodes) {
@@ -149,6 +204,54 @@ bool has_graph_attribute(const Node& node) {
   return false;
 }
 
-std::string fused_name(const std::string& a, const std::string& b) { return a + " + " + b; }
+namespace {
+
+// The parts of a name fused_name made: the first, the last and how many.
+struct FusedParts {
+  std::string_view first, last;
+  size_t count = 1;
+};
+
+FusedParts fused_parts(std::string_view name) {
+  static constexpr std::string_view kPlus = " + ", kElided = " + ... + ", kSuffix = " nodes)";
+  FusedParts parts;
+  // A shortened name: "first + ... + last (N nodes)".
+  const size_t elided = name.find(kElided);
+  const size_t open = name.rfind(" (");
+  if (elided != std::string_view::npos && open != std::string_view::npos && open > elided &&
+      name.size() > kSuffix.size() && name.substr(name.size() - kSuffix.size()) == kSuffix) {
+    const std::string_view digits = name.substr(open + 2, name.size() - kSuffix.size() - open - 2);
+    size_t count = 0;
+    bool numeric = !digits.empty();
+    for (char c : digits) {
+      numeric = numeric && c >= '0' && c <= '9';
+      count = count * 10 + static_cast<size_t>(c - '0');
+    }
+    if (numeric) {
+      parts.first = name.substr(0, elided);
+      parts.last = name.substr(elided + kElided.size(), open - elided - kElided.size());
+      parts.count = count;
+      return parts;
+    }
+  }
+  const size_t first_plus = name.find(kPlus), last_plus = name.rfind(kPlus);
+  parts.first = name.substr(0, first_plus);
+  parts.last = last_plus == std::string_view::npos ? name : name.substr(last_plus + kPlus.size());
+  for (size_t at = first_plus; at != std::string_view::npos; at = name.find(kPlus, at + kPlus.size())) ++parts.count;
+  return parts;
+}
+
+}  // namespace
+
+std::string fused_name(const std::string& a, const std::string& b) {
+  const FusedParts pa = fused_parts(a), pb = fused_parts(b);
+  const size_t count = pa.count + pb.count;
+  if (count <= kFusedNameMembers) return a + " + " + b;
+  std::string name(pa.first);
+  name += " + ... + ";
+  name += pb.last;
+  name += " (" + std::to_string(count) + " nodes)";
+  return name;
+}
 
 }  // namespace edgert::builder

@@ -72,7 +72,7 @@ int eliminate_identities(PassContext& context) {
     if (input < 0) continue;
     int32_t output = node.outputs[0];
     if (node.outputs.size() > 1 && context.pinned[node.outputs[1]]) continue;
-    if (!redirect_value(graph, output, input, context.pinned)) continue;
+    if (!redirect_value(graph, output, input, context.pinned, uses)) continue;
     dead[n] = true;
     ++removed;
   }

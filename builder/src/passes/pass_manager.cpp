@@ -82,20 +82,31 @@ std::vector<PassReport> PassManager::run(Model& model) const {
   return reports;
 }
 
+void NodeEdits::absorb(int32_t node) {
+  uses_.forget_node(graph_, node);
+  dead_[node] = true;
+  graph_.nodes[node].inputs.clear();
+  graph_.nodes[node].outputs.clear();
+}
+
+void NodeEdits::replace(int32_t node, Node replacement) {
+  uses_.forget_node(graph_, node);
+  dead_[node] = false;
+  graph_.nodes[node] = std::move(replacement);
+  uses_.learn_node(graph_, node);
+}
+
 int rewrite_nodes(PassContext& context,
-                  const std::function<bool(const ValueUses& uses, int32_t node, std::vector<bool>& dead)>& rewrite) {
+                  const std::function<bool(const ValueUses& uses, int32_t node, NodeEdits& edits)>& rewrite) {
   Graph& graph = context.graph;
-  std::vector<bool> dead(graph.nodes.size(), false);
   int rewrites = 0;
   ValueUses uses(graph);
+  NodeEdits edits(graph, uses);
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (dead[n]) continue;
-    if (rewrite(uses, static_cast<int32_t>(n), dead)) {
-      ++rewrites;
-      uses = ValueUses(graph);
-    }
+    if (edits.dead(static_cast<int32_t>(n))) continue;
+    if (rewrite(uses, static_cast<int32_t>(n), edits)) ++rewrites;
   }
-  if (rewrites) remove_nodes(graph, dead);
+  if (rewrites) remove_nodes(graph, edits.dead_nodes());
   return rewrites;
 }
 
@@ -127,11 +138,9 @@ bool pointwise_conv(const Graph& graph, const Node& conv) {
   return ints_equal(conv.attribute("strides"), 1) && ints_equal(conv.attribute("pads"), 0);
 }
 
-bool replace_pair(Graph& graph, int32_t absorbed, int32_t into, Node fused, std::vector<bool>& dead) {
-  dead[absorbed] = true;
-  graph.nodes[absorbed].inputs.clear();
-  graph.nodes[absorbed].outputs.clear();
-  graph.nodes[into] = std::move(fused);
+bool replace_pair(NodeEdits& edits, int32_t absorbed, int32_t into, Node fused) {
+  edits.absorb(absorbed);
+  edits.replace(into, std::move(fused));
   return true;
 }
 

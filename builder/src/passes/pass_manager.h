@@ -95,18 +95,37 @@ int fuse_expand_depthwise(PassContext& context);     // expand_depthwise_fusion.
 // PointwiseChain); see plugins/cpu/activation.h for their attributes.
 constexpr const char* kFusedDomain = "edgert";
 
-// The fusions' loop: rewrite(uses, n, dead) for every node n not yet dead, in graph order; a
-// rewrite that returns true has marked the nodes it absorbed in `dead` (and emptied them), and
-// the uses are recomputed. The dead nodes are removed at the end. Returns the rewrites made.
+// The edits a rewrite of rewrite_nodes makes, through which the uses stay current: the fusions
+// used to rebuild them after every rewrite, a walk of the whole graph per fusion.
+class NodeEdits {
+ public:
+  NodeEdits(Graph& graph, ValueUses& uses) : graph_(graph), uses_(uses), dead_(graph.nodes.size(), false) {}
+  // True for a node a rewrite absorbed; it stays, emptied, until the pass ends.
+  bool dead(int32_t node) const { return dead_[node]; }
+  // Marks `node` dead and empties it, so it no longer reads or writes anything.
+  void absorb(int32_t node);
+  // Node `node` becomes `replacement` (and is alive, should it have been absorbed before).
+  void replace(int32_t node, Node replacement);
+  const std::vector<bool>& dead_nodes() const { return dead_; }
+
+ private:
+  Graph& graph_;
+  ValueUses& uses_;
+  std::vector<bool> dead_;
+};
+
+// The fusions' loop: rewrite(uses, n, edits) for every node n not yet dead, in graph order; a
+// rewrite that returns true has made its edits through `edits` (the uses follow them). The
+// dead nodes are removed at the end. Returns the rewrites made.
 int rewrite_nodes(PassContext& context,
-                  const std::function<bool(const ValueUses& uses, int32_t node, std::vector<bool>& dead)>& rewrite);
+                  const std::function<bool(const ValueUses& uses, int32_t node, NodeEdits& edits)>& rewrite);
 
 // A Conv node as the edgert.FusedConv computing the same: no activation, no residual yet.
 Node fused_conv_of(const Node& conv);
 
 // A two-node fusion's edit: node `into` becomes `fused`; node `absorbed` is marked dead and
 // emptied (rewrite_nodes removes it). Returns true, a rewrite's result.
-bool replace_pair(Graph& graph, int32_t absorbed, int32_t into, Node fused, std::vector<bool>& dead);
+bool replace_pair(NodeEdits& edits, int32_t absorbed, int32_t into, Node fused);
 
 // The dims of a value with a static shape (false otherwise).
 bool static_dims(const Value& v, std::vector<int64_t>& dims);

@@ -96,24 +96,22 @@ int64_t trailing_axis(std::vector<int64_t> axes, int64_t rank) {
 int recognize_patterns(PassContext& context) {
   Graph& graph = context.graph;
   int rewrites = 0;
-  std::vector<bool> dead(graph.nodes.size(), false);
+  // One set of uses for the pass, kept current through the edits (a rebuild per node made the
+  // pass quadratic in the graph's size).
+  ValueUses uses(graph);
+  NodeEdits edits(graph, uses);
   auto replace = [&](const std::vector<int32_t>& nodes, Node replacement) {
     // nodes[0] is the last of the pattern; its slot receives the replacement.
     for (int32_t n : nodes) {
-      if (dead[n]) return false;
+      if (edits.dead(n)) return false;
     }
-    for (size_t i = 1; i < nodes.size(); ++i) {
-      dead[nodes[i]] = true;
-      graph.nodes[nodes[i]].inputs.clear();
-      graph.nodes[nodes[i]].outputs.clear();
-    }
-    graph.nodes[nodes[0]] = std::move(replacement);
+    for (size_t i = 1; i < nodes.size(); ++i) edits.absorb(nodes[i]);
+    edits.replace(nodes[0], std::move(replacement));
     ++rewrites;
     return true;
   };
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    if (dead[n] || graph.nodes[n].outputs.empty()) continue;
-    ValueUses uses(graph);
+    if (edits.dead(static_cast<int32_t>(n)) || graph.nodes[n].outputs.empty()) continue;
     Matcher m{graph, uses, context.pinned};
     const Node& node = graph.nodes[n];
     if (is_op(node, "Erf") && node.inputs.size() == 1) {
@@ -215,7 +213,7 @@ int recognize_patterns(PassContext& context) {
       replace(nodes, ln);
     }
   }
-  if (rewrites) remove_nodes(graph, dead);
+  if (rewrites) remove_nodes(graph, edits.dead_nodes());
   return rewrites;
 }
 

@@ -51,7 +51,7 @@ bool fusable_pool(const Node& pool, std::vector<Attribute>& out) {
   return true;
 }
 
-bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, std::vector<bool>& dead) {
+bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits& edits) {
   Graph& graph = context.graph;
   const Node& producer = graph.nodes[p];
   const bool conv = is_op(producer, "Conv");
@@ -63,7 +63,7 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, std::vect
   if (context.pinned[y] || graph.values[y].dtype != EDGERT_DTYPE_FLOAT32 || !w.rank_known || w.shape.size() != 4)
     return false;
   const int32_t reader = uses.sole_reader(y);
-  if (reader < 0 || dead[reader]) return false;
+  if (reader < 0 || edits.dead(reader)) return false;
   const Node& pool = graph.nodes[reader];
   std::vector<Attribute> pool_attributes;
   if (!fusable_pool(pool, pool_attributes)) return false;
@@ -72,14 +72,14 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, std::vect
   for (Attribute& a : pool_attributes) fused.set_attribute(std::move(a));
   fused.name = fused_name(producer.name, pool.name);
   fused.outputs = {pool.outputs[0]};
-  return replace_pair(graph, p, reader, std::move(fused), dead);
+  return replace_pair(edits, p, reader, std::move(fused));
 }
 
 }  // namespace
 
 int fuse_max_pools(PassContext& context) {
-  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, std::vector<bool>& dead) {
-    return fuse_into(context, uses, n, dead);
+  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, NodeEdits& edits) {
+    return fuse_into(context, uses, n, edits);
   });
 }
 

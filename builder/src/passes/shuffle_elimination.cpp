@@ -38,8 +38,17 @@ int eliminate_shuffles(PassContext& context) {
   Graph& graph = context.graph;
   int rewrites = 0;
   std::vector<bool> dead(graph.nodes.size(), false);
+  // Built once and kept current: a rebuild per node made the pass quadratic in the graph's size.
+  // The edits below change inputs, never outputs, so producers stay as they were.
+  ValueUses uses(graph);
+  // Node `n` reads `from`'s input instead of `from`'s output.
+  auto bypass = [&](int32_t n, int32_t from) {
+    uses.forget_node(graph, n);
+    graph.nodes[n].inputs[0] = graph.nodes[from].inputs[0];
+    uses.learn_node(graph, n);
+    graph.nodes[n].name = fused_name(graph.nodes[from].name, graph.nodes[n].name);
+  };
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    ValueUses uses(graph);
     Node& node = graph.nodes[n];
     if (node.inputs.empty() || node.inputs[0] < 0 || node.outputs.size() != 1) continue;
     const int32_t x = node.inputs[0], y = node.outputs[0];
@@ -52,8 +61,7 @@ int eliminate_shuffles(PassContext& context) {
         if (first.size() != perm.size()) continue;
         std::vector<int64_t> composed(perm.size());
         for (size_t i = 0; i < perm.size(); ++i) composed[i] = first[perm[i]];
-        node.inputs[0] = graph.nodes[p].inputs[0];
-        node.name = fused_name(graph.nodes[p].name, node.name);
+        bypass(static_cast<int32_t>(n), p);
         Attribute a;
         a.name = "perm";
         a.type = EDGERT_ATTR_INTS;
@@ -62,7 +70,7 @@ int eliminate_shuffles(PassContext& context) {
         perm = composed;
         ++rewrites;
       }
-      if (is_identity_perm(perm) && redirect_value(graph, y, node.inputs[0], context.pinned)) {
+      if (is_identity_perm(perm) && redirect_value(graph, y, node.inputs[0], context.pinned, uses)) {
         dead[n] = true;
         ++rewrites;
       }
@@ -75,14 +83,13 @@ int eliminate_shuffles(PassContext& context) {
       bool zero_free = !target.empty();
       for (double v : target) zero_free = zero_free && v != 0;
       if (zero_free || (allowzero && allowzero->i != 0)) {
-        node.inputs[0] = graph.nodes[p].inputs[0];
-        node.name = fused_name(graph.nodes[p].name, node.name);
+        bypass(static_cast<int32_t>(n), p);
         ++rewrites;
       }
     }
     if (graph.values[node.inputs[0]].same_shape_as(graph.values[y]) &&
         graph.values[node.inputs[0]].dtype == graph.values[y].dtype &&
-        redirect_value(graph, y, node.inputs[0], context.pinned)) {
+        redirect_value(graph, y, node.inputs[0], context.pinned, uses)) {
       dead[n] = true;
       ++rewrites;
     }
