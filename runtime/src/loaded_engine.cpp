@@ -4,6 +4,8 @@
 #include <climits>
 #include <cstring>
 #include <set>
+#include <tuple>
+#include <unordered_map>
 
 #include "board.h"
 #include "error.h"
@@ -80,6 +82,7 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
 
   graphs_.resize(e->graphs()->size());
   written_.resize(graphs_.size());
+  tensors_named_.resize(graphs_.size());
   for (uint32_t g = 0; g < e->graphs()->size(); ++g) {
     if (g > 0 && graphs_[g].parent < 0) {
       set_error(error, EDGERT_ERR_FORMAT, "engine '%s': graph %u is not the subgraph of any node", where, g);
@@ -88,6 +91,7 @@ bool LoadedEngine::resolve(const edgert_load_options& options, edgert_error* err
     if (!resolve_graph(g, error)) return false;
   }
   written_.clear();
+  tensors_named_.clear();
 
   for (const auto* list : {e->inputs(), e->outputs()}) {
     bool is_input = list == e->inputs();
@@ -266,21 +270,49 @@ bool LoadedEngine::verify_memory_plan(const fb::MemoryPlan* p, uint32_t index, A
       at += plan.sizes[u];
     }
   }
+  // Every pair alive at the same time whose bytes overlap must be one of the two sharings the
+  // planner makes. A sweep over time: blocks in order of their first node, each checked against
+  // the blocks still alive then, found by offset. Comparing each block with every block at an
+  // offset below its end instead was quadratic in a long chain, whose tensors take turns at the
+  // same few offsets.
   std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) {
-    return a.space != b.space ? a.space < b.space : a.offset < b.offset;
+    return std::tie(a.space, a.start, a.offset, a.tensor) < std::tie(b.space, b.start, b.offset, b.tensor);
   });
-  for (size_t i = 0; i < blocks.size(); ++i)
-    for (size_t j = i + 1; j < blocks.size() && blocks[j].space == blocks[i].space &&
-                           blocks[j].offset < blocks[i].offset + blocks[i].size;
-         ++j) {
-      const Block &a = blocks[i], &b = blocks[j];
-      if (a.end < b.start || b.end < a.start) continue;  // never alive together
+  std::set<std::pair<uint64_t, size_t>> alive;   // (offset, block)
+  std::multiset<uint64_t> alive_sizes;           // how far back an alive block may reach
+  std::vector<std::pair<int32_t, size_t>> dying;  // (end, block), a min-heap
+  auto later_end = [&](const std::pair<int32_t, size_t>& x, const std::pair<int32_t, size_t>& y) { return x > y; };
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Block& b = blocks[i];
+    if (i > 0 && blocks[i - 1].space != b.space) {
+      alive.clear();
+      alive_sizes.clear();
+      dying.clear();
+    }
+    while (!dying.empty() && dying.front().first < b.start) {
+      const size_t gone = dying.front().second;
+      std::pop_heap(dying.begin(), dying.end(), later_end);
+      dying.pop_back();
+      alive.erase({blocks[gone].offset, gone});
+      alive_sizes.erase(alive_sizes.find(blocks[gone].size));
+    }
+    const uint64_t reach = alive_sizes.empty() ? 0 : *alive_sizes.rbegin();
+    auto it = alive.lower_bound({b.offset > reach ? b.offset - reach : 0, 0});
+    for (; it != alive.end() && it->first < b.offset + b.size; ++it) {
+      const Block& a = blocks[it->second];
+      if (a.offset + a.size <= b.offset) continue;  // ends before b's bytes begin
       // In place: a node overwrites an input it reads for the last time with its output.
       if (a.offset == b.offset && a.start != b.start && (a.end == b.start || b.end == a.start)) continue;
       if (concat_parts.count({a.tensor, b.tensor}) || concat_parts.count({b.tensor, a.tensor})) continue;
-      return bad("overlaps two tensors that are alive at the same time (offsets " + std::to_string(a.offset) +
-                 " and " + std::to_string(b.offset) + ")");
+      return bad("overlaps two tensors that are alive at the same time, '" + std::string(graph.tensors[a.tensor].name) +
+                 "' and '" + graph.tensors[b.tensor].name + "' (offsets " + std::to_string(a.offset) + " and " +
+                 std::to_string(b.offset) + ")");
     }
+    alive.emplace(b.offset, i);
+    alive_sizes.insert(b.size);
+    dying.emplace_back(b.end, i);
+    std::push_heap(dying.begin(), dying.end(), later_end);
+  }
   *out = std::move(plan);
   return true;
 }
@@ -595,10 +627,14 @@ int32_t LoadedEngine::capture_outer(uint32_t index, const char* name, edgert_err
     const uint32_t p = static_cast<uint32_t>(graphs_[child].parent);  // < child: subgraphs point forward
     const LoadedGraph& parent = graphs_[p];
     const std::vector<bool>& written = written_[p];
+    auto& named = tensors_named_[p];
+    if (named.empty())
+      for (size_t t = 0; t < parent.tensors.size(); ++t)
+        named[parent.tensors[t].name].push_back(static_cast<int32_t>(t));
     int32_t found = -1;  // the first tensor of that name with a value, else the first of that name
-    for (size_t t = 0; t < parent.tensors.size(); ++t)
-      if (std::strcmp(parent.tensors[t].name, name) == 0 && (found < 0 || (!written[found] && written[t])))
-        found = static_cast<int32_t>(t);
+    if (auto same = named.find(name); same != named.end())
+      for (int32_t t : same->second)
+        if (found < 0 || (!written[found] && written[t])) found = t;
     if (found < 0) {
       set_error(error, EDGERT_ERR_FORMAT, "engine '%s': subgraph %u reads '%s', which neither it nor any enclosing "
                 "graph defines", file_.path().c_str(), index, name);

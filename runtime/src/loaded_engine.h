@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "edgert/edgert.h"
@@ -156,6 +158,9 @@ class LoadedEngine {
   // While resolving: per resolved graph, per tensor, whether it has a value when the graph runs
   // (a constant, an input, a capture or a node's output).
   std::vector<std::vector<bool>> written_;
+  // While resolving: per graph, its tensors of each name in index order, made at the first
+  // capture from that graph (a scan of every tensor per capture is quadratic in large graphs).
+  std::vector<std::unordered_map<std::string_view, std::vector<int32_t>>> tensors_named_;
   std::vector<int32_t> inputs_, outputs_;
   std::vector<std::string> input_names_, output_names_;
   std::string board_;
