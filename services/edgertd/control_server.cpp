@@ -5,6 +5,9 @@
 namespace edgert::daemon {
 namespace {
 
+// Far more than operators and deploy tools open at once; each costs a descriptor and buffers.
+constexpr size_t kMaxControlClients = 64;
+
 nlohmann::json error_response(const std::string& code, const std::string& message) {
   return nlohmann::json{{"ok", false}, {"error", {{"code", code}, {"message", message}}}};
 }
@@ -45,7 +48,13 @@ int64_t integer_field(const nlohmann::json& request, const char* field, int64_t 
 }
 
 ControlServer::ControlServer(const std::string& path, uint64_t idle_timeout_us)
-    : UnixSocketServer(path, control::kAccessGroup, Limits{4u << 20, idle_timeout_us, SlowReader::Disconnect, 64}) {}
+    : UnixSocketServer(path, control::kAccessGroup, Limits{4u << 20, idle_timeout_us, SlowReader::Disconnect, kMaxControlClients}) {}
+
+std::string ControlServer::rejection_message() const {
+  return control::frame_message(
+      error_response("too_many_clients", "edgertd serves at most " + std::to_string(kMaxControlClients) +
+                                             " control connections at a time; try again").dump());
+}
 
 void ControlServer::reply(Client& client, const nlohmann::json& response) {
   send(client, control::frame_message(response.dump()));

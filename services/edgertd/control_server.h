@@ -55,6 +55,7 @@ class ControlServer : public UnixSocketServer {
 
  private:
   void on_input(Client& client) override;
+  std::string rejection_message() const override;
   void reply(Client& client, const nlohmann::json& response);
   void finish_async(int fd, uint64_t serial, std::exception_ptr error, nlohmann::json result);
   std::string command_list() const;

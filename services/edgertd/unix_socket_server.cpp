@@ -117,6 +117,12 @@ int UnixSocketServer::on_accept(sd_event_source*, int fd, uint32_t, void* userda
       break;
     }
     if (self->clients_.size() >= self->limits_.max_clients) {
+      std::string why = self->rejection_message();
+      if (!why.empty() && ::send(client_fd, why.data(), why.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) { /* it learns from the EOF */ }
+      // Unread input at close would reset the connection, and the client lose the message.
+      char discard[4096];
+      while (recv(client_fd, discard, sizeof discard, MSG_DONTWAIT) > 0) {
+      }
       close(client_fd);
       continue;
     }

@@ -88,6 +88,8 @@ class UnixSocketServer {
   // Called with new input; the owner consumes what it can from client.input.
   virtual void on_input(Client& client) = 0;
   virtual void on_connect(Client&) {}
+  // Written (best effort) to a connection refused for max_clients before it is closed.
+  virtual std::string rejection_message() const { return ""; }
 
  private:
   static int on_accept(sd_event_source* s, int fd, uint32_t revents, void* userdata);

@@ -9,6 +9,7 @@
   frame_budget   frame buffers count against the memory budget (--check, start, status)
   config_file    the configuration must be a regular file of sane size
   control_types  wrongly typed request fields are bad_request in the protocol's words; --help
+  client_limit   64 connections per socket; the control socket tells the 65th why it is closed
 
   daemon_limits_test.py BUILD_DIR SOURCE_DIR CASE
 """
@@ -389,6 +390,47 @@ def case_control_types():
                   json.dumps(response))
         check("the daemon still answers", request({"command": "status"})["ok"])
     finally:
+        daemon.stop()
+
+
+def case_client_limit():
+    engine = build_engine()
+    daemon = Daemon(write_config(engine))
+    held = []
+    try:
+        for path in ("control", "results"):
+            for _ in range(64):
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.connect(f"{work}/{path}.sock")
+                held.append(c)
+        # The daemon accepts in the order connections came: these 64 before the next one.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as extra:
+            extra.connect(f"{work}/control.sock")
+            extra.settimeout(5)
+            data = b""  # the refusal comes unasked
+            while True:
+                chunk = extra.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        response = json.loads(data[4:]) if len(data) > 4 else {"ok": True, "error": "no answer"}
+        check("the 65th control connection is told it is one too many", not response["ok"] and
+              response["error"]["code"] == "too_many_clients", json.dumps(response))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as extra:
+            extra.connect(f"{work}/results.sock")
+            extra.settimeout(5)
+            check("the 65th results connection is closed", extra.recv(1) == b"")
+        held[0].close()
+        deadline, answered = time.time() + 5, False
+        while time.time() < deadline and not answered:
+            try:
+                answered = request({"command": "status"}, timeout=1)["ok"]
+            except OSError:
+                time.sleep(0.05)
+        check("a freed slot serves the next one", answered)
+    finally:
+        for c in held:
+            c.close()
         daemon.stop()
 
 
