@@ -34,10 +34,16 @@ os.chmod(work, 0o755)
 sock = f"{work}/control.sock"
 failures = []
 measured = {}
+# The random moments (swap pacing, kill -9 points) come from one seed, printed so that a failing
+# run can be replayed: EDGERT_TEST_SEED=N.
+SEED = int(os.environ.get("EDGERT_TEST_SEED", time.time_ns() % 2**32))
+random.seed(SEED)
+print(f"random seed {SEED} (EDGERT_TEST_SEED={SEED} replays it)", flush=True)
 
 
 def check(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what + (f": {detail}" if detail and not ok else ""), flush=True)
+    print(("ok   " if ok else "FAIL ") + what + (f": {detail}" if detail and not ok else "")
+          + (f" (random seed {SEED})" if not ok else ""), flush=True)
     if not ok:
         failures.append(what)
 
@@ -191,7 +197,10 @@ try:
     for key in ("host", "user"):
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{work}/ssh_{key}_key")
     shutil.copy(f"{work}/ssh_user_key.pub", f"{work}/authorized_keys")
-    port = random.randint(30000, 40000)
+    # A port the kernel says is free now (bound and released; sshd takes it a moment later).
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     user = pwd.getpwuid(os.getuid()).pw_name
     with open(f"{work}/sshd_config", "w") as f:
         f.write(f"""Port {port}
@@ -420,8 +429,13 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{w
     created_user = subprocess.run(["id", uname], capture_output=True).returncode != 0
     if created_user:
         run("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", uname)
+    # The refusals below prove something only if this user exists and is outside group edgert.
+    ident = run("id", "-nG", uname)
+    check("the test user exists, outside group edgert", ident.returncode == 0 and "edgert" not in ident.stdout.split(),
+          ident.stdout + ident.stderr)
     r = run("runuser", "-u", uname, "--", edgertctl, "--socket", sock, "engines")
-    check("a user outside group edgert cannot use the socket", r.returncode != 0, r.stdout + r.stderr)
+    check("a user outside group edgert cannot use the socket",
+          r.returncode != 0 and "Permission denied" in r.stderr, r.stdout + r.stderr)
     os.chmod(sock, 0o666)  # even with the socket's mode loosened, the daemon checks SO_PEERCRED
     r = run("runuser", "-u", uname, "--", edgertctl, "--socket", sock, "swap", "cam", sha_a)
     check("...and with the socket mode loosened the daemon refuses by SO_PEERCRED",
@@ -487,14 +501,19 @@ for point in ("install-tmp", "install-renamed", "switched", "active-tmp", "activ
 for n in range(5):
     d = Daemon()
     target = [f"{work}/a.engine", f"{work}/b.engine"]
+    # Deploys one after another, alternating engines, until a random moment 0.3-1 s in; the
+    # kill lands wherever the deploy in flight then is.
     stop = time.time() + 0.3 + random.random() * 0.7
     p = None
+    deploys = 0
     while time.time() < stop:
-        p = subprocess.Popen([edgertctl, "--socket", sock, "deploy", target[n % 2], "--pipeline", "cam"],
+        p = subprocess.Popen([edgertctl, "--socket", sock, "deploy", target[deploys % 2], "--pipeline", "cam"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(random.random() * 0.05)
-        break
-    time.sleep(random.random() * 0.05)
+        deploys += 1
+        try:
+            p.wait(timeout=max(0.0, stop - time.time()))
+        except subprocess.TimeoutExpired:
+            break
     d.proc.kill()
     d.proc.wait()
     d.log.close()
@@ -504,7 +523,7 @@ for n in range(5):
     try:
         ok_store, names = store_consistent()
         running = cam()["engine"] if d.alive() else None
-        check(f"random kill -9 #{n + 1} during a deploy: restart on the recorded engine",
+        check(f"random kill -9 #{n + 1} during back-to-back deploys ({deploys} begun): restart on the recorded engine",
               d.alive() and running == recorded() and ok_store, f"running {running}, recorded {recorded()}, {names}")
     finally:
         d.stop()
