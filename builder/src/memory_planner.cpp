@@ -1,6 +1,10 @@
 #include "memory_planner.h"
 
 #include <algorithm>
+#include <array>
+#include <functional>
+#include <map>
+#include <queue>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -32,6 +36,65 @@ std::vector<int> in_place_slots(const Node& node) {
 }
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// The byte ranges of one memory space's arena taken by the tensors alive at the node at hand,
+// and the free gaps between them by length, so a best-fit placement is a lookup rather than a
+// sort of every alive tensor (quadratic in graphs with thousands of tensors alive at once, as
+// many parallel branches joined at the end). Ranges are disjoint or equal (an output in place of
+// its input takes exactly its range); add returns false for any other overlap, and the planner
+// then goes back to scanning.
+class ArenaOccupancy {
+ public:
+  bool add(uint64_t lo, uint64_t hi) {
+    auto next = ranges_.lower_bound(lo);
+    if (next != ranges_.end() && next->first == lo) {
+      if (next->second.hi != hi) return false;
+      ++next->second.count;
+      return true;
+    }
+    const uint64_t before = next == ranges_.begin() ? 0 : std::prev(next)->second.hi;
+    if (before > lo || (next != ranges_.end() && next->first < hi)) return false;
+    if (next != ranges_.end()) {
+      remove_gap(before, next->first);
+      add_gap(hi, next->first);
+    }
+    add_gap(before, lo);
+    ranges_.emplace_hint(next, lo, Range{hi, 1});
+    return true;
+  }
+  void remove(uint64_t lo) {
+    auto it = ranges_.find(lo);
+    if (--it->second.count > 0) return;
+    const uint64_t before = it == ranges_.begin() ? 0 : std::prev(it)->second.hi;
+    remove_gap(before, lo);
+    if (auto next = std::next(it); next != ranges_.end()) {
+      remove_gap(it->second.hi, next->first);
+      add_gap(before, next->first);
+    }
+    ranges_.erase(it);
+  }
+  // Best fit: the lowest offset of the shortest gap of at least `size` bytes; else the end of
+  // the highest range.
+  uint64_t place(uint64_t size) const {
+    auto gap = gaps_.lower_bound({size, 0});
+    if (gap != gaps_.end()) return gap->second;
+    return ranges_.empty() ? 0 : ranges_.rbegin()->second.hi;
+  }
+
+ private:
+  struct Range {
+    uint64_t hi;
+    int count;  // tensors on exactly this range
+  };
+  void add_gap(uint64_t lo, uint64_t hi) {
+    if (hi > lo) gaps_.emplace(hi - lo, lo);
+  }
+  void remove_gap(uint64_t lo, uint64_t hi) {
+    if (hi > lo) gaps_.erase({hi - lo, lo});
+  }
+  std::map<uint64_t, Range> ranges_;              // by first byte
+  std::set<std::pair<uint64_t, uint64_t>> gaps_;  // (length, first byte), below the highest range
+};
 
 // A Concat whose inputs are planned at their place in its output, so the kernel has nothing
 // to copy (Concat kernels skip an input whose data already sits where it goes).
@@ -158,11 +221,17 @@ MemoryPlan plan_memory(const Model& model) {
   for (const ConcatInPlace& group : concats)
     for (int32_t u : group.members) start[group.output] = std::min(start[group.output], start[u]);
 
-  // Placed tensors that may still be alive, in placement order. Tensors are placed in the order
-  // of their first writing (start[v] = the node at hand), so one that died before the node at
-  // hand stays dead for every later placement: dropping it keeps each placement's scan to the
-  // tensors alive then, not every tensor placed so far (quadratic in a long chain).
-  std::vector<int32_t> placed;
+  std::vector<int32_t> placed;  // in placement order
+  // Tensors are placed in the order of their first writing (start[v] is the node at hand), so a
+  // tensor dead before one placement is dead for every later one: the occupancy drops it then.
+  // Should either assumption fail, placement scans `placed` as it always could (same result).
+  std::array<ArenaOccupancy, 3> occupancy;  // per memory space
+  std::priority_queue<std::pair<int32_t, int32_t>, std::vector<std::pair<int32_t, int32_t>>,
+                      std::greater<std::pair<int32_t, int32_t>>>
+      alive_until;  // (end, tensor) of the tensors in `occupancy`
+  bool use_occupancy = true;
+  int32_t dropped_before = -1;  // tensors ending before this node have left `occupancy`
+  auto space_of = [&](int32_t t) { return static_cast<size_t>(graph.values[t].space); };
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     std::vector<int> slots = in_place_slots(node);
@@ -191,17 +260,21 @@ MemoryPlan plan_memory(const Model& model) {
           break;
         }
       }
-      if (offset < 0) {
+      if (offset < 0 && use_occupancy && start[v] >= dropped_before && space_of(v) < occupancy.size()) {
+        dropped_before = start[v];
+        while (!alive_until.empty() && alive_until.top().first < start[v]) {
+          const int32_t p = alive_until.top().second;
+          alive_until.pop();
+          occupancy[space_of(p)].remove(static_cast<uint64_t>(plan.offsets[p]));
+        }
+        offset = static_cast<int64_t>(occupancy[space_of(v)].place(size));
+      } else if (offset < 0) {
+        use_occupancy = false;
         std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, offset + aligned size)
-        size_t alive = 0;
-        for (int32_t p : placed) {
-          if (end[p] < start[v]) continue;
-          placed[alive++] = p;
-          if (graph.values[p].space == graph.values[v].space)
+        for (int32_t p : placed)
+          if (graph.values[p].space == graph.values[v].space && end[p] >= start[v])
             busy.emplace_back(plan.offsets[p],
                               plan.offsets[p] + align_up(std::max<uint64_t>(plan.sizes[p], 1), plan.alignment));
-        }
-        placed.resize(alive);
         std::sort(busy.begin(), busy.end());
         uint64_t cursor = 0, best_gap = UINT64_MAX;
         for (const auto& [lo, hi] : busy) {
@@ -213,6 +286,11 @@ MemoryPlan plan_memory(const Model& model) {
         }
         if (offset < 0) offset = static_cast<int64_t>(cursor);
       }
+      if (use_occupancy && space_of(v) < occupancy.size() &&
+          occupancy[space_of(v)].add(static_cast<uint64_t>(offset), static_cast<uint64_t>(offset) + size))
+        alive_until.emplace(end[v], v);
+      else
+        use_occupancy = false;
       plan.offsets[v] = offset;
       uint64_t& arena = plan.arena_bytes_of(graph.values[v].space);
       arena = std::max(arena, static_cast<uint64_t>(offset) + size);
