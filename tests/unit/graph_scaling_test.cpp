@@ -152,7 +152,7 @@ TEST(GraphScaling, FusedNamesListUpToEightPartsThenCount) {
   EXPECT_EQ(builder::fused_name("x", "a + ... + i (9 nodes)"), "x + ... + i (10 nodes)");
 }
 
-TEST(GraphScaling, LoadsAndRunsAFiftyThousandNodeEngine) {
+TEST(GraphScaling, LoadsAFiftyThousandNodeEngine) {
   // Relu and Softmax alternating: nothing fuses, the engine keeps every node and every tensor
   // takes turns with the others at two offsets of the arena (the loader's overlap check).
   M m;
