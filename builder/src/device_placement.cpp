@@ -447,7 +447,7 @@ int assign_memory_spaces(Model& model, const PlacementOptions& options) {
         copy.domain = "edgert";
         copy.op_type = kCopyOp;
         copy.opset = 1;
-        copy.inputs = {from};
+        copy.inputs = {static_cast<int>(from)};
         copy.outputs = {to};
         copy.plugin = kBuiltinPluginName;
         nodes.push_back(std::move(copy));

@@ -91,6 +91,7 @@ TEST(IdentityElimination, AConstantThatBroadcastsIsKept) {
   g.output("y");
   OptimizedBuild b = build_both(g.model(), {{4}});
   EXPECT_EQ(b.count("Mul"), 1u);
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
 TEST(ShuffleElimination, TransposePairsAndReshapeChainsCollapse) {
