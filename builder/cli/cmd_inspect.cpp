@@ -116,6 +116,7 @@ ordered_json engine_json(const EngineFile& file) {
         if (n->outputs())
           for (int32_t t : *n->outputs()) node["outputs"].push_back(tensor_json(graph, t, graph_plan));
         node["tactic_name"] = n->tactic_name() ? ordered_json(n->tactic_name()->str()) : ordered_json(nullptr);
+        node["kernel_state_bytes"] = n->kernel_state_bytes();
         // Per optimization profile, when the engine has several.
         node["profile_tactics"] = ordered_json::array();
         if (n->profile_tactics())
@@ -140,11 +141,14 @@ ordered_json engine_json(const EngineFile& file) {
       }
   const uint64_t device_arena = plan ? plan->device_arena_bytes() : 0, unified_arena = plan ? plan->unified_arena_bytes() : 0,
                  device_workspace = plan ? plan->device_workspace_bytes() : 0;
+  // What kernels keep after prepare (packed weights): held beside the mapped weights.
+  const uint64_t kernel_state = plan ? plan->kernel_state_bytes() : 0;
   j["memory_plan"] = plan ? ordered_json{{"arena_bytes", arena}, {"alignment", plan->alignment()},
                                          {"workspace_bytes", workspace}, {"planned_tensors", planned},
                                          {"activation_bytes", activation_bytes}, {"largest_tensor_bytes", largest},
                                          {"device_arena_bytes", device_arena}, {"unified_arena_bytes", unified_arena},
-                                         {"device_workspace_bytes", device_workspace}}
+                                         {"device_workspace_bytes", device_workspace},
+                                         {"kernel_state_bytes", kernel_state}}
                           : ordered_json(nullptr);
   j["totals"] = {{"nodes", main->nodes() ? main->nodes()->size() : 0},
                  {"tensors", main->tensors() ? main->tensors()->size() : 0},
@@ -152,7 +156,11 @@ ordered_json engine_json(const EngineFile& file) {
                  {"weight_bytes", weight_bytes},
                  {"arena_bytes", arena},
                  {"workspace_bytes", workspace},
-                 {"footprint_bytes", weight_bytes + arena + workspace + device_arena + unified_arena + device_workspace},
+                 {"kernel_state_bytes", kernel_state},
+                 // The whole file, not only its weights: loading reads all of it (the checksum),
+                 // so all of it is resident; edgertd counts it the same way.
+                 {"footprint_bytes",
+                  file.size() + kernel_state + arena + workspace + device_arena + unified_arena + device_workspace},
                  {"device_arena_bytes", device_arena + unified_arena},
                  {"device_workspace_bytes", device_workspace}};
   // Optimization profiles: per profile, each dynamic input's min, opt and max shapes.
@@ -204,9 +212,12 @@ void print_text(const ordered_json& j) {
     for (const auto& n : g["nodes"]) {
       std::string tactic = std::to_string(n["tactic"].get<int64_t>());
       if (n["tactic_name"].is_string()) tactic += " (" + n["tactic_name"].get<std::string>() + ")";
-      std::printf("  %-32s %-20s %s/%s tactic %s %s\n", n["name"].get<std::string>().c_str(),
+      const uint64_t state = n["kernel_state_bytes"].get<uint64_t>();
+      const std::string state_text = state ? ", kernel state " + std::to_string(state) + " bytes" : "";
+      std::printf("  %-32s %-20s %s/%s tactic %s %s%s\n", n["name"].get<std::string>().c_str(),
                   n["op"].get<std::string>().c_str(), n["plugin"].get<std::string>().c_str(),
-                  n["kernel"].get<std::string>().c_str(), tactic.c_str(), n["precision"].get<std::string>().c_str());
+                  n["kernel"].get<std::string>().c_str(), tactic.c_str(), n["precision"].get<std::string>().c_str(),
+                  state_text.c_str());
       for (const auto& t : n["outputs"]) {
         std::string where;
         const std::string space = t.is_object() ? t["memory_space"].get<std::string>() : "host";
@@ -235,7 +246,10 @@ void print_text(const ordered_json& j) {
     std::printf("device memory: %llu-byte arena, %llu-byte workspace\n",
                 static_cast<unsigned long long>(totals["device_arena_bytes"].get<uint64_t>()),
                 static_cast<unsigned long long>(totals["device_workspace_bytes"].get<uint64_t>()));
-  std::printf("footprint: %llu bytes (weights + arenas + workspaces)\n",
+  if (totals["kernel_state_bytes"].get<uint64_t>())
+    std::printf("kernel state: %llu bytes (weights packed or transformed by the kernels at load)\n",
+                static_cast<unsigned long long>(totals["kernel_state_bytes"].get<uint64_t>()));
+  std::printf("footprint: %llu bytes (the file + kernel state + arenas + workspaces)\n",
               static_cast<unsigned long long>(totals["footprint_bytes"].get<uint64_t>()));
   for (const auto& p : j["profiles"]) {
     std::printf("profile %u:", p["index"].get<unsigned>());

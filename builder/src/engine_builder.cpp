@@ -43,6 +43,16 @@ TimingCache open_timing_cache(const BuildOptions& options, BuildResult& result) 
   }
 }
 
+// What the kernels of every graph keep after prepare at the current shapes (packed weights):
+// memory the engine holds once loaded, beside its mapped file and arenas.
+uint64_t kernel_state_total(const Model& model) {
+  uint64_t total = 0;
+  for (const Graph& graph : model.graphs)
+    for (const Node& node : graph.nodes)
+      if (node.kernel_state_bytes > 0) total += static_cast<uint64_t>(node.kernel_state_bytes);
+  return total;
+}
+
 // Makes each node's tactic the one chosen for `profile` (Node::profile_tactics), so shape
 // inference sizes workspaces for it.
 void use_profile_tactics(Graph& graph, size_t profile) {
@@ -221,7 +231,8 @@ BuildResult build_engine(const BuildOptions& options) {
   }
 
   // One plan per profile, made at its max shapes with its tactics' workspaces: every shape the
-  // profile accepts fits its arena.
+  // profile accepts fits its arena. The kernels' state at the same shapes goes beside it.
+  std::vector<uint64_t> kernel_state_bytes;
   for (size_t p = 0; p < num_profiles; ++p) {
     if (!options.profiles.empty()) {
       use_profile_tactics(main, p);
@@ -229,6 +240,7 @@ BuildResult build_engine(const BuildOptions& options) {
       infer_shapes(main, plugins);
     }
     result.memory_plans.push_back(plan_memory(result.model));
+    kernel_state_bytes.push_back(kernel_state_total(result.model));
     if (options.log) {
       const MemoryPlan& plan = result.memory_plans.back();
       options.log("memory plan" + (options.profiles.empty() ? std::string() : " of profile " + std::to_string(p) +
@@ -254,6 +266,7 @@ BuildResult build_engine(const BuildOptions& options) {
   }
   WriterInputs writer;
   for (const MemoryPlan& plan : result.memory_plans) writer.memory_plans.push_back(&plan);
+  writer.kernel_state_bytes = kernel_state_bytes;
   writer.profiles = options.profiles;
   writer.model = &result.model;
   writer.board = &options.board;

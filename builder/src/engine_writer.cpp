@@ -85,7 +85,8 @@ Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Model& model, const
                                     fbb.CreateVector(attributes),
                                     n.tactic_name.empty() ? 0 : fbb.CreateString(n.tactic_name),
                                     n.profile_tactics.empty() ? 0 : fbb.CreateVector(n.profile_tactics),
-                                    n.profile_tactic_names.empty() ? 0 : fbb.CreateVectorOfStrings(n.profile_tactic_names)));
+                                    n.profile_tactic_names.empty() ? 0 : fbb.CreateVectorOfStrings(n.profile_tactic_names),
+                                    n.kernel_state_bytes > 0 ? static_cast<uint64_t>(n.kernel_state_bytes) : 0));
   }
   return fbs::CreateGraph(fbb, fbb.CreateString(graph.name), fbb.CreateVector(tensors), fbb.CreateVector(nodes),
                           fbb.CreateVector(graph.inputs), fbb.CreateVector(graph.outputs));
@@ -164,10 +165,13 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
     profiles.push_back(fbs::CreateOptimizationProfile(fbb, fbb.CreateVector(ranges)));
   }
   std::vector<Offset<fbs::MemoryPlan>> plans;
-  for (const MemoryPlan* mp : in.memory_plans)
+  for (size_t p = 0; p < in.memory_plans.size(); ++p) {
+    const MemoryPlan* mp = in.memory_plans[p];
     plans.push_back(fbs::CreateMemoryPlan(fbb, mp->arena_bytes, mp->alignment, fbb.CreateVector(mp->offsets),
                                           fbb.CreateVector(mp->sizes), mp->workspace_bytes, mp->device_arena_bytes,
-                                          mp->unified_arena_bytes, mp->device_workspace_bytes));
+                                          mp->unified_arena_bytes, mp->device_workspace_bytes,
+                                          p < in.kernel_state_bytes.size() ? in.kernel_state_bytes[p] : 0));
+  }
   Offset<fbs::SelfTest> self_test = 0;
   if (in.self_test) {
     auto tensors = [&](const std::vector<SelfTestTensor>& list) {

@@ -43,6 +43,8 @@ struct WriterInputs {
   std::vector<const LoadedPlugin*> plugins;  // every plugin a node may name
   // The plans of graphs[0], one per profile (one without profiles); empty: none stored.
   std::vector<const MemoryPlan*> memory_plans;
+  // Per memory plan: the kernels' state at its shapes (Node::kernel_state_bytes summed).
+  std::vector<uint64_t> kernel_state_bytes;
   const SelfTestVector* self_test = nullptr; // null: none stored
   const SignerRef* signer = nullptr;         // null: unsigned
 };

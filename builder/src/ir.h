@@ -80,6 +80,9 @@ struct Node {
   // Scratch bytes the selected kernel asked for at the build's shapes; -1 when not known
   // (shapes not static). Used by the memory planner.
   int64_t workspace_bytes = -1;
+  // What the kernel keeps after prepare at the same shapes (edgert_prepare_info.kernel_state_bytes:
+  // packed weights and the like); -1 when not known. Counted in the engine's footprint.
+  int64_t kernel_state_bytes = -1;
 
   const Attribute* attribute(const std::string& attr_name) const;
   Attribute* attribute(const std::string& attr_name);

@@ -18,6 +18,7 @@ bool same_domain(const char* kernel_domain, const std::string& node_domain) {
 
 bool infer_node_outputs(Graph& graph, Node& node, const LoadedPlugin& plugin, const edgert_kernel& kernel) {
   node.workspace_bytes = -1;
+  node.kernel_state_bytes = -1;
   NodeView view(graph, node);
   if (!view.inputs_static()) return false;
   std::vector<edgert_tensor> outputs(node.outputs.size());
@@ -32,6 +33,7 @@ bool infer_node_outputs(Graph& graph, Node& node, const LoadedPlugin& plugin, co
     build_fail(status, "node '%s' (%s, kernel %s/%s) rejects its inputs: %s", node.name.c_str(), node.op_type.c_str(),
                plugin.name.c_str(), kernel.name, error.message);
   node.workspace_bytes = static_cast<int64_t>(info.workspace_bytes);
+  node.kernel_state_bytes = static_cast<int64_t>(info.kernel_state_bytes);
   for (size_t o = 0; o < node.outputs.size(); ++o) {
     Value& v = graph.values[node.outputs[o]];
     v.dtype = outputs[o].dtype;

@@ -165,6 +165,9 @@ class ConvOp : public Op {
   int64_t group_ = 1;
   bool fast_ = false;
   FastConv fast_conv_;
+
+ public:
+  size_t state_bytes() const override { return fast_conv_.state_bytes(); }
 };
 
 // edgert.FusedConv (builder's activation fusion): Conv + bias, then an optional residual Z
@@ -441,6 +444,9 @@ class FusedConvOp : public Op {
   int64_t conv_elements_ = 0;
   size_t conv_bytes_ = 0;
   FastPool pool_;
+
+ public:
+  size_t state_bytes() const override { return fast_conv_.state_bytes() + expand_depthwise_.state_bytes(); }
 };
 
 class ConvIntegerOp : public Op {

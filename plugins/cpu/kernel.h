@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdarg>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -51,6 +52,10 @@ class Op {
                        edgert_prepare_info& info) = 0;
   virtual void execute(const edgert_node& node, const edgert_tensor* inputs, edgert_tensor* outputs,
                        void* workspace) = 0;
+  // Bytes this Op keeps from one prepare to the next beyond the engine's constants (packed or
+  // transformed weights, tables): reported as edgert_prepare_info::kernel_state_bytes, which the
+  // engine's footprint and the daemon's budget count. An Op that keeps such memory must say so.
+  virtual size_t state_bytes() const { return 0; }
 
  private:
   int64_t tactic_ = 0;

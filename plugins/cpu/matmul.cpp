@@ -253,6 +253,9 @@ class GemmOp : public Op {
   gemm::PackedPanels packed_;
   const void* packed_from_ = nullptr;
   gemm::GemvPanelsFn gemv_ = nullptr;
+
+ public:
+  size_t state_bytes() const override { return packed_.data.capacity() * sizeof(float); }
 };
 
 // edgert.FusedGemm and edgert.FusedMatMul (builder's activation fusion), float32 only: the

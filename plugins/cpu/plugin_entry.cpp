@@ -84,6 +84,7 @@ edgert_status kernel_prepare(const edgert_kernel* self, const edgert_node* node,
     Op* op = static_cast<Op*>(*state);
     op->set_tactic(tactic);
     op->prepare(*node, inputs, outputs, *info);
+    info->kernel_state_bytes = op->state_bytes();
   });
 }
 

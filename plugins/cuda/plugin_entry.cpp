@@ -72,6 +72,8 @@ edgert_status kernel_prepare(const edgert_kernel* self, const edgert_node* node,
                              edgert_prepare_info* info, edgert_error* error) {
   return guarded(error, [&] {
     if (!*state) *state = spec_of(self).factory().release();
+    // kernel_state_bytes stays 0: these kernels keep descriptors and tactic choices only; the
+    // weights they read are the runtime's one device copy of the engine's constants.
     *info = edgert_prepare_info{};
     Op* op = static_cast<Op*>(*state);
     op->set_tactic(tactic);

@@ -60,6 +60,9 @@ class ExecutionContext {
   // Bytes of the planned arenas and workspaces of all spaces (0 before the first run or
   // without a plan).
   size_t arena_bytes() const { return arena_bytes_; }
+  // What its prepared kernels keep (packed weights; 0 before the first run): the figure the
+  // engine's footprint records as kernel state.
+  uint64_t kernel_state_bytes() const { return main_.kernel_state_bytes(); }
   // The optimization profile of the last run (0 before it or without profiles).
   size_t profile() const { return profile_; }
 

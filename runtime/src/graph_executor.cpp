@@ -79,6 +79,14 @@ bool GraphExecutor::shapes_are_static() const {
   return true;
 }
 
+uint64_t GraphExecutor::kernel_state_bytes() const {
+  uint64_t bytes = 0;
+  for (const NodeState& state : nodes_)
+    if (state.kernel_state) bytes += state.info.kernel_state_bytes;
+  for (const auto& [index, executor] : subgraphs_) bytes += executor->kernel_state_bytes();
+  return bytes;
+}
+
 edgert_status GraphExecutor::finish_layer_times(edgert_error* error) {
   if (!layer_times_) return EDGERT_OK;
   for (size_t n = 0; n < timers_.size() && n < layer_times_->size(); ++n) {

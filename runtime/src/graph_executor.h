@@ -73,6 +73,9 @@ class GraphExecutor {
   // Every kernel is prepared and none depends on input values for its shapes: the next run
   // with the same inputs enqueues exactly the same work (CUDA graph capture relies on it).
   bool shapes_are_static() const;
+  // What the prepared kernels of this graph and of its subgraphs made so far keep
+  // (edgert_prepare_info.kernel_state_bytes summed): packed weights, beside the mapped file.
+  uint64_t kernel_state_bytes() const;
 
   // For control-flow ops: the executor of a subgraph, made on first use and kept (its kernels
   // stay prepared across iterations and runs).

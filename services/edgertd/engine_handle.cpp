@@ -29,6 +29,7 @@ EngineFootprint read_engine_footprint(const std::string& path) {
   // (inputs, dynamic or data-dependent tensors), counted as every such tensor alive at once.
   const fb::MemoryPlan* plan = e->memory_plans() && e->memory_plans()->size() ? e->memory_plans()->Get(0) : nullptr;
   if (plan) f.activation_bytes = plan->arena_bytes() + plan->workspace_bytes();
+  if (plan) f.kernel_state_bytes = plan->kernel_state_bytes();
   // Sized at the optimization profile's maximum where a dimension is dynamic.
   std::map<std::string, std::vector<int64_t>> max_shapes;
   if (e->profiles() && e->profiles()->size() && e->profiles()->Get(0)->inputs())

@@ -16,7 +16,10 @@ namespace edgert::daemon {
 struct EngineFootprint {
   uint64_t file_bytes = 0;        // mapped read-only (weights used in place)
   uint64_t activation_bytes = 0;  // planned arena, or the sum of activation sizes when unplanned
-  uint64_t total() const { return file_bytes + activation_bytes; }
+  // What the kernels keep after prepare (weights packed or transformed for their tactics),
+  // beside the mapped file: for a CPU engine as much as its weights again, or more.
+  uint64_t kernel_state_bytes = 0;
+  uint64_t total() const { return file_bytes + activation_bytes + kernel_state_bytes; }
 };
 
 // Reads and verifies the header only (no plugins loaded): what loading would cost.

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 
+#include <malloc.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -617,6 +619,63 @@ TEST(CpuTactics, PrepareRefusesANodeWithoutOutputs) {
     EXPECT_NE(std::string(error.message).find("without outputs"), std::string::npos) << error.message;
     if (state) k.release(&k, state);
   }
+}
+
+// Heap bytes in use (small blocks and mmapped ones), to see what a prepare really keeps.
+size_t heap_in_use() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+// What prepare keeps is counted in the engine's footprint and the daemon's budget only when the
+// kernel reports it (edgert_prepare_info.kernel_state_bytes): every optimized Conv and Gemm
+// tactic keeps its weights packed, transformed or copied, so it must report at least their
+// size, and what it reports must be what the heap grew by while its state was made.
+TEST(CpuTactics, PrepareReportsTheWeightsATacticKeeps) {
+  std::mt19937 rng(21);
+  size_t checked = 0;
+  auto check = [&](const char* kernel, const NodeSpec& spec, const std::vector<Input>& in, size_t weight_bytes,
+                   const std::string& what) {
+    const edgert_kernel& k = kernel_named(kernel);
+    const edgert_node node = spec.node();
+    std::vector<edgert_tensor> views;
+    for (const Input& i : in) views.push_back(view(i, true));
+    for (const edgert_tactic& t : list_tactics(k, node, in)) {
+      edgert_tensor out{};
+      void* state = nullptr;
+      edgert_prepare_info info{};
+      info.kernel_state_bytes = 12345;  // prepare must write it
+      edgert_error error{};
+      const size_t before = heap_in_use();
+      ASSERT_EQ(k.prepare(&k, &node, t.id, views.data(), &out, &state, &info, &error), EDGERT_OK) << error.message;
+      const size_t grown = heap_in_use() - before;
+      if (t.id == 0) {
+        EXPECT_EQ(info.kernel_state_bytes, 0u) << what << ": the reference keeps nothing";
+      } else {
+        EXPECT_GE(info.kernel_state_bytes, weight_bytes) << what << ": tactic " << t.name;
+        // oneDNN's primitive brings its own generated code and descriptors besides the weights.
+        if (std::strstr(t.name, "onednn") == nullptr)
+          EXPECT_NEAR(static_cast<double>(info.kernel_state_bytes), static_cast<double>(grown),
+                      0.03 * static_cast<double>(grown) + 8192.0)
+              << what << ": tactic " << t.name << " reports " << info.kernel_state_bytes << " bytes, the heap grew by "
+              << grown;
+        ++checked;
+      }
+      k.release(&k, state);
+    }
+  };
+  for (const ConvCase& c : conv_cases()) {
+    const std::vector<Input> in = conv_inputs(c, rng);
+    check("ref-conv", conv_node(c, "", "Conv", 3), in, in[1].values.size() * sizeof(float), "Conv " + describe(c));
+  }
+  std::vector<Input> gemm;
+  gemm.push_back(random_input({1, 512}, rng));
+  gemm.push_back(random_input({1000, 512}, rng, true));
+  gemm.push_back(random_input({1000}, rng, true));
+  NodeSpec spec("", "Gemm", 3);
+  spec.integer("transB", 1);
+  check("ref-gemm", spec, gemm, gemm[1].values.size() * sizeof(float), "Gemm 1x512 by 512x1000");
+  EXPECT_GT(checked, conv_cases().size());
 }
 
 TEST(CpuTactics, ConvTacticsWorkOnOneDimensionalInput) {

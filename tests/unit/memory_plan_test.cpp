@@ -207,11 +207,44 @@ TEST_F(ToolsTest, InspectJsonListsLayersPlacementsAndTotalsStably) {
   EXPECT_TRUE(nodes[0]["inputs"][0]["arena_offset"].is_null());  // the engine input
   const auto& totals = j["totals"];
   EXPECT_EQ(totals["arena_bytes"], 2 * 16 * 48 * 48 * 4);
-  EXPECT_EQ(totals["footprint_bytes"].get<uint64_t>(), totals["weight_bytes"].get<uint64_t>() +
-                                                           totals["arena_bytes"].get<uint64_t>() +
-                                                           totals["workspace_bytes"].get<uint64_t>());
+  EXPECT_EQ(totals["footprint_bytes"].get<uint64_t>(),
+            j["file_bytes"].get<uint64_t>() + totals["kernel_state_bytes"].get<uint64_t>() +
+                totals["arena_bytes"].get<uint64_t>() + totals["workspace_bytes"].get<uint64_t>());
   EXPECT_EQ(j["memory_plan"]["planned_tensors"], 8);
   EXPECT_EQ(j["memory_plan"]["largest_tensor_bytes"], 16 * 48 * 48 * 4);
+}
+
+// The weights the kernels pack at load are memory the engine holds beside the mapped file: the
+// header counts them per node and in the footprint edgertd admits engines by, and a run's
+// prepared kernels keep exactly what the header says.
+TEST_F(ToolsTest, TheFootprintCountsWhatThePreparedKernelsKeep) {
+  auto inspected = run_command(edgert_cli() + " inspect --json " + dir_.file("chain.engine"));
+  ASSERT_EQ(inspected.exit_code, 0) << inspected.output;
+  auto j = nlohmann::json::parse(inspected.output);
+  uint64_t per_node = 0;
+  for (const auto& node : j["graphs"][0]["nodes"]) {
+    // Each convolution packs (or Winograd-transforms) its 16 x 16 x 3 x 3 weights at least once.
+    if (node["op"] == "Conv") {
+      EXPECT_GE(node["kernel_state_bytes"].get<uint64_t>(), 16u * 16 * 9 * 4) << node["name"];
+    }
+    per_node += node["kernel_state_bytes"].get<uint64_t>();
+  }
+  const auto& totals = j["totals"];
+  const uint64_t state = totals["kernel_state_bytes"].get<uint64_t>();
+  EXPECT_GE(state, 4u * 16 * 16 * 9 * 4);
+  EXPECT_EQ(state, per_node);
+  EXPECT_EQ(j["memory_plan"]["kernel_state_bytes"].get<uint64_t>(), state);
+  EXPECT_EQ(totals["footprint_bytes"].get<uint64_t>(),
+            j["file_bytes"].get<uint64_t>() + state + totals["arena_bytes"].get<uint64_t>() +
+                totals["workspace_bytes"].get<uint64_t>());
+
+  auto run = run_command(edgert_cli() + " run -v -q --iterations 1 --warmup 0 --shapes x:1x16x48x48 " +
+                         dir_.file("chain.engine") + " --plugin-path " + cpu_plugin_dir());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.output, m, std::regex(R"(first run in [0-9.]+ ms \(kernels prepared, ([0-9]+) bytes of kernel state\))")))
+      << run.output;
+  EXPECT_EQ(std::stoull(m[1]), state) << run.output;
 }
 
 TEST_F(ToolsTest, BenchProfileLayerTimesAddUpToTheRun) {

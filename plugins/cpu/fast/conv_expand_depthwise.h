@@ -34,6 +34,8 @@ class ExpandDepthwise {
 
   // Output rows per band: the band's input rows of every expanded channel within kBandBytes.
   static int64_t band_rows(int64_t expanded, const WindowGeometry& g);
+  // The packed pre-convolution weights and the depthwise weights it holds.
+  size_t state_bytes() const { return gemm::state_bytes(packed_) + w_.capacity() * sizeof(float); }
 
  private:
   // Input rows a band of `rows` output rows reads at most.

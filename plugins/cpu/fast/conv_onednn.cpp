@@ -125,6 +125,8 @@ void OneDnnConv::execute(const float* x, const float* bias, const float* z, floa
   s.stream.wait();
 }
 
+size_t OneDnnConv::state_bytes() const { return state_ ? state_->weights.get_desc().get_size() : 0; }
+
 #else  // built without oneDNN: no tactic is listed
 
 bool onednn_available() { return false; }
@@ -137,6 +139,7 @@ bool OneDnnConv::prepare(const WindowGeometry&, int64_t, int64_t, int64_t, int64
   return false;
 }
 void OneDnnConv::execute(const float*, const float*, const float*, float*) const {}
+size_t OneDnnConv::state_bytes() const { return 0; }
 
 #endif
 

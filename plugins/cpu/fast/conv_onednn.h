@@ -34,6 +34,8 @@ class OneDnnConv {
                const float* w, bool has_bias, bool residual, const Activation& activation);
   // y = act(conv(x, W) + bias + z); z may alias y.
   void execute(const float* x, const float* bias, const float* z, float* y) const;
+  // The weights reordered in prepare (0 before prepare or without oneDNN).
+  size_t state_bytes() const;
 
  private:
   struct State;

@@ -407,6 +407,14 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   return true;
 }
 
+size_t FastConv::state_bytes() const {
+  size_t bytes = gemv_panels_.data.capacity() * sizeof(float) + winograd_.state_bytes() + onednn_.state_bytes();
+  for (const gemm::PackedA& a : packed_) bytes += gemm::state_bytes(a);
+  for (const std::vector<float>* v : {&depthwise_weights_, &direct_weights_, &onednn_zero_bias_})
+    bytes += v->capacity() * sizeof(float);
+  return bytes;
+}
+
 bool FastConv::prepare_pool(const WindowGeometry& pool, edgert_prepare_info& info) {
   pooled_ = false;
 #if defined(__x86_64__)

@@ -55,6 +55,8 @@ class FastConv {
   // sizes info.workspace_bytes for that. False when this tactic cannot (the caller then pools
   // the whole output itself); only the stem's direct convolution can, band by band.
   bool prepare_pool(const WindowGeometry& pool, edgert_prepare_info& info);
+  // Weights packed or transformed in prepare that this object holds (Op::state_bytes).
+  size_t state_bytes() const;
   // y = act(conv(x, W) + bias + z); bias and z may be null; z may alias y. After prepare_pool,
   // y = maxpool(act(conv(x, W) + bias)) (no z). With channel_scale ([N, C], prepared with
   // channel_scaled), x[n, c] is multiplied by channel_scale[n C + c] first.

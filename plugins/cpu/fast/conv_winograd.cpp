@@ -304,6 +304,12 @@ size_t WinogradConv::workspace_bytes() const {
   return static_cast<size_t>(threads_ * thread_floats()) * sizeof(float);
 }
 
+size_t WinogradConv::state_bytes() const {
+  size_t bytes = 0;
+  for (const gemm::PackedA& u : u_) bytes += gemm::state_bytes(u);
+  return bytes;
+}
+
 void WinogradConv::execute(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
                            void* workspace) const {
   const int64_t tiles = tiles_h_ * tiles_w_, tb = tile_block_, C = channels_, M = out_channels_;

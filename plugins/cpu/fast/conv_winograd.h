@@ -23,6 +23,8 @@ class WinogradConv {
                int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, int64_t pad_top, int64_t pad_left,
                int threads);
   size_t workspace_bytes() const;
+  // The transformed weights U it holds.
+  size_t state_bytes() const;
   void execute(const float* x, const float* bias, const float* z, float* y, const Activation& activation,
                void* workspace) const;
 

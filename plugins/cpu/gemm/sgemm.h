@@ -61,6 +61,8 @@ struct PackedA {
   int64_t m = 0, k = 0, kc = 1;  // kc: rows of K per block
   Isa isa = Isa::Portable;
 };
+// Bytes `a` holds (what a kernel keeping it reports as its state).
+inline size_t state_bytes(const PackedA& a) { return a.data.capacity() * sizeof(float); }
 // Packs A(i, p) = src[i * row_stride + p * col_stride] for `isa`'s micro-kernel, K in cache-sized
 // blocks, or in one block when an Epilogue's addend may alias the output (see Epilogue).
 void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, PackedA& out,

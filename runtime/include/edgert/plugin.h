@@ -55,7 +55,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to the structs below; a loader refuses any other value. */
-#define EDGERT_PLUGIN_ABI_VERSION 3u
+#define EDGERT_PLUGIN_ABI_VERSION 4u
 #define EDGERT_PLUGIN_ENTRY_SYMBOL "edgert_plugin_entry"
 
 typedef enum edgert_attr_type {
@@ -115,6 +115,13 @@ typedef struct edgert_tactic {
 typedef struct edgert_prepare_info {
   size_t workspace_bytes; /* scratch the runtime hands to execute, 64-byte aligned */
   int32_t data_dependent; /* 1: output shapes depend on input values; prepare before every execute */
+  /* (ABI 4) Bytes the prepared state holds until release or the next prepare, in the kernel's
+   * space: weights packed or transformed for the tactic (GEMM panels, Winograd's U), lookup
+   * tables, copies of constants. Not the workspace and not the engine's constants themselves,
+   * which stay in the mapped file. The builder stores it in the engine's footprint, which is all
+   * a daemon knows of an engine before loading it: a kernel that keeps memory it does not report
+   * here makes edgertd admit engines that do not fit its budget. */
+  size_t kernel_state_bytes;
 } edgert_prepare_info;
 
 typedef struct edgert_kernel edgert_kernel;
