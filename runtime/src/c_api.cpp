@@ -69,14 +69,17 @@ edgert_status edgert_engine_load(const char* path, const edgert_load_options* op
 void edgert_engine_release(edgert_engine* engine) { delete engine; }
 
 int32_t edgert_engine_num_inputs(const edgert_engine* engine) {
+  if (!engine) return -1;
   return static_cast<int32_t>(engine->engine->input_tensors().size());
 }
 
 int32_t edgert_engine_num_outputs(const edgert_engine* engine) {
+  if (!engine) return -1;
   return static_cast<int32_t>(engine->engine->output_tensors().size());
 }
 
 edgert_status edgert_engine_input_info(const edgert_engine* engine, int32_t index, edgert_tensor_info* info) {
+  if (!engine || !info) return EDGERT_ERR_INVALID_ARGUMENT;
   const auto& e = *engine->engine;
   if (index < 0 || index >= static_cast<int32_t>(e.input_tensors().size())) return EDGERT_ERR_INVALID_ARGUMENT;
   edgert::fill_tensor_info(e.main_graph().tensors[e.input_tensors()[index]], e.input_names()[index], info);
@@ -84,13 +87,14 @@ edgert_status edgert_engine_input_info(const edgert_engine* engine, int32_t inde
 }
 
 edgert_status edgert_engine_output_info(const edgert_engine* engine, int32_t index, edgert_tensor_info* info) {
+  if (!engine || !info) return EDGERT_ERR_INVALID_ARGUMENT;
   const auto& e = *engine->engine;
   if (index < 0 || index >= static_cast<int32_t>(e.output_tensors().size())) return EDGERT_ERR_INVALID_ARGUMENT;
   edgert::fill_tensor_info(e.main_graph().tensors[e.output_tensors()[index]], e.output_names()[index], info);
   return EDGERT_OK;
 }
 
-const char* edgert_engine_board(const edgert_engine* engine) { return engine->engine->board().c_str(); }
+const char* edgert_engine_board(const edgert_engine* engine) { return engine ? engine->engine->board().c_str() : nullptr; }
 
 edgert_status edgert_context_create(const edgert_engine* engine, edgert_context** context, edgert_error* error) {
   if (!engine || !context) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "engine and context must not be NULL");

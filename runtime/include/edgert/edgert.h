@@ -53,7 +53,7 @@ typedef struct edgert_tensor_info {
 EDGERT_API const char* edgert_version(void);
 EDGERT_API const char* edgert_status_string(edgert_status status);
 
-EDGERT_API void edgert_load_options_init(edgert_load_options* options);
+EDGERT_API void edgert_load_options_init(edgert_load_options* options); /* NULL: does nothing */
 
 /* Maps and verifies `path`, loads the plugins it names. On success *engine owns the mapping;
  * free it with edgert_engine_release after every context made from it is released. */
@@ -61,13 +61,15 @@ EDGERT_API edgert_status edgert_engine_load(const char* path, const edgert_load_
                                  edgert_engine** engine, edgert_error* error);
 EDGERT_API void edgert_engine_release(edgert_engine* engine);
 
+/* The engine's IO. A NULL engine has -1 inputs and outputs; an info call with a NULL engine or
+ * info, or an index out of range, returns EDGERT_ERR_INVALID_ARGUMENT and leaves info alone. */
 EDGERT_API int32_t edgert_engine_num_inputs(const edgert_engine* engine);
 EDGERT_API int32_t edgert_engine_num_outputs(const edgert_engine* engine);
 EDGERT_API edgert_status edgert_engine_input_info(const edgert_engine* engine, int32_t index,
                                        edgert_tensor_info* info);
 EDGERT_API edgert_status edgert_engine_output_info(const edgert_engine* engine, int32_t index,
                                         edgert_tensor_info* info);
-/* Board profile name the engine was built for; lives as long as the engine. */
+/* Board profile name the engine was built for; lives as long as the engine. NULL for a NULL engine. */
 EDGERT_API const char* edgert_engine_board(const edgert_engine* engine);
 
 EDGERT_API edgert_status edgert_context_create(const edgert_engine* engine, edgert_context** context,
