@@ -343,5 +343,69 @@ TEST_F(CliTest, CorruptEngineFailsCleanly) {
   }
 }
 
+// compare against stored outputs (no ONNX Runtime needed): the inputs and references are files
+// in folders, the verdict is the exit status and a PASS/FAIL line, --save-outputs keeps edgert's.
+TEST_F(CliTest, CompareWithStoredReferencesPassesWithinToleranceAndFailsBeyondIt) {
+  ASSERT_EQ(build_small().exit_code, 0);
+  const std::string inputs = dir_.file("inputs"), good = dir_.file("good"), bad = dir_.file("bad");
+  for (const std::string& d : {inputs, good, bad}) mkdir(d.c_str(), 0755);
+  write_file(inputs + "/x.npy", read_file(dir_.file("x.npy")));
+  auto tensor = [](std::vector<float> v) {
+    cli::HostTensor y;
+    y.name = "y";
+    y.dtype = EDGERT_DTYPE_FLOAT32;
+    y.shape = {1, 4};
+    y.data.assign(reinterpret_cast<uint8_t*>(v.data()), reinterpret_cast<uint8_t*>(v.data()) + 16);
+    return y;
+  };
+  cli::write_tensor_npy(good + "/y.npy", tensor({1.25f, 0, 1, 0}));
+  cli::write_tensor_npy(bad + "/y.npy", tensor({1.25f, 0, 1.5f, 0}));  // relative L2 error 0.31
+
+  const std::string common = "compare " + dir_.file("small.onnx") + " " + dir_.file("small.engine") + " --inputs " + inputs;
+  auto pass = edgert(common + " --reference " + good + " --save-outputs " + dir_.file("saved"));
+  EXPECT_EQ(pass.exit_code, 0) << pass.output;
+  EXPECT_NE(pass.output.find("PASS: relative L2 error within"), std::string::npos) << pass.output;
+  cli::HostTensor saved = cli::read_tensor_npy(dir_.file("saved/y.npy"));
+  EXPECT_EQ(saved.data, tensor({1.25f, 0, 1, 0}).data) << "--save-outputs writes edgert's outputs";
+
+  auto fail = edgert(common + " --reference " + bad);
+  EXPECT_EQ(fail.exit_code, 1) << fail.output;
+  EXPECT_NE(fail.output.find("EXCEEDS"), std::string::npos) << fail.output;
+  EXPECT_NE(fail.output.find("FAIL: relative L2 error not within"), std::string::npos) << fail.output;
+
+  auto loose = edgert(common + " --reference " + bad + " --max-rel-l2 0.5");
+  EXPECT_EQ(loose.exit_code, 0) << "--max-rel-l2 0.5 admits an error of 0.31: " << loose.output;
+
+  auto missing = edgert(common + " --reference " + dir_.file("nowhere"));
+  EXPECT_NE(missing.exit_code, 0) << missing.output;
+}
+
+// conformance's verdict: --min-pass-rate sets the bar, --json and --report write every test.
+TEST_F(CliTest, ConformanceMinPassRateJsonAndReport) {
+  const std::string tests = dir_.file("node");
+  mkdir(tests.c_str(), 0755);
+  make_node_test(tests + "/test_small", dir_.file("small.onnx"), 1.25f);
+  make_node_test(tests + "/test_small_wrong", dir_.file("small.onnx"), 7.0f);
+
+  auto half = edgert("conformance " + tests + " -q --min-pass-rate 0.5 --json " + dir_.file("c.json") + " --report " +
+                     dir_.file("c.md"));
+  EXPECT_EQ(half.exit_code, 0) << "1 of 2 passing meets 0.5: " << half.output;
+  EXPECT_NE(half.output.find("1 passed, 1 failed, 0 skipped"), std::string::npos) << half.output;
+  EXPECT_NE(half.output.find("pass rate 50.0%"), std::string::npos) << half.output;
+  auto bytes = read_file(dir_.file("c.json"));
+  std::string json_text(bytes.begin(), bytes.end());
+  EXPECT_NE(json_text.find("test_small_wrong"), std::string::npos) << json_text;
+  EXPECT_NE(json_text.find("test_small\""), std::string::npos) << json_text;
+  bytes = read_file(dir_.file("c.md"));
+  std::string report(bytes.begin(), bytes.end());
+  EXPECT_NE(report.find("test_small_wrong"), std::string::npos) << "the report lists the failure: " << report;
+  EXPECT_NE(report.find("50.0%"), std::string::npos) << report;
+
+  auto strict = edgert("conformance " + tests + " -q --min-pass-rate 0.9");
+  EXPECT_EQ(strict.exit_code, 1) << "1 of 2 passing is below 0.9: " << strict.output;
+  auto tolerant = edgert("conformance " + tests + "/test_small_wrong -q --atol 10 --min-pass-rate 1");
+  EXPECT_EQ(tolerant.exit_code, 0) << "--atol 10 accepts 1.25 for 7: " << tolerant.output;
+}
+
 }  // namespace
 }  // namespace edgert::test
