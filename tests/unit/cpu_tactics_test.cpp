@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <limits>
 #include <random>
@@ -760,6 +761,7 @@ TEST(CpuTactics, BinaryTacticsMatchTheReference) {
       {{2, 5, 7, 3}, {2, 5, 7, 3}}, {{2, 5, 7, 3}, {1}},       {{1, 17, 13, 11}, {1, 17, 1, 1}},
       {{1, 17, 1, 1}, {1, 17, 13, 11}}, {{3, 1, 5}, {4, 1}},   {{17}, {3, 17}},
       {{5, 1}, {1, 6}},             {{1, 96, 112, 112}, {1, 96, 1, 1}}};
+  std::map<std::string, size_t> optimized;  // op -> optimized tactics checked, over all shapes
   for (const auto& [sa, sb] : shapes) {
     for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
       std::vector<Input> in = {random_input(sa, rng), random_input(sb, rng)};
@@ -767,9 +769,11 @@ TEST(CpuTactics, BinaryTacticsMatchTheReference) {
         for (float& v : in[1].values) v = v < 0 ? v - 0.5f : v + 0.5f;  // away from zero
       NodeSpec spec("", op, 2);
       const std::string kernel = std::string("ref-") + (op[0] == 'A' ? "add" : op[0] == 'S' ? "sub" : op[0] == 'M' ? "mul" : "div");
-      check_all_tactics(kernel.c_str(), spec, in, std::string(op), -1, 1e-6f);
+      optimized[op] += check_all_tactics(kernel.c_str(), spec, in, std::string(op), -1, 1e-6f).size();
     }
   }
+  // Without an optimized tactic listed, the loop above compares the reference with nothing.
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) EXPECT_GT(optimized[op], 0u) << op << " lists no optimized tactic";
 }
 
 TEST(CpuTactics, GlobalAveragePoolTacticsMatchTheReference) {
@@ -811,6 +815,7 @@ TEST(CpuTactics, ReduceMeanOverTrailingAxesMatchesTheReference) {
 
 TEST(CpuTactics, ActivationTacticsMatchTheReference) {
   std::mt19937 rng(8);
+  std::map<std::string, size_t> optimized;  // kernel -> optimized tactics checked, over all shapes
   for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{1}, {3, 5}, {1, 17, 13, 11}, {2, 40000}}) {
     for (const char* kernel : {"ref-sigmoid", "ref-hard-sigmoid", "ref-hard-swish"}) {
       std::vector<Input> in = {random_input(dims, rng)};
@@ -819,9 +824,11 @@ TEST(CpuTactics, ActivationTacticsMatchTheReference) {
       NodeSpec spec("", name == "ref-sigmoid" ? "Sigmoid" : name == "ref-hard-sigmoid" ? "HardSigmoid" : "HardSwish", 1);
       if (name == "ref-hard-sigmoid") spec.real("alpha", 0.25f).real("beta", 0.4f);
       // HardSigmoid and HardSwish are exact; Sigmoid's float exp is within a few ulp.
-      check_all_tactics(kernel, spec, in, name, -1, name == "ref-sigmoid" ? 1e-6f : 0.0f);
+      optimized[kernel] += check_all_tactics(kernel, spec, in, name, -1, name == "ref-sigmoid" ? 1e-6f : 0.0f).size();
     }
   }
+  for (const char* kernel : {"ref-sigmoid", "ref-hard-sigmoid", "ref-hard-swish"})
+    EXPECT_GT(optimized[kernel], 0u) << kernel << " lists no optimized tactic";
 }
 
 TEST(CpuTactics, ConfigureRefusesANegativeThreadCount) {
