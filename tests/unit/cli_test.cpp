@@ -405,6 +405,11 @@ TEST_F(CliTest, ConformanceMinPassRateJsonAndReport) {
   EXPECT_EQ(strict.exit_code, 1) << "1 of 2 passing is below 0.9: " << strict.output;
   auto tolerant = edgert("conformance " + tests + "/test_small_wrong -q --atol 10 --min-pass-rate 1");
   EXPECT_EQ(tolerant.exit_code, 0) << "--atol 10 accepts 1.25 for 7: " << tolerant.output;
+  auto relative = edgert("conformance " + tests + "/test_small_wrong -q --rtol 1 --min-pass-rate 1");
+  EXPECT_EQ(relative.exit_code, 0) << "--rtol 1 accepts 1.25 for 7 (|7 - 1.25| <= 7): " << relative.output;
+  auto parallel = edgert("conformance " + tests + " -q -j 2 --min-pass-rate 0.5");
+  EXPECT_EQ(parallel.exit_code, 0) << parallel.output;
+  EXPECT_NE(parallel.output.find("1 passed, 1 failed, 0 skipped"), std::string::npos) << "-j 2: " << parallel.output;
 }
 
 }  // namespace
