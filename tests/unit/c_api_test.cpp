@@ -199,5 +199,37 @@ TEST(CApi, OutOfRangeAndWrongSizedArgumentsAreRefused) {
   edgert_context_release(c);
 }
 
+// An output binding too small for the output is an error naming both sizes, never an overflow
+// and never a silent success that leaves the caller's buffer unwritten. Disabled: on an engine
+// without a device, ExecutionContext::enqueue returns before its binding-size check, so enqueue
+// succeeds and the output stays in the context's memory; enable with that fix.
+TEST(CApi, DISABLED_AnOutputBindingTooSmallIsRefused) {
+  TempDir dir;
+  write_file(dir.file("small.engine"), build_engine_bytes(make_small_model(), dir.path()));
+  edgert_load_options options;
+  edgert_load_options_init(&options);
+  std::string plugins = cpu_plugin_dir();
+  options.plugin_path = plugins.c_str();
+  Engine engine(dir.file("small.engine"), &options);
+  Context context(engine);
+  edgert_error error{};
+  float x[4] = {1, 1, 4, -1};
+  edgert_tensor input{EDGERT_DTYPE_FLOAT32, 2, {1, 4}, x};
+  float y[5] = {-7, -7, -7, -7, -7};
+  ASSERT_EQ(edgert_context_bind_input(context.get(), 0, &input, EDGERT_MEMORY_HOST, &error), EDGERT_OK) << error.message;
+  ASSERT_EQ(edgert_context_bind_output(context.get(), 0, y, 2 * sizeof(float), EDGERT_MEMORY_HOST, &error), EDGERT_OK)
+      << error.message;
+  EXPECT_EQ(edgert_context_enqueue(context.get(), nullptr, &error), EDGERT_ERR_SHAPE) << error.message;
+  EXPECT_NE(std::strstr(error.message, "16 bytes"), nullptr) << error.message;
+  EXPECT_EQ(y[2], -7) << "nothing written past the binding";
+
+  error = edgert_error{};
+  ASSERT_EQ(edgert_context_bind_output(context.get(), 0, y, 4 * sizeof(float), EDGERT_MEMORY_HOST, &error), EDGERT_OK);
+  ASSERT_EQ(edgert_context_enqueue(context.get(), nullptr, &error), EDGERT_OK) << error.message;
+  ASSERT_EQ(edgert_context_synchronize(context.get(), &error), EDGERT_OK) << error.message;
+  EXPECT_FLOAT_EQ(y[0], 1.25f) << "a binding that fits receives the output";
+  EXPECT_EQ(y[4], -7);
+}
+
 }  // namespace
 }  // namespace edgert::test
