@@ -23,8 +23,11 @@ namespace edgert::cli {
 using builder::build_fail;
 
 int64_t HostTensor::numel() const {
+  // Shapes come from files: a product past int64 is reported as -1 (no tensor has that many
+  // elements), never as signed overflow.
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   return n;
 }
 
@@ -145,7 +148,12 @@ HostTensor read_tensor_npy(const std::string& path) {
     build_fail(EDGERT_ERR_FORMAT, "'%s': .npy header runs past the end of the file", path.c_str());
   std::string header = read_bytes(file, path, header_start, header_len);
   std::string descr_field = header_field(header, "descr", path);
-  size_t q1 = descr_field.find('\''), q2 = descr_field.find('\'', q1 + 1);
+  // Every position found is checked before use: a hostile header must get a message, not an
+  // std::out_of_range from the string it holds.
+  const size_t q1 = descr_field.find_first_not_of(' '),
+               q2 = q1 == std::string::npos || descr_field[q1] != '\'' ? std::string::npos : descr_field.find('\'', q1 + 1);
+  if (q2 == std::string::npos)
+    build_fail(EDGERT_ERR_FORMAT, "'%s': .npy 'descr' is not a quoted string", path.c_str());
   std::string descr = descr_field.substr(q1 + 1, q2 - q1 - 1);
   if (descr == "<b1") descr = "|b1";
   if (descr == "<i1") descr = "|i1";
@@ -157,10 +165,12 @@ HostTensor read_tensor_npy(const std::string& path) {
     build_fail(EDGERT_ERR_UNSUPPORTED, "'%s': .npy dtype '%s' is not supported (little-endian numeric only)",
                path.c_str(), descr.c_str());
   std::string order = header_field(header, "fortran_order", path);
-  if (order.compare(order.find_first_not_of(' '), 4, "True") == 0)
+  const size_t order_start = order.find_first_not_of(' ');
+  if (order_start != std::string::npos && order.compare(order_start, 4, "True") == 0)
     build_fail(EDGERT_ERR_UNSUPPORTED, "'%s': Fortran-ordered .npy files are not supported", path.c_str());
   std::string shape_field = header_field(header, "shape", path);
-  size_t open = shape_field.find('('), close = shape_field.find(')');
+  const size_t open = shape_field.find('('), close = open == std::string::npos ? open : shape_field.find(')', open);
+  if (close == std::string::npos) build_fail(EDGERT_ERR_FORMAT, "'%s': .npy 'shape' is not a tuple", path.c_str());
   std::stringstream dims(shape_field.substr(open + 1, close - open - 1));
   std::string item;
   uint64_t bytes = dtype_size(t.dtype);

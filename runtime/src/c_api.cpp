@@ -39,7 +39,13 @@ extern "C" {
 
 const char* edgert_version(void) { return EDGERT_VERSION; }
 
-const char* edgert_status_string(edgert_status status) { return edgert::status_name(status); }
+const char* edgert_status_string(edgert_status status) {
+  // A C caller may pass any int: read it as one, since loading an enum holding a value outside
+  // its enumerators' range is undefined behaviour in C++ (UBSan's -fsanitize=enum reports it).
+  int code = 0;
+  std::memcpy(&code, &status, sizeof code);
+  return edgert::status_code_name(code);
+}
 
 edgert_status edgert_engine_load(const char* path, const edgert_load_options* options, edgert_engine** engine,
                                  edgert_error* error) {

@@ -31,8 +31,10 @@ void prefix_error(edgert_error* error, const char* format, ...) {
   std::snprintf(error->message, sizeof error->message, "%s", joined.c_str());
 }
 
-const char* status_name(edgert_status status) {
-  switch (status) {
+const char* status_name(edgert_status status) { return status_code_name(static_cast<int>(status)); }
+
+const char* status_code_name(int code) {
+  switch (code) {
     case EDGERT_OK: return "ok";
     case EDGERT_ERR_INVALID_ARGUMENT: return "invalid argument";
     case EDGERT_ERR_UNSUPPORTED: return "unsupported";

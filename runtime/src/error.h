@@ -14,6 +14,8 @@ edgert_status set_error(edgert_error* error, edgert_status status, const char* f
 void prefix_error(edgert_error* error, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
 const char* status_name(edgert_status status);
+// The same for any int a C caller passes as a status ("unknown status" for values no status has).
+const char* status_code_name(int code);
 const char* dtype_name(int dtype);
 size_t dtype_size(int dtype);
 bool dtype_is_valid(int dtype);

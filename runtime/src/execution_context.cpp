@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "error.h"
@@ -380,8 +381,9 @@ edgert_status ExecutionContext::enqueue(void* stream, edgert_error* error) {
     main_.bind_output(engine_.output_tensors()[o], bound_outputs_[o].first, bound_outputs_[o].second);
   use_host_outputs_ = false;
   if (edgert_status s = execute(graph_inputs_, stream, error)) return s;
-  if (!device_) return EDGERT_OK;
-  // An output that did not fit its binding (or was written elsewhere) is copied into it.
+  // An output that did not fit its binding (or was written elsewhere) is copied into it; one
+  // larger than its binding is an error, with or without a device (the executor then wrote it
+  // to the context's own memory, and success would leave the caller's buffer unwritten).
   for (size_t o = 0; o < bound_outputs_.size(); ++o) {
     const int32_t t = engine_.output_tensors()[o];
     const edgert_tensor& value = main_.value(t);
@@ -391,6 +393,10 @@ edgert_status ExecutionContext::enqueue(void* stream, edgert_error* error) {
     if (bytes > bound_outputs_[o].second)
       return set_error(error, EDGERT_ERR_SHAPE, "output '%s' has %zu bytes; its binding holds %zu",
                        engine_.output_names()[o].c_str(), bytes, bound_outputs_[o].second);
+    if (!device_) {
+      std::memcpy(bound_outputs_[o].first, value.data, bytes);
+      continue;
+    }
     if (edgert_status s = device_->copy(bound_outputs_[o].first, graph.tensors[t].space, value.data,
                                         graph.tensors[t].space, bytes, stream, error))
       return s;

@@ -245,12 +245,18 @@ def case_slow_readers():
         check("status counts the bytes buffered for slow readers, at most buffer_kb per client",
               0 < status.get("socket_buffers_bytes", 0) <= 4 * (16 * 1024 + line) and
               status["used_bytes"] >= status["reserved_bytes"] + status["socket_buffers_bytes"], json.dumps(status))
-        rss_before = rss_bytes(daemon.process.pid)
-        deadline = time.time() + 3
-        while time.time() < deadline:
-            time.sleep(0.2)
-        grown = rss_bytes(daemon.process.pid) - rss_before
-        check("memory stays flat while the clients do not read", grown < 4 << 20, f"grew {grown} bytes")
+        # Under AddressSanitizer (the sanitizer tier) freed blocks wait in its quarantine, up to
+        # 256 MiB by design, so RSS grows whatever the daemon does: flatness is the main build's
+        # check; there ASan checks the same run for leaks and bad accesses instead.
+        if os.environ.get("EDGERT_ASAN_BUILD"):
+            print("     RSS flatness not measured under AddressSanitizer (its quarantine holds freed blocks)")
+        else:
+            rss_before = rss_bytes(daemon.process.pid)
+            deadline = time.time() + 3
+            while time.time() < deadline:
+                time.sleep(0.2)
+            grown = rss_bytes(daemon.process.pid) - rss_before
+            check("memory stays flat while the clients do not read", grown < 4 << 20, f"grew {grown} bytes")
         got = read_results(stalled[0], 5, want=2000)
         seqs = [r["sequence"] for r in got]
         check("a stalled client that reads again gets whole results, newer ones after a gap",

@@ -60,6 +60,14 @@ TEST(BoardProfile, UnknownKeyIsAnErrorWithItsLine) {
   EXPECT_NE(e.find("unknown key 'turbo'"), std::string::npos) << e;
 }
 
+// 70 nested flow sequences: refused at the 65th level with its position (the sanitizer tier's
+// leak check sees that the refused level's parser event is freed too).
+TEST(BoardProfile, NestingDeeperThan64LevelsIsRefused) {
+  std::string e = load_error(std::string(kValid) + "extra: " + std::string(70, '[') + "1" + std::string(70, ']') + "\n");
+  EXPECT_NE(e.find("nesting deeper than 64 levels"), std::string::npos) << e;
+  EXPECT_NE(e.find("board.yaml:9:"), std::string::npos) << e;
+}
+
 TEST(BoardProfile, MissingKeyIsNamed) {
   std::string e = load_error("name: x\narchitecture: x86_64\ncpu:\n  cores: 2\n");
   EXPECT_NE(e.find("missing key 'memory'"), std::string::npos) << e;

@@ -264,11 +264,17 @@ TEST_F(CliHostileRun, InputsThatAreNotRegularFilesAreRefused) {
   }
 }
 
-// A .npy file: magic, version 1.0, the header padded to 64 bytes, then `data_bytes` zero bytes.
+// A .npy file: magic, version 1.0, `header` padded to 64 bytes (ending in a newline, as numpy
+// writes it, unless `newline` is false), then `data_bytes` zero bytes.
+void write_npy_header(const std::string& path, std::string header, size_t data_bytes, bool newline = true);
+
 void write_npy(const std::string& path, const std::string& shape, size_t data_bytes) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  write_npy_header(path, "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }", data_bytes);
+}
+
+void write_npy_header(const std::string& path, std::string header, size_t data_bytes, bool newline) {
   header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
-  header.push_back('\n');
+  header.push_back(newline ? '\n' : ' ');
   std::string bytes("\x93NUMPY\x01\x00", 8);
   bytes.push_back(static_cast<char>(header.size() & 0xff));
   bytes.push_back(static_cast<char>(header.size() >> 8));
@@ -293,6 +299,25 @@ TEST_F(CliHostileRun, NpyShapesThatOverflowOrDisagreeWithTheFileAreRefused) {
   r = edgert("run " + engine_ + " --input x=" + dir_.file("negative.npy"));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_OUTPUT_HAS(r, ".npy shape entry '-1' is not a dimension");
+}
+
+// Headers the fuzzer wrote: each field's text is checked before it is cut, so a malformed one
+// gets a message instead of std::out_of_range (which ended the process).
+TEST_F(CliHostileRun, MalformedNpyHeadersAreRefusedWithAMessage) {
+  const struct {
+    std::string header, message;
+  } cases[] = {
+      {"{'descr': <f4, 'fortran_order': False, 'shape': (4,), }", ".npy 'descr' is not a quoted string"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': 4, }", ".npy 'shape' is not a tuple"},
+      // fortran_order's value is all blanks, to the header's end.
+      {"{'descr': '<f4', 'shape': (1000,), 'fortran_order':", "needs 4000 bytes, the file holds 16"},
+  };
+  for (const auto& c : cases) {
+    write_npy_header(dir_.file("bad.npy"), c.header, 16, false);
+    auto r = edgert("run " + engine_ + " --input x=" + dir_.file("bad.npy"));
+    EXPECT_EQ(r.exit_code, 1) << c.header << "\n" << r.output;
+    EXPECT_OUTPUT_HAS(r, c.message);
+  }
 }
 
 // The output file is /dev/full: every write fails with ENOSPC, as on a full disk.

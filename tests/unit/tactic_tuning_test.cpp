@@ -124,7 +124,9 @@ TEST_F(TacticTuningTest, TacticsFirstTakesTheFirstListedWithoutTiming) {
   auto built = build("first.engine", "-v --tactics first");
   ASSERT_EQ(built.exit_code, 0) << built.output;
   EXPECT_EQ(built.output.find("timing cache:"), std::string::npos) << built.output;
-  for (const auto& n : inspect("first.engine")["graphs"][0]["nodes"]) {
+  // Held here: a range-for over a member of inspect()'s temporary would read freed memory.
+  const nlohmann::json first = inspect("first.engine");
+  for (const auto& n : first["graphs"][0]["nodes"]) {
     EXPECT_EQ(n["tactic"], 7);
     EXPECT_EQ(n["tactic_name"], "f32-relu-slow-test");
   }
@@ -195,7 +197,8 @@ TEST_F(TacticTuningTest, ForAnotherBoardNothingIsTimedAndThatBoardsRecordsDecide
   EXPECT_NE(no_record.output.find("not timing, board " + board + " is not this machine"), std::string::npos)
       << no_record.output;
   EXPECT_EQ(hits_misses(no_record.output), std::make_pair(0, 2)) << no_record.output;
-  for (const auto& n : inspect("miss.engine")["graphs"][0]["nodes"]) EXPECT_EQ(n["tactic"], 7);  // first-listed
+  const nlohmann::json miss = inspect("miss.engine");
+  for (const auto& n : miss["graphs"][0]["nodes"]) EXPECT_EQ(n["tactic"], 7);  // first-listed
 
   // Records as a build on the board would have left them (here: the reference tactic wins).
   ASSERT_EQ(build("here.engine", "--timing-cache " + cache).exit_code, 0);

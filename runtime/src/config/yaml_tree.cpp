@@ -8,6 +8,8 @@
 #include <iterator>
 #include <sstream>
 
+#include "contained_file.h"
+
 namespace edgert::config {
 namespace {
 
@@ -67,7 +69,10 @@ class Builder {
     n->line = static_cast<int>(event->start_mark.line) + 1;
     n->column = static_cast<int>(event->start_mark.column) + 1;
     yaml_mark_t mark = event->start_mark;
-    if (++depth_ > 64) throw ConfigError(where(label_, mark) + ": nesting deeper than 64 levels");
+    if (++depth_ > 64) {
+      yaml_event_delete(event);  // ours to delete on every path, this one too
+      throw ConfigError(where(label_, mark) + ": nesting deeper than 64 levels");
+    }
     switch (event->type) {
       case YAML_ALIAS_EVENT:
         yaml_event_delete(event);
@@ -157,10 +162,14 @@ std::unique_ptr<YamlNode> load_yaml_string(const std::string& text, const std::s
 }
 
 std::unique_ptr<YamlNode> load_yaml_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot open: " + std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.size() > (1u << 20)) throw ConfigError(path + ": larger than 1 MiB, not a configuration file");
+  // A regular file of bounded size, opened without blocking: a path from a configuration (a
+  // board named by path) may be a directory, a FIFO or a device.
+  ReadOnlyFile file;
+  std::string why;
+  if (!file.open(path, &why)) throw ConfigError(path + ": cannot read: " + why);
+  if (file.size() > (1u << 20)) throw ConfigError(path + ": larger than 1 MiB, not a configuration file");
+  std::string text(file.size(), '\0');
+  if (!file.read_at(0, text.data(), text.size(), &why)) throw ConfigError(path + ": cannot read: " + why);
   return load_yaml_string(text, path);
 }
 
