@@ -40,7 +40,11 @@ t0=$SECONDS
 (cd "$work/debs" && cpack -G DEB --config "$pkg_build/CPackConfig.cmake" -B "$work/debs" >"$work/cpack.log" 2>&1) ||
   { cat "$work/cpack.log"; fail "cpack"; }
 /usr/bin/python3 "$source/tests/models/make_demo_model.py" --output "$work/demo.onnx" --input "$work/in.npy" >/dev/null
-"$build/bin/edgert" build "$work/demo.onnx" --board $board -o "$work/demo.engine" >/dev/null
+# The image's engine is signed by the key the board will trust: require_signed (turned on below)
+# applies to the engine a pipeline starts on too.
+rm -f "$work/system-test.key" "$work/system-test.pub"
+"$build/bin/edgert" keygen system-test --dir "$work" >/dev/null
+"$build/bin/edgert" build "$work/demo.onnx" --board $board -o "$work/demo.engine" --sign "$work/system-test.key" >/dev/null
 ssh-keygen -q -t ed25519 -N '' -f "$work/id" -C edgert-system-test
 "$source/toolchain/mkimage" --board $board --debs "$work/debs" --out "$work/image" --engine "$work/demo.engine" \
   --authorized-key "$work/id.pub" --cache "${EDGERT_IMAGE_CACHE:-$build/image-cache}"
@@ -127,8 +131,6 @@ echo "$results" | head -n 1
 # Hot swap from this machine: edgert deploy over the forwarded ssh port, of an engine signed by
 # a key the board trusts (require_signed), while the camera streams.
 /usr/bin/python3 "$source/tests/models/make_demo_model.py" --output "$work/b.onnx" --input "$work/b.npy" --seed 7 >/dev/null
-rm -f "$work/system-test.key" "$work/system-test.pub"
-"$build/bin/edgert" keygen system-test --dir "$work" >/dev/null
 "$build/bin/edgert" build "$work/b.onnx" --board $board -o "$work/b.engine" --sign "$work/system-test.key" >/dev/null
 "$build/bin/edgert" build "$work/b.onnx" --board $board -o "$work/b-unsigned.engine" >/dev/null
 sha_b=$(sha256sum "$work/b.engine" | cut -d' ' -f1)
