@@ -16,29 +16,9 @@ import os
 import socket
 import struct
 import subprocess
-import sys
-import tempfile
 import time
 
-build, source, case = sys.argv[1], sys.argv[2], sys.argv[3]
-edgertd, edgertctl, edgert = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl", "edgert"))
-work = tempfile.mkdtemp(prefix=f"edgert-control-{case}-")
-failures = []
-
-
-def check(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what + (f": {detail}" if detail and not ok else ""))
-    if not ok:
-        failures.append(what)
-
-
-def build_engine():
-    engine = f"{work}/demo.engine"
-    subprocess.run(["/usr/bin/python3", os.path.join(source, "tests/models/make_demo_model.py"),
-                    "--output", f"{work}/demo.onnx", "--input", f"{work}/demo.npy"], check=True, capture_output=True)
-    subprocess.run([edgert, "build", "--board", "x86_64-generic", f"{work}/demo.onnx", "-o", engine],
-                   check=True, capture_output=True)
-    return engine
+from daemon_case import build_engine, check, edgertd, run_case, work
 
 
 def write_config(engine, top="", sinks=None):
@@ -330,15 +310,4 @@ def case_journal():
 
 cases = {"errors": case_errors, "unload": case_unload, "log_level": case_log_level, "mlock": case_mlock,
          "journal": case_journal}
-try:
-    cases[case]()
-except Exception as e:  # a crash of the test itself is a failure with its reason
-    import traceback
-    traceback.print_exc()
-    failures.append(f"{case}: {e}")
-if failures:
-    print(f"{len(failures)} failed: " + "; ".join(failures))
-    print(f"work directory kept: {work}")
-    sys.exit(1)
-subprocess.run(["rm", "-rf", work])
-print("all passed")
+run_case(cases)

@@ -16,34 +16,13 @@
 import json
 import os
 import resource
-import shutil
 import socket
 import stat
 import struct
 import subprocess
-import sys
-import tempfile
 import time
 
-build, source, case = sys.argv[1], sys.argv[2], sys.argv[3]
-edgertd, edgertctl, edgert = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl", "edgert"))
-work = tempfile.mkdtemp(prefix=f"edgert-{case}-")
-failures = []
-
-
-def check(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what + (f": {detail}" if detail and not ok else ""))
-    if not ok:
-        failures.append(what)
-
-
-def build_engine():
-    engine = f"{work}/demo.engine"
-    subprocess.run(["/usr/bin/python3", os.path.join(source, "tests/models/make_demo_model.py"),
-                    "--output", f"{work}/demo.onnx", "--input", f"{work}/demo.npy"], check=True, capture_output=True)
-    subprocess.run([edgert, "build", "--board", "x86_64-generic", f"{work}/demo.onnx", "-o", engine],
-                   check=True, capture_output=True)
-    return engine
+from daemon_case import build_engine, check, edgertctl, edgertd, run_case, work
 
 
 def write_config(engine, top="", source_line="{type: test-pattern, width: 64, height: 64, fps: 30, format: nv12}",
@@ -440,9 +419,4 @@ def case_client_limit():
         daemon.stop()
 
 
-try:
-    globals()["case_" + case]()
-finally:
-    shutil.rmtree(work, ignore_errors=True)
-print(f"{len(failures)} checks failed" if failures else "ALL CHECKS PASSED")
-sys.exit(1 if failures else 0)
+run_case({name[len("case_"):]: f for name, f in dict(globals()).items() if name.startswith("case_")})

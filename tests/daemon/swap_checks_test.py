@@ -12,31 +12,11 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
-import sys
-import tempfile
 import time
 
-build, source, case = sys.argv[1], sys.argv[2], sys.argv[3]
-edgertd, edgertctl, edgert = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl", "edgert"))
-work = tempfile.mkdtemp(prefix=f"edgert-{case}-")
-failures = []
-
-
-def check(what, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + what + (f": {detail}" if detail and not ok else ""))
-    if not ok:
-        failures.append(what)
-
-
-def demo_onnx():
-    path = f"{work}/demo.onnx"
-    if not os.path.exists(path):
-        subprocess.run(["/usr/bin/python3", os.path.join(source, "tests/models/make_demo_model.py"),
-                        "--output", path, "--input", f"{work}/demo.npy"], check=True, capture_output=True)
-    return path
+from daemon_case import build_engine, check, demo_onnx, edgert, edgertctl, edgertd, run_case, work
 
 
 def flat_onnx():
@@ -51,12 +31,6 @@ g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'flat',
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{path}')
 """], check=True)
     return path
-
-
-def build_engine(onnx, name, *flags):
-    out = f"{work}/{name}.engine"
-    subprocess.run([edgert, "build", "--board", "x86_64-generic", onnx, "-o", out, *flags], check=True, capture_output=True)
-    return out
 
 
 def write_config(engine, top="", postprocess="{type: classification, top_k: 2}"):
@@ -228,9 +202,4 @@ def case_store_cleanup():
         daemon.stop()
 
 
-try:
-    globals()["case_" + case]()
-finally:
-    shutil.rmtree(work, ignore_errors=True)
-print(f"{len(failures)} checks failed" if failures else "ALL CHECKS PASSED")
-sys.exit(1 if failures else 0)
+run_case({name[len("case_"):]: f for name, f in dict(globals()).items() if name.startswith("case_")})

@@ -1,0 +1,56 @@
+"""What the daemon case scripts (daemon_limits_test.py, swap_checks_test.py,
+control_protocol_test.py) share: their command line BUILD_DIR SOURCE_DIR CASE, the binaries, a
+fresh work directory, checks that print ok/FAIL and are counted, the demo engine, and the end:
+the case run, a test that crashes counted as a failure, the verdict and the exit status. The
+work directory is kept when a check failed, for its logs and configurations."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+build, source, case = sys.argv[1], sys.argv[2], sys.argv[3]
+edgertd, edgertctl, edgert = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl", "edgert"))
+_script = os.path.basename(sys.argv[0]).removesuffix("_test.py")
+work = tempfile.mkdtemp(prefix=f"edgert-{_script}-{case}-")
+failures = []
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + (f": {detail}" if detail and not ok else ""), flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def demo_onnx():
+    """tests/models/make_demo_model.py's classifier, made once per case."""
+    path = f"{work}/demo.onnx"
+    if not os.path.exists(path):
+        subprocess.run(["/usr/bin/python3", os.path.join(source, "tests/models/make_demo_model.py"),
+                        "--output", path, "--input", f"{work}/demo.npy"], check=True, capture_output=True)
+    return path
+
+
+def build_engine(onnx=None, name="demo", *flags):
+    """An engine for x86_64-generic, which every x86-64 machine runs: of `onnx`, else the demo model."""
+    out = f"{work}/{name}.engine"
+    subprocess.run([edgert, "build", "--board", "x86_64-generic", onnx or demo_onnx(), "-o", out, *flags],
+                   check=True, capture_output=True)
+    return out
+
+
+def run_case(cases):
+    """Runs cases[case] and exits: 0 when every check held."""
+    try:
+        cases[case]()
+    except Exception as e:  # a crash of the test itself is a failure, with its reason
+        traceback.print_exc()
+        failures.append(f"{case}: {e}")
+    if failures:
+        print(f"{len(failures)} checks failed: " + "; ".join(failures))
+        print(f"work directory kept: {work}")
+        sys.exit(1)
+    shutil.rmtree(work, ignore_errors=True)
+    print("ALL CHECKS PASSED")
+    sys.exit(0)
