@@ -24,10 +24,15 @@ using builder::build_fail;
 
 int64_t HostTensor::numel() const {
   // Shapes come from files: a product past int64 is reported as -1 (no tensor has that many
-  // elements), never as signed overflow.
+  // elements), never as signed overflow. A zero dim empties the tensor whatever the others are,
+  // so it is looked for first: [huge, huge, 0] holds nothing, as its file's zero bytes say.
+  for (int64_t d : shape)
+    if (d < 0) return -1;
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : shape)
-    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
+    if (__builtin_mul_overflow(n, d, &n)) return -1;
   return n;
 }
 

@@ -301,6 +301,25 @@ TEST_F(CliHostileRun, NpyShapesThatOverflowOrDisagreeWithTheFileAreRefused) {
   EXPECT_OUTPUT_HAS(r, ".npy shape entry '-1' is not a dimension");
 }
 
+// A zero dim empties a tensor whatever its other dims are, even where their product overflows
+// int64 (a TensorProto the fuzzer wrote): the tensor has no elements and no bytes, and the
+// element count says so instead of reporting the overflow.
+TEST_F(CliHostileRun, AZeroDimEmptiesATensorWhoseOtherDimsOverflow) {
+  onnx::TensorProto proto;
+  proto.set_data_type(onnx::TensorProto::UINT8);
+  for (int64_t d : {60, 117, 49, 105, 111, 110, 97, 108, 95, 24, 0, 14886}) proto.add_dims(d);
+  std::string bytes;
+  ASSERT_TRUE(proto.SerializeToString(&bytes));
+  write_file(dir_.file("empty.pb"), std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  const cli::HostTensor t = cli::read_tensor_pb(dir_.file("empty.pb"));
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_TRUE(t.data.empty());
+
+  cli::HostTensor overflowing;
+  overflowing.shape = {int64_t{1} << 62, 4};
+  EXPECT_EQ(overflowing.numel(), -1);
+}
+
 // Headers the fuzzer wrote: each field's text is checked before it is cut, so a malformed one
 // gets a message instead of std::out_of_range (which ended the process).
 TEST_F(CliHostileRun, MalformedNpyHeadersAreRefusedWithAMessage) {
