@@ -98,7 +98,7 @@ void add_build_command(CLI::App& app) {
     std::string model, onnx, output, save_engine, board = "native", plugin_path;
     std::vector<std::string> min_shapes, opt_shapes, max_shapes;
     std::string sign_key;
-    bool verbose = false, no_optimize = false, no_self_test = false;
+    bool verbose = false, no_optimize = false, no_self_test = false, no_prepared_weights = false;
     bool fp16 = false, tf32 = false, no_gpu = false;
     std::string gpu_layout = "auto";
     std::string timing_cache, tactics = "tune";
@@ -127,6 +127,9 @@ void add_build_command(CLI::App& app) {
   cmd->add_flag("--no-optimize", options->no_optimize, "Skip the graph passes (folding, fusion): nodes as imported");
   cmd->add_option("--sign", options->sign_key, "Sign the engine with this ed25519 secret key (from edgert keygen)");
   cmd->add_flag("--no-self-test", options->no_self_test, "Do not store a self-test vector in the engine");
+  cmd->add_flag("--no-prepared-weights", options->no_prepared_weights,
+                "Do not store weights in the layout their kernels read: a smaller file, but every load packs "
+                "them into private memory");
   cmd->add_flag("--fp16", options->fp16,
                 "Run GPU layers in float16 on tensor cores where it keeps accuracy (softmax, normalizations and "
                 "large reductions stay float32; inputs and outputs stay float32)");
@@ -182,6 +185,7 @@ void add_build_command(CLI::App& app) {
     build.optimize = !options->no_optimize;
     build.profiles = parse_profiles(options->min_shapes, options->opt_shapes, options->max_shapes);
     build.self_test = !options->no_self_test;
+    build.prepared_weights = !options->no_prepared_weights;
     build.fp16 = options->fp16;
     build.tf32 = options->tf32;
     build.gpu_layout = options->gpu_layout == "nhwc"   ? builder::GpuLayout::kChannelsLast

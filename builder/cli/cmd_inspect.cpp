@@ -98,6 +98,7 @@ ordered_json engine_json(const EngineFile& file) {
     for (const fb::WeightRegion* w : *e->weights()) weight_bytes += w->size();
   const fb::MemoryPlan* plan = main_plan(e);
   j["graphs"] = ordered_json::array();
+  uint64_t prepared_bytes = 0;
   for (uint32_t g = 0; g < e->graphs()->size(); ++g) {
     const fb::Graph* graph = e->graphs()->Get(g);
     ordered_json nodes = ordered_json::array();
@@ -117,6 +118,10 @@ ordered_json engine_json(const EngineFile& file) {
           for (int32_t t : *n->outputs()) node["outputs"].push_back(tensor_json(graph, t, graph_plan));
         node["tactic_name"] = n->tactic_name() ? ordered_json(n->tactic_name()->str()) : ordered_json(nullptr);
         node["kernel_state_bytes"] = n->kernel_state_bytes();
+        // Weights stored in the layout the tactic reads, mapped at load instead of packed.
+        const uint64_t prepared = n->prepared() >= 0 ? e->weights()->Get(n->prepared())->size() : 0;
+        node["prepared_bytes"] = prepared;
+        if (g == 0) prepared_bytes += prepared;
         // Per optimization profile, when the engine has several.
         node["profile_tactics"] = ordered_json::array();
         if (n->profile_tactics())
@@ -157,6 +162,7 @@ ordered_json engine_json(const EngineFile& file) {
                  {"arena_bytes", arena},
                  {"workspace_bytes", workspace},
                  {"kernel_state_bytes", kernel_state},
+                 {"prepared_bytes", prepared_bytes},
                  // The whole file, not only its weights: loading reads all of it (the checksum),
                  // so all of it is resident; edgertd counts it the same way.
                  {"footprint_bytes",
@@ -213,7 +219,9 @@ void print_text(const ordered_json& j) {
       std::string tactic = std::to_string(n["tactic"].get<int64_t>());
       if (n["tactic_name"].is_string()) tactic += " (" + n["tactic_name"].get<std::string>() + ")";
       const uint64_t state = n["kernel_state_bytes"].get<uint64_t>();
-      const std::string state_text = state ? ", kernel state " + std::to_string(state) + " bytes" : "";
+      const uint64_t prepared = n["prepared_bytes"].get<uint64_t>();
+      const std::string state_text = (state ? ", kernel state " + std::to_string(state) + " bytes" : "") +
+                                     (prepared ? ", prepared weights " + std::to_string(prepared) + " bytes" : "");
       std::printf("  %-32s %-20s %s/%s tactic %s %s%s\n", n["name"].get<std::string>().c_str(),
                   n["op"].get<std::string>().c_str(), n["plugin"].get<std::string>().c_str(),
                   n["kernel"].get<std::string>().c_str(), tactic.c_str(), n["precision"].get<std::string>().c_str(),
@@ -249,6 +257,9 @@ void print_text(const ordered_json& j) {
   if (totals["kernel_state_bytes"].get<uint64_t>())
     std::printf("kernel state: %llu bytes (weights packed or transformed by the kernels at load)\n",
                 static_cast<unsigned long long>(totals["kernel_state_bytes"].get<uint64_t>()));
+  if (totals["prepared_bytes"].get<uint64_t>())
+    std::printf("prepared weights: %llu bytes of the file, in the layout their kernels read (mapped at load, not packed)\n",
+                static_cast<unsigned long long>(totals["prepared_bytes"].get<uint64_t>()));
   std::printf("footprint: %llu bytes (the file + kernel state + arenas + workspaces)\n",
               static_cast<unsigned long long>(totals["footprint_bytes"].get<uint64_t>()));
   for (const auto& p : j["profiles"]) {

@@ -230,6 +230,22 @@ BuildResult build_engine(const BuildOptions& options) {
                 (cache.path().empty() ? std::string("no cache file") : "file " + cache.path()) + ")");
   }
 
+  // Prepared weights for each node's (profile 0) tactic, exported at profile 0's opt shapes.
+  // The kernel state each profile's plan records below is what remains beside them: the
+  // shape inference that follows hands them to prepare as the runtime will.
+  if (options.prepared_weights) {
+    if (!options.profiles.empty()) {
+      use_profile_tactics(main, 0);
+      specialize_inputs(main, options.profiles[0], ProfilePoint::kOpt);
+      infer_shapes(main, plugins);
+    }
+    result.prepared_weights = export_prepared_weights(main, plugins);
+    if (options.profiles.empty()) infer_shapes(main, plugins);
+    if (options.log)
+      options.log("prepared weights: " + std::to_string(result.prepared_weights.nodes) + " node(s), " +
+                  std::to_string(result.prepared_weights.bytes) + " bytes stored in the layout their tactics read");
+  }
+
   // One plan per profile, made at its max shapes with its tactics' workspaces: every shape the
   // profile accepts fits its arena. The kernels' state at the same shapes goes beside it.
   std::vector<uint64_t> kernel_state_bytes;

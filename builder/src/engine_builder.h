@@ -12,6 +12,7 @@
 #include "ir.h"
 #include "memory_planner.h"
 #include "passes/pass_manager.h"
+#include "prepared_weights.h"
 #include "shape_profiles.h"
 #include "tactic_tuner.h"
 
@@ -33,6 +34,9 @@ struct BuildOptions {
   bool optimize = true;  // run the graph passes (PassManager::standard); false: as imported
   bool self_test = true;  // store a self-test vector (see self_test.h) when the model allows
   uint64_t self_test_seed = 2026;
+  // Store weights in the layout each tactic reads (prepared_weights.h): loads map them instead
+  // of packing into private memory, at the price of a larger file (--no-prepared-weights).
+  bool prepared_weights = true;
   const SignerRef* signer = nullptr;  // leave room for this key's signature (signing::sign_engine)
   TacticPolicy tactics = TacticPolicy::kTune;
   // Devices: a board with a GPU gets its nodes on the GPU plugin where it has kernels, unless
@@ -62,6 +66,7 @@ struct BuildResult {
   std::vector<MemoryPlan> memory_plans;  // one per profile, at its max shapes
   bool has_self_test = false;
   std::string self_test_skipped;  // why no self-test vector was stored
+  PreparedWeightsReport prepared_weights;
   TunerStats tuning;
   bool timed_here = false;  // false: the board is not this machine, tactics came from the cache
   std::string not_timed_why;  // when not timed here: why (another board, more threads than CPUs here)

@@ -86,7 +86,8 @@ Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Model& model, const
                                     n.tactic_name.empty() ? 0 : fbb.CreateString(n.tactic_name),
                                     n.profile_tactics.empty() ? 0 : fbb.CreateVector(n.profile_tactics),
                                     n.profile_tactic_names.empty() ? 0 : fbb.CreateVectorOfStrings(n.profile_tactic_names),
-                                    n.kernel_state_bytes > 0 ? static_cast<uint64_t>(n.kernel_state_bytes) : 0));
+                                    n.kernel_state_bytes > 0 ? static_cast<uint64_t>(n.kernel_state_bytes) : 0,
+                                    n.prepared ? weights.add(n.prepared.get()) : -1));
   }
   return fbs::CreateGraph(fbb, fbb.CreateString(graph.name), fbb.CreateVector(tensors), fbb.CreateVector(nodes),
                           fbb.CreateVector(graph.inputs), fbb.CreateVector(graph.outputs));

@@ -83,6 +83,9 @@ struct Node {
   // What the kernel keeps after prepare at the same shapes (edgert_prepare_info.kernel_state_bytes:
   // packed weights and the like); -1 when not known. Counted in the engine's footprint.
   int64_t kernel_state_bytes = -1;
+  // What the kernel exported for `tactic` (edgert_kernel.export_prepared), stored in the engine
+  // and handed back to prepare as edgert_node.prepared; null: nothing (prepared_weights.h).
+  std::shared_ptr<const std::vector<uint8_t>> prepared;
 
   const Attribute* attribute(const std::string& attr_name) const;
   Attribute* attribute(const std::string& attr_name);

@@ -54,6 +54,10 @@ NodeView::NodeView(const Graph& graph, const Node& node) {
   node_.num_outputs = static_cast<int32_t>(node.outputs.size());
   node_.num_attributes = static_cast<int32_t>(attributes_.size());
   node_.attributes = attributes_.data();
+  if (node.prepared) {
+    node_.prepared = node.prepared->data();
+    node_.prepared_bytes = node.prepared->size();
+  }
   for (int32_t in : node.inputs) {
     if (in < 0) {
       inputs_.push_back(edgert_tensor{});

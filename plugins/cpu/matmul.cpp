@@ -235,7 +235,7 @@ class GemmOp : public Op {
       const float* x = trans_a_ ? a + i : a + i * k_;
       const int64_t x_stride = trans_a_ ? m_ : 1;
       pool.parallel_for(chunks, [&](int64_t t, int) {
-        gemv_(x, x_stride, packed_.data.data(), k_, t * panels / chunks, (t + 1) * panels / chunks, row);
+        gemv_(x, x_stride, packed_.values(), k_, t * panels / chunks, (t + 1) * panels / chunks, row);
       });
       for (int64_t j = 0; j < n_; ++j) {
         float r = alpha_ * row[j];
@@ -255,7 +255,7 @@ class GemmOp : public Op {
   gemm::GemvPanelsFn gemv_ = nullptr;
 
  public:
-  size_t state_bytes() const override { return packed_.data.capacity() * sizeof(float); }
+  size_t state_bytes() const override { return packed_.state_bytes(); }
 };
 
 // edgert.FusedGemm and edgert.FusedMatMul (builder's activation fusion), float32 only: the

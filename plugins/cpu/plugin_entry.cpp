@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
+#include <vector>
 
 #include "kernel_families.h"
+#include "prepared_state.h"
 #include "thread_pool.h"
 
 namespace edgert::cpu {
@@ -79,13 +82,44 @@ edgert_status kernel_prepare(const edgert_kernel* self, const edgert_node* node,
     if (node->num_inputs > 0 && !inputs)
       fail(EDGERT_ERR_INVALID_ARGUMENT, "node '%s' (%s) has %d input(s) but no input array", name, op_type,
            node->num_inputs);
-    if (!*state) *state = spec_of(self).factory().release();
+    // Stored state is offered to a fresh Op only: its arrays are packed in the order export
+    // recorded them. A later prepare repacks (if at all) from the inputs, as without it.
+    const bool fresh = !*state;
+    if (fresh) *state = spec_of(self).factory().release();
     *info = edgert_prepare_info{};
     Op* op = static_cast<Op*>(*state);
     op->set_tactic(tactic);
+    prepared::Reader reader(fresh ? node->prepared : nullptr, node->prepared_bytes, tactic);
+    std::optional<prepared::Scope> scope;
+    if (reader.usable()) scope.emplace(&reader);
     op->prepare(*node, inputs, outputs, *info);
     info->kernel_state_bytes = op->state_bytes();
   });
+}
+
+void kernel_release(const edgert_kernel* /*self*/, void* state) { delete static_cast<Op*>(state); }
+
+// Prepares a fresh Op with a recorder in place: what its packing functions finish is the state.
+edgert_status kernel_export_prepared(const edgert_kernel* self, const edgert_node* node, int64_t tactic,
+                                     const edgert_tensor* inputs, void* buffer, size_t capacity, size_t* bytes,
+                                     edgert_error* error) {
+  *bytes = 0;
+  void* state = nullptr;
+  std::vector<edgert_tensor> outputs(node->num_outputs > 0 ? static_cast<size_t>(node->num_outputs) : 1);
+  edgert_status status = guarded(error, [&] {
+    prepared::Recorder recorder;
+    edgert_prepare_info info{};
+    {
+      prepared::Scope scope(&recorder);
+      edgert_status prepared_status = kernel_prepare(self, node, tactic, inputs, outputs.data(), &state, &info, error);
+      if (prepared_status != EDGERT_OK) throw KernelError(prepared_status, error->message);
+    }
+    if (recorder.empty()) return;
+    *bytes = recorder.size();
+    if (buffer && capacity >= *bytes) recorder.write(tactic, buffer);
+  });
+  if (state) kernel_release(self, state);
+  return status;
 }
 
 edgert_status kernel_execute(const edgert_kernel* /*self*/, void* state, const edgert_node* node,
@@ -94,7 +128,6 @@ edgert_status kernel_execute(const edgert_kernel* /*self*/, void* state, const e
   return guarded(error, [&] { static_cast<Op*>(state)->execute(*node, inputs, outputs, workspace); });
 }
 
-void kernel_release(const edgert_kernel* /*self*/, void* state) { delete static_cast<Op*>(state); }
 
 int32_t cpu_score() { return 1; }
 
@@ -138,6 +171,7 @@ struct PluginTable {
       k.prepare = kernel_prepare;
       k.execute = kernel_execute;
       k.release = kernel_release;
+      k.export_prepared = kernel_export_prepared;
       kernels.push_back(k);
     }
     plugin.abi_version = EDGERT_PLUGIN_ABI_VERSION;

@@ -7,6 +7,7 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH64_state_t on the stack
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -24,14 +25,26 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_
 
 }  // namespace
 
-uint64_t engine_checksum(const void* file, size_t size) {
+uint64_t engine_checksum(const void* file, size_t size, bool drop_read_pages) {
   size_t body = size - sizeof(EngineTrailer);
   EngineTrailer trailer;
   std::memcpy(&trailer, static_cast<const uint8_t*>(file) + body, sizeof trailer);
   trailer.checksum = 0;
   XXH64_state_t state;
   XXH64_reset(&state, 0);
-  XXH64_update(&state, file, body);
+  if (!drop_read_pages) {
+    XXH64_update(&state, file, body);
+  } else {
+    // A window at a time, each dropped from the resident set once hashed: the check never holds
+    // the whole file, so it does not set the process's peak memory.
+    constexpr size_t kWindow = size_t{4} << 20;
+    const uint8_t* bytes = static_cast<const uint8_t*>(file);
+    for (size_t offset = 0; offset < body; offset += kWindow) {
+      const size_t length = std::min(kWindow, body - offset);
+      XXH64_update(&state, bytes + offset, length);
+      madvise(const_cast<uint8_t*>(bytes) + offset, length, MADV_DONTNEED);
+    }
+  }
   XXH64_update(&state, &trailer, sizeof trailer);
   return XXH64_digest(&state);
 }
@@ -122,7 +135,10 @@ bool EngineFile::verify(edgert_error* error) {
               static_cast<unsigned long long>(trailer_.weights_size));
     return false;
   }
-  uint64_t checksum = engine_checksum(base_, size_);
+  // Mapped: the checksum leaves the pages it read out of the resident set. Most are weights that
+  // kernels read in the layout stored for them (prepared weights) or pack once and never read
+  // again; they stay in the page cache, and the pages a kernel does read fault back in.
+  uint64_t checksum = engine_checksum(base_, size_, mapping_ != nullptr);
   if (checksum != trailer_.checksum) {
     set_error(error, EDGERT_ERR_CHECKSUM,
               "engine '%s' is corrupted: checksum %016llx of its %zu bytes does not match the recorded %016llx",
@@ -231,6 +247,11 @@ bool EngineFile::verify(edgert_error* error) {
           !node->kernel()) {
         set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node %u of graph %u has a bad plugin index %d or "
                   "no op/kernel name", where, n, g, node->plugin());
+        return false;
+      }
+      if (node->prepared() < -1 || (node->prepared() >= 0 && static_cast<uint32_t>(node->prepared()) >= num_weights)) {
+        set_error(error, EDGERT_ERR_FORMAT, "engine '%s': node %u of graph %u has prepared weights %d, which is no "
+                  "weight region (the engine has %u)", where, n, g, node->prepared(), num_weights);
         return false;
       }
       if (node->inputs())

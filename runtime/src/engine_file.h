@@ -34,7 +34,9 @@ static_assert(sizeof(EngineTrailer) == 64, "trailer layout is part of the file f
 
 // XXH64 of a whole engine file (`size` includes the trailer) with the trailer's checksum field
 // taken as zero, so every byte, the trailer's own fields included, is covered.
-uint64_t engine_checksum(const void* file, size_t size);
+// `drop_read_pages`: `file` is a private file mapping (page-aligned) whose pages are dropped
+// from the resident set as they are hashed.
+uint64_t engine_checksum(const void* file, size_t size, bool drop_read_pages = false);
 
 // A read-only mmap of an engine file that passed every structural check: trailer, checksum,
 // identifier, FlatBuffers verifier, format version, and every index and weight region in

@@ -607,6 +607,12 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
     node.node.num_outputs = static_cast<int32_t>(node.outputs.size());
     node.node.num_attributes = static_cast<int32_t>(num_attributes);
     node.node.attributes = node.attributes.data();
+    if (src->prepared() >= 0) {
+      // Verified in range by EngineFile: the kernel borrows these bytes from the mapping.
+      const fb::WeightRegion* region = e->weights()->Get(src->prepared());
+      node.node.prepared = file_.weights_base() + region->offset();
+      node.node.prepared_bytes = static_cast<size_t>(region->size());
+    }
   }
   for (int32_t t : graph.outputs)
       if (!available[t]) {

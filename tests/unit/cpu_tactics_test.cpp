@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <limits>
@@ -168,12 +169,45 @@ std::vector<edgert_tactic> list_tactics(const edgert_kernel& k, const edgert_nod
   return out;
 }
 
+// What export_prepared gives for a node at a tactic, in a 64-byte aligned buffer as an engine
+// maps it; empty when the kernel exports nothing.
+struct PreparedBytes {
+  std::shared_ptr<uint8_t> data;
+  size_t size = 0;
+};
+
+PreparedBytes export_state(const edgert_kernel& k, const edgert_node& node, const std::vector<Input>& inputs,
+                           int64_t tactic) {
+  std::vector<edgert_tensor> views;
+  for (const Input& in : inputs) views.push_back(view(in, in.constant));
+  PreparedBytes out;
+  edgert_error error{};
+  EXPECT_NE(k.export_prepared, nullptr);
+  if (!k.export_prepared) return out;
+  edgert_status s = k.export_prepared(&k, &node, tactic, views.data(), nullptr, 0, &out.size, &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  if (s != EDGERT_OK || out.size == 0) return PreparedBytes{};
+  out.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (out.size + 63) / 64 * 64)), &std::free);
+  size_t written = 0;
+  s = k.export_prepared(&k, &node, tactic, views.data(), out.data.get(), out.size, &written, &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  EXPECT_EQ(written, out.size);
+  return out;
+}
+
 // Runs one tactic; the output goes to `out` (which also serves as Z for in-place residuals when
 // `z_input` >= 0: then it starts as a copy of that input, like the memory planner's in-place run).
-std::vector<float> run_tactic(const edgert_kernel& k, const edgert_node& node, const std::vector<Input>& inputs,
-                              int64_t tactic, int z_input = -1) {
+// With `prepared`, prepare gets those bytes as the engine's stored state for the node.
+std::vector<float> run_tactic(const edgert_kernel& k, const edgert_node& graph_node, const std::vector<Input>& inputs,
+                              int64_t tactic, int z_input = -1, const PreparedBytes* prepared = nullptr,
+                              size_t* kernel_state_bytes = nullptr) {
   std::vector<edgert_tensor> views;
   for (const Input& in : inputs) views.push_back(view(in, true));
+  edgert_node node = graph_node;
+  if (prepared) {
+    node.prepared = prepared->data.get();
+    node.prepared_bytes = prepared->size;
+  }
   edgert_tensor out{};
   void* state = nullptr;
   edgert_prepare_info info{};
@@ -181,6 +215,7 @@ std::vector<float> run_tactic(const edgert_kernel& k, const edgert_node& node, c
   edgert_status s = k.prepare(&k, &node, tactic, views.data(), &out, &state, &info, &error);
   EXPECT_EQ(s, EDGERT_OK) << error.message;
   if (s != EDGERT_OK) return {};
+  if (kernel_state_bytes) *kernel_state_bytes = info.kernel_state_bytes;
   int64_t n = 1;
   for (int i = 0; i < out.rank; ++i) n *= out.dims[i];
   std::vector<float> y(static_cast<size_t>(n), std::nanf(""));
@@ -195,6 +230,24 @@ std::vector<float> run_tactic(const edgert_kernel& k, const edgert_node& node, c
   EXPECT_EQ(s, EDGERT_OK) << error.message;
   k.release(&k, state);
   return y;
+}
+
+// The tactic again with the state its kernel exports for the engine (prepared weights): the
+// same bits as packing at prepare, and less kept by the kernel when something was stored.
+void check_prepared_state(const edgert_kernel& k, const edgert_node& node, const std::vector<Input>& inputs,
+                          const edgert_tactic& t, int z_input, const std::vector<float>& packed_here,
+                          size_t state_packing, const std::string& what) {
+  const PreparedBytes prepared = export_state(k, node, inputs, t.id);
+  size_t state_stored = 0;
+  const std::vector<float> got = run_tactic(k, node, inputs, t.id, z_input, &prepared, &state_stored);
+  ASSERT_EQ(got.size(), packed_here.size()) << what << " tactic " << t.name;
+  EXPECT_EQ(std::memcmp(got.data(), packed_here.data(), got.size() * sizeof(float)), 0)
+      << what << ": tactic " << t.id << " (" << t.name << ") with its stored state differs from packing it";
+  EXPECT_LE(state_stored, state_packing) << what << " tactic " << t.name;
+  if (prepared.size > 0) {
+    EXPECT_LT(state_stored, state_packing) << what << ": tactic " << t.name << " stored " << prepared.size
+                                           << " bytes and kept as much as packing it";
+  }
 }
 
 // Runs every listed tactic and the reference; expects each within tolerance of the reference.
@@ -216,7 +269,8 @@ std::vector<int64_t> check_all_tactics(const char* kernel, const NodeSpec& spec,
     ran.push_back(t.id);
     for (int threads : {1, 2}) {
       set_threads(threads);
-      const std::vector<float> got = run_tactic(k, node, inputs, t.id, z_input);
+      size_t state_packing = 0;
+      const std::vector<float> got = run_tactic(k, node, inputs, t.id, z_input, nullptr, &state_packing);
       EXPECT_EQ(got.size(), reference.size()) << what << " tactic " << t.name;
       if (got.size() != reference.size()) continue;
       size_t bad = 0, first_bad = 0;
@@ -229,6 +283,7 @@ std::vector<int64_t> check_all_tactics(const char* kernel, const NodeSpec& spec,
       EXPECT_EQ(bad, 0u) << what << ": tactic " << t.id << " (" << t.name << ") with " << threads << " thread(s): "
                          << bad << " of " << got.size() << " elements differ; first at " << first_bad << ": "
                          << (got.empty() ? 0.0f : got[first_bad]) << " vs " << reference[first_bad];
+      check_prepared_state(k, node, inputs, t, z_input, got, state_packing, what);
     }
   }
   set_threads(0);
@@ -639,6 +694,59 @@ size_t heap_in_use() {
   const struct mallinfo2 m = mallinfo2();
   return m.uordblks + m.hblkhd;
 #endif
+}
+
+// Stored state comes from a verified engine, but one built by another plugin version, for
+// another tactic, or damaged in a way the checksum was recomputed over, must not be read as
+// weights: each such variant leaves the kernel packing for itself, with the same results and
+// the same state as without stored bytes. (Offsets are those of prepared_state.cpp's layout:
+// a 32-byte header with the tactic at 16, then 56-byte records, key first, offset at 48.) Bytes
+// cut short lose the arrays they no longer hold; the arrays before stay borrowed.
+TEST(CpuTactics, StoredStateThatDoesNotFitIsPackedInstead) {
+  std::mt19937 rng(33);
+  const ConvCase c{1, 24, 40, 13, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true};
+  const std::vector<Input> in = conv_inputs(c, rng);
+  const NodeSpec spec = conv_node(c, "", "Conv", 3);
+  const edgert_node node = spec.node();
+  const edgert_kernel& k = kernel_named("ref-conv");
+  size_t checked = 0;
+  for (const edgert_tactic& t : list_tactics(k, node, in)) {
+    if (t.id == 0) continue;
+    size_t state_packing = 0;
+    const std::vector<float> packed = run_tactic(k, node, in, t.id, -1, nullptr, &state_packing);
+    const PreparedBytes stored = export_state(k, node, in, t.id);
+    if (stored.size == 0) continue;  // the tactic keeps nothing worth storing
+    // `all_refused`: every stored array is refused; else the arrays before the damage are used.
+    auto variant = [&](const char* what, size_t size, const std::function<void(uint8_t*)>& damage,
+                       bool all_refused = true) {
+      PreparedBytes bad;
+      bad.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (stored.size + 63) / 64 * 64)), &std::free);
+      std::memcpy(bad.data.get(), stored.data.get(), stored.size);
+      bad.size = size;
+      damage(bad.data.get());
+      size_t state = 0;
+      const std::vector<float> got = run_tactic(k, node, in, t.id, -1, &bad, &state);
+      ASSERT_EQ(got.size(), packed.size()) << what;
+      EXPECT_EQ(std::memcmp(got.data(), packed.data(), got.size() * sizeof(float)), 0) << t.name << ": " << what;
+      if (all_refused) {
+        EXPECT_EQ(state, state_packing) << t.name << ": " << what;
+      } else {
+        EXPECT_GT(state, 0u) << t.name << ": " << what;
+        EXPECT_LE(state, state_packing) << t.name << ": " << what;
+      }
+    };
+    auto poke64 = [](uint8_t* bytes, size_t at, int64_t value) { std::memcpy(bytes + at, &value, sizeof value); };
+    variant("cut to its header", 40, [](uint8_t*) {});
+    variant("cut before its last array ends", stored.size - 4, [](uint8_t*) {}, false);
+    variant("another format", stored.size, [](uint8_t* b) { b[0] ^= 0xff; });
+    variant("another tactic", stored.size, [&](uint8_t* b) { poke64(b, 16, t.id + 1); });
+    variant("a key of another shape", stored.size, [&](uint8_t* b) { poke64(b, 32 + 16, 12345); });
+    variant("an offset past the end", stored.size, [&](uint8_t* b) { poke64(b, 32 + 48, int64_t{1} << 40); });
+    variant("an unaligned offset", stored.size, [&](uint8_t* b) { poke64(b, 32 + 48, 68); });
+    variant("more records than bytes", stored.size, [&](uint8_t* b) { poke64(b, 24, int64_t{1} << 40); });
+    ++checked;
+  }
+  EXPECT_GE(checked, 2u) << "expected the GEMM and Winograd tactics of a 3x3 conv to store their weights";
 }
 
 // What prepare keeps is counted in the engine's footprint and the daemon's budget only when the

@@ -16,6 +16,7 @@
 #include "kernel_selection.h"
 #include "loaded_engine.h"
 #include "plugin_loader.h"
+#include "tensor_io.h"
 #include "test_support.h"
 
 namespace edgert::test {
@@ -180,6 +181,34 @@ TEST(MemoryPlanner, ConcatCopiesInputsThatAreReadLaterOrWouldBeMisaligned) {
 
 class ToolsTest : public ::testing::Test {
  protected:
+  // What a run's prepared kernels keep, as `edgert run -v` reports it after the first run.
+  uint64_t run_kernel_state(const std::string& engine) {
+    auto run = run_command(edgert_cli() + " run -v -q --iterations 1 --warmup 0 --shapes x:1x16x48x48 " + engine +
+                           " --plugin-path " + cpu_plugin_dir());
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    std::smatch m;
+    if (!std::regex_search(run.output, m, std::regex(R"(first run in [0-9.]+ ms \(kernels prepared, ([0-9]+) bytes of kernel state\))"))) {
+      ADD_FAILURE() << run.output;
+      return ~uint64_t{0};
+    }
+    return std::stoull(m[1]);
+  }
+  // A float32 [1, 16, 48, 48] input of seeded random values.
+  void save_random_input(const std::string& path) {
+    cli::HostTensor x;
+    x.name = "x";
+    x.dtype = EDGERT_DTYPE_FLOAT32;
+    x.shape = {1, 16, 48, 48};
+    std::vector<float> values(16 * 48 * 48);
+    uint32_t state = 12345;
+    for (float& v : values) {
+      state = state * 1664525u + 1013904223u;
+      v = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
+    }
+    x.data.assign(reinterpret_cast<const uint8_t*>(values.data()),
+                  reinterpret_cast<const uint8_t*>(values.data() + values.size()));
+    cli::write_tensor_npy(path, x);
+  }
   void SetUp() override {
     save_model(conv_chain(16, 48, 4), dir_.file("chain.onnx"));
     auto built = run_command(edgert_cli() + " build " + dir_.file("chain.onnx") + " -o " + dir_.file("chain.engine") +
@@ -214,11 +243,14 @@ TEST_F(ToolsTest, InspectJsonListsLayersPlacementsAndTotalsStably) {
   EXPECT_EQ(j["memory_plan"]["largest_tensor_bytes"], 16 * 48 * 48 * 4);
 }
 
-// The weights the kernels pack at load are memory the engine holds beside the mapped file: the
-// header counts them per node and in the footprint edgertd admits engines by, and a run's
-// prepared kernels keep exactly what the header says.
+// Without prepared weights in the file, the weights the kernels pack at load are memory the
+// engine holds beside the mapped file: the header counts them per node and in the footprint
+// edgertd admits engines by, and a run's prepared kernels keep exactly what the header says.
 TEST_F(ToolsTest, TheFootprintCountsWhatThePreparedKernelsKeep) {
-  auto inspected = run_command(edgert_cli() + " inspect --json " + dir_.file("chain.engine"));
+  auto built = run_command(edgert_cli() + " build " + dir_.file("chain.onnx") + " --no-prepared-weights -o " +
+                           dir_.file("packed_at_load.engine") + " --plugin-path " + cpu_plugin_dir());
+  ASSERT_EQ(built.exit_code, 0) << built.output;
+  auto inspected = run_command(edgert_cli() + " inspect --json " + dir_.file("packed_at_load.engine"));
   ASSERT_EQ(inspected.exit_code, 0) << inspected.output;
   auto j = nlohmann::json::parse(inspected.output);
   uint64_t per_node = 0;
@@ -228,6 +260,7 @@ TEST_F(ToolsTest, TheFootprintCountsWhatThePreparedKernelsKeep) {
       EXPECT_GE(node["kernel_state_bytes"].get<uint64_t>(), 16u * 16 * 9 * 4) << node["name"];
     }
     per_node += node["kernel_state_bytes"].get<uint64_t>();
+    EXPECT_EQ(node["prepared_bytes"], 0) << node["name"];
   }
   const auto& totals = j["totals"];
   const uint64_t state = totals["kernel_state_bytes"].get<uint64_t>();
@@ -238,13 +271,56 @@ TEST_F(ToolsTest, TheFootprintCountsWhatThePreparedKernelsKeep) {
             j["file_bytes"].get<uint64_t>() + state + totals["arena_bytes"].get<uint64_t>() +
                 totals["workspace_bytes"].get<uint64_t>());
 
-  auto run = run_command(edgert_cli() + " run -v -q --iterations 1 --warmup 0 --shapes x:1x16x48x48 " +
-                         dir_.file("chain.engine") + " --plugin-path " + cpu_plugin_dir());
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(run.output, m, std::regex(R"(first run in [0-9.]+ ms \(kernels prepared, ([0-9]+) bytes of kernel state\))")))
-      << run.output;
-  EXPECT_EQ(std::stoull(m[1]), state) << run.output;
+  EXPECT_EQ(run_kernel_state(dir_.file("packed_at_load.engine")), state);
+}
+
+// By default the builder stores each convolution's weights in the layout its tactic reads
+// (packed GEMM panels, Winograd-transformed filters) and a load borrows them from the mapped
+// file: the kernels keep (almost) nothing, the file holds what they kept before, and the
+// results are those of kernels that pack at load, bit for bit (the same tactics: untimed).
+TEST_F(ToolsTest, PreparedWeightsInTheFileReplaceWhatKernelsPackAtLoad) {
+  for (const char* flags : {"", " --no-prepared-weights"}) {
+    auto built = run_command(edgert_cli() + " build " + dir_.file("chain.onnx") + " --tactics first" + flags +
+                             " -o " + dir_.file(*flags ? "packed.engine" : "prepared.engine") + " --plugin-path " +
+                             cpu_plugin_dir());
+    ASSERT_EQ(built.exit_code, 0) << built.output;
+  }
+  auto inspect = [&](const std::string& engine) {
+    auto r = run_command(edgert_cli() + " inspect --json " + dir_.file(engine));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output);
+  };
+  const auto prepared = inspect("prepared.engine"), packed = inspect("packed.engine");
+  const auto& nodes = prepared["graphs"][0]["nodes"];
+  ASSERT_EQ(nodes.size(), packed["graphs"][0]["nodes"].size());
+  uint64_t stored = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& with = nodes[i];
+    const auto& without = packed["graphs"][0]["nodes"][i];
+    ASSERT_EQ(with["tactic"], without["tactic"]) << with["name"];
+    if (with["op"] != "Conv") continue;
+    // What the kernel packed at load is now in the file, and the kernel keeps none of it.
+    EXPECT_GE(with["prepared_bytes"].get<uint64_t>(), without["kernel_state_bytes"].get<uint64_t>()) << with["name"];
+    EXPECT_GE(with["prepared_bytes"].get<uint64_t>(), 16u * 16 * 9 * 4) << with["name"];
+    EXPECT_EQ(with["kernel_state_bytes"], 0) << with["name"];
+    stored += with["prepared_bytes"].get<uint64_t>();
+  }
+  EXPECT_EQ(prepared["totals"]["prepared_bytes"].get<uint64_t>(), stored);
+  EXPECT_EQ(prepared["totals"]["kernel_state_bytes"], 0);
+  EXPECT_GE(prepared["file_bytes"].get<uint64_t>(), packed["file_bytes"].get<uint64_t>() + stored);
+  EXPECT_EQ(run_kernel_state(dir_.file("prepared.engine")), 0u);
+
+  save_random_input(dir_.file("x.npy"));
+  std::vector<uint8_t> outputs[2];
+  for (int e = 0; e < 2; ++e) {
+    const std::string out = dir_.file(e ? "out_packed" : "out_prepared");
+    auto run = run_command(edgert_cli() + " run " + dir_.file(e ? "packed.engine" : "prepared.engine") + " -i x=" +
+                           dir_.file("x.npy") + " --output-dir " + out + " --plugin-path " + cpu_plugin_dir());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    outputs[e] = read_file(out + "/y.pb");
+  }
+  EXPECT_FALSE(outputs[0].empty());
+  EXPECT_EQ(outputs[0], outputs[1]);
 }
 
 TEST_F(ToolsTest, BenchProfileLayerTimesAddUpToTheRun) {

@@ -408,7 +408,7 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
 }
 
 size_t FastConv::state_bytes() const {
-  size_t bytes = gemv_panels_.data.capacity() * sizeof(float) + winograd_.state_bytes() + onednn_.state_bytes();
+  size_t bytes = gemv_panels_.state_bytes() + winograd_.state_bytes() + onednn_.state_bytes();
   for (const gemm::PackedA& a : packed_) bytes += gemm::state_bytes(a);
   for (const std::vector<float>* v : {&depthwise_weights_, &direct_weights_, &onednn_zero_bias_})
     bytes += v->capacity() * sizeof(float);
@@ -536,7 +536,7 @@ void FastConv::execute_gemv(const float* x, const float* bias, const float* z, f
     pool.parallel_for(
         chunks,
         [&](int64_t t, int) {
-          gemv_(xn, 1, gemv_panels_.data.data(), channels_, t * panels / chunks, (t + 1) * panels / chunks, sums);
+          gemv_(xn, 1, gemv_panels_.values(), channels_, t * panels / chunks, (t + 1) * panels / chunks, sums);
         },
         threads_);
     // Sum, + bias, + residual, then the activation: the order of the other tactics.

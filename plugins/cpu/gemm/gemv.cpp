@@ -2,13 +2,24 @@
 
 #include <cstddef>
 
+#include "prepared_state.h"
+
 namespace edgert::cpu::gemm {
 
 void pack_panels(const float* src, int64_t k, int64_t n, int64_t row_stride, int64_t col_stride, PackedPanels& out) {
   const int64_t panels = (n + kGemvPanel - 1) / kGemvPanel;
   out.k = k;
   out.n = n;
-  out.data.assign(static_cast<size_t>(panels * k * kGemvPanel), 0.0f);
+  const size_t floats = static_cast<size_t>(panels * k * kGemvPanel);
+  const prepared::Key key{prepared::kGemvPanels, k, n, kGemvPanel, 0};
+  out.stored = prepared::take(key, floats);
+  if (out.stored) {
+    out.data.clear();
+    out.data.shrink_to_fit();
+    return;
+  }
+  out.data.assign(floats, 0.0f);
+  prepared::record(key, out.data.data(), floats);
   for (int64_t q = 0; q < panels; ++q)
     for (int64_t p = 0; p < k; ++p)
       for (int64_t j = 0; j < kGemvPanel && q * kGemvPanel + j < n; ++j)

@@ -4,6 +4,7 @@
 // thread pool. Compiled portably, for AVX2+FMA (x86/gemv_x86.cpp) and AVX-512 (x86/gemv_avx512.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -13,7 +14,10 @@ constexpr int64_t kGemvPanel = 16;
 
 struct PackedPanels {
   std::vector<float> data;  // for each panel: k x kGemvPanel floats, columns past n zero
+  const float* stored = nullptr;  // the same, borrowed from the engine (prepared_state.h); data empty
   int64_t k = 0, n = 0;
+  const float* values() const { return stored ? stored : data.data(); }
+  size_t state_bytes() const { return data.capacity() * sizeof(float); }
 };
 // Packs W'(p, j) = src[p * row_stride + j * col_stride].
 void pack_panels(const float* src, int64_t k, int64_t n, int64_t row_stride, int64_t col_stride, PackedPanels& out);

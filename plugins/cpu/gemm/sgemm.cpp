@@ -13,6 +13,7 @@
 
 #include "gemm/im2col_panel.h"
 #include "gemm/microkernels.h"
+#include "prepared_state.h"
 #include "thread_pool.h"
 
 namespace edgert::cpu::gemm {
@@ -384,7 +385,7 @@ struct Job {
         for (int64_t i0 = r0, mv = 0; i0 < r1; i0 += mv) {
           const int64_t ip = i0 / mr, sub = i0 - ip * mr;
           mv = std::min({r1, (ip + 1) * mr, m}) - i0;
-          const float* ap = a->data.data() + p0 * m_padded + ip * mr * kcl + sub;
+          const float* ap = a->values() + p0 * m_padded + ip * mr * kcl + sub;
           // Whole tiles of a strip of full height finish in the kernel; the rest (the block's last,
           // narrower panel, or every tile of a shorter strip) in finish_tile below. A 1x1 conv on
           // 13x13 (169 columns in blocks of 63) had its last block's whole tiles finished apart.
@@ -536,7 +537,15 @@ void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block)
   out.kc = one_k_block || is_tall(isa) ? std::max<int64_t>(k, 1) : k_block(k);
   const int64_t mr = tile_rows(isa), m_padded = padded_rows(m, mr);
   out.data.clear();
+  const prepared::Key key{prepared::kPackedA, static_cast<int64_t>(isa), m, k, out.kc};
+  out.stored = prepared::take(key, static_cast<size_t>(m_padded * k));
+  if (out.stored) {
+    out.data.shrink_to_fit();
+    return;
+  }
   out.data.resize(static_cast<size_t>(m_padded * k));  // uninitialized: pack_a_panel writes rows [0, m)
+  // Recorded now, written by pack_a_panel before the prepare that exports it ends.
+  prepared::record(key, out.data.data(), out.data.size());
   // Rows past m are zeros: the last panel's, in every k block.
   const int64_t last = m_padded - mr, rows = m - last;
   if (rows == mr) return;
@@ -567,6 +576,7 @@ inline void store_4x4_transposed(const float* src, int64_t src_stride, float* ds
 // self-test's engine load).
 void pack_a_panel(PackedA& out, int64_t panel, const float* src, int64_t row_stride, int64_t col_stride,
                   int64_t k_begin, int64_t k_end) {
+  if (out.stored) return;
   constexpr int64_t kColumns = 16;
   const int64_t mr = tile_rows(out.isa), m_padded = padded_rows(out.m, mr);
   const int64_t rows = std::min(mr, out.m - panel * mr);
@@ -604,6 +614,7 @@ void pack_a_panel(PackedA& out, int64_t panel, const float* src, int64_t row_str
 void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride, int64_t col_stride, PackedA& out,
             bool one_k_block) {
   pack_a_begin(isa, m, k, out, one_k_block);
+  if (out.stored) return;
   // Spread over the threads by whole panels (no two threads write one panel's lines): engine
   // loads and the builder's shape inference and self-test pack every layer's weights.
   const int64_t mr = tile_rows(isa), panels = (m + mr - 1) / mr;

@@ -54,14 +54,16 @@ struct UninitializedAllocator : std::allocator<T> {
   }
 };
 
-// A [m, k] in micro-panels for one ISA's tile. Owns its storage; the source is not referenced
-// after packing.
+// A [m, k] in micro-panels for one ISA's tile. Owns its storage, or borrows the same layout
+// stored in the engine (prepared_state.h); the source is not referenced after packing.
 struct PackedA {
   std::vector<float, UninitializedAllocator<float>> data;
-  int64_t m = 0, k = 0, kc = 1;  // kc: rows of K per block
+  const float* stored = nullptr;  // borrowed from the engine's mapping; `data` then stays empty
+  int64_t m = 0, k = 0, kc = 1;   // kc: rows of K per block
   Isa isa = Isa::Portable;
+  const float* values() const { return stored ? stored : data.data(); }
 };
-// Bytes `a` holds (what a kernel keeping it reports as its state).
+// Bytes `a` holds (what a kernel keeping it reports as its state): none when borrowed.
 inline size_t state_bytes(const PackedA& a) { return a.data.capacity() * sizeof(float); }
 // Packs A(i, p) = src[i * row_stride + p * col_stride] for `isa`'s micro-kernel, K in cache-sized
 // blocks, or in one block when an Epilogue's addend may alias the output (see Epilogue).
@@ -69,7 +71,8 @@ void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride,
             bool one_k_block = false);
 // The same in steps, for an A made a few rows and columns at a time (Winograd's transformed
 // filters), without a copy of the whole A first: sizes `out` for an m x k A (rows past m zero,
-// the others left for pack_a_panel to write, every one of them), then places
+// the others left for pack_a_panel to write, every one of them; when the engine holds this A
+// already, out.stored is set and there is nothing to write), then places
 // columns [k_begin, k_end) of the rows of one panel (tile_rows(isa) rows from panel *
 // tile_rows), A(i, p) = src[(i - panel * tile_rows) * row_stride + (p - k_begin) * col_stride].
 void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block = false);

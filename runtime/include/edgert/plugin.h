@@ -43,6 +43,17 @@
  * which it reads on the host in prepare and which therefore arrive in host memory. Builders
  * hand prepare host pointers for constants and NULL for activations, as for any kernel.
  *
+ * Prepared weights in the engine (ABI 5). Kernels turn constant weights into the layout their
+ * tactic reads (GEMM panels, Winograd-transformed filters) in prepare. Done at every load, that
+ * costs time and, worse on a board, private memory beside the mapped originals. As TensorRT's
+ * plans hold prepared weights, a kernel may export that state at build time (export_prepared);
+ * the builder stores the bytes in the engine's weights section and the runtime hands them back
+ * to prepare as node->prepared, mapped from the file: shared between processes, clean pages the
+ * kernel borrows instead of packing. The bytes are the kernel's own format; it checks they are
+ * what it would build (its tactic, the shapes of what it packed) and packs itself when not,
+ * so an engine whose stored state does not fit still runs, only without the saving. They come
+ * from a verified engine, but a kernel must still bounds-check them as it would any input.
+ *
  * Nothing here throws; every failure is a status plus a message in the edgert_error passed in.
  */
 #ifndef EDGERT_PLUGIN_H
@@ -55,7 +66,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to the structs below; a loader refuses any other value. */
-#define EDGERT_PLUGIN_ABI_VERSION 4u
+#define EDGERT_PLUGIN_ABI_VERSION 5u
 #define EDGERT_PLUGIN_ENTRY_SYMBOL "edgert_plugin_entry"
 
 typedef enum edgert_attr_type {
@@ -103,6 +114,11 @@ typedef struct edgert_node {
   int32_t num_outputs;
   int32_t num_attributes;
   const edgert_attribute* attributes;
+  /* (ABI 5) What the node's kernel exported at build time (export_prepared), 64-byte aligned
+   * in the engine's mapping and valid while the node exists; NULL with 0 bytes when the engine
+   * holds none (and always in the builder, before export). */
+  const void* prepared;
+  size_t prepared_bytes;
 } edgert_node;
 
 /* A candidate implementation the builder may time; ids are the kernel's own. */
@@ -117,8 +133,8 @@ typedef struct edgert_prepare_info {
   int32_t data_dependent; /* 1: output shapes depend on input values; prepare before every execute */
   /* (ABI 4) Bytes the prepared state holds until release or the next prepare, in the kernel's
    * space: weights packed or transformed for the tactic (GEMM panels, Winograd's U), lookup
-   * tables, copies of constants. Not the workspace and not the engine's constants themselves,
-   * which stay in the mapped file. The builder stores it in the engine's footprint, which is all
+   * tables, copies of constants. Not the workspace, not the engine's constants and not the
+   * node->prepared bytes it borrows, which all stay in the mapped file. The builder stores it in the engine's footprint, which is all
    * a daemon knows of an engine before loading it: a kernel that keeps memory it does not report
    * here makes edgertd admit engines that do not fit its budget. */
   size_t kernel_state_bytes;
@@ -194,6 +210,18 @@ struct edgert_kernel {
   /* Bit i set: input i is read on the host (in prepare or execute), whatever the kernel's
    * space; the builder keeps such inputs constants or host tensors. */
   uint64_t host_inputs;
+
+  /*
+   * (ABI 5) Builder only: the state prepare builds for `node` at `tactic` from its constant
+   * inputs, as bytes to store in the engine and hand back to prepare as node->prepared (see the
+   * header comment). Sets `*bytes` to the size of that state, 0 when nothing is worth storing;
+   * writes it to `buffer` when `capacity` is at least that (call with capacity 0 to size it).
+   * Inputs as for prepare, at the shapes the engine is written with; EDGERT_ERR_NEEDS_DATA as
+   * from prepare means nothing can be exported. NULL: nothing to export.
+   */
+  edgert_status (*export_prepared)(const edgert_kernel* self, const edgert_node* node, int64_t tactic,
+                                   const edgert_tensor* inputs, void* buffer, size_t capacity, size_t* bytes,
+                                   edgert_error* error);
 };
 
 /*
