@@ -11,6 +11,7 @@
 #include "engine_file.h"
 #include "error.h"
 #include "onnx_inspect.h"
+#include "passes/graph_rewrite.h"
 
 namespace edgert::cli {
 namespace {
@@ -29,17 +30,6 @@ const fb::MemoryPlan* main_plan(const fb::Engine* e) {
 }
 
 // "conv1 + bn1 + relu1" -> the parts the builder fused into one layer.
-ordered_json fused_parts(const std::string& name) {
-  ordered_json parts = ordered_json::array();
-  size_t start = 0;
-  while (true) {
-    size_t plus = name.find(" + ", start);
-    parts.push_back(name.substr(start, plus == std::string::npos ? std::string::npos : plus - start));
-    if (plus == std::string::npos) break;
-    start = plus + 3;
-  }
-  return parts;
-}
 
 ordered_json tensor_json(const fb::Graph* g, int32_t index, const fb::MemoryPlan* plan = nullptr) {
   if (index < 0) return nullptr;
@@ -108,7 +98,9 @@ ordered_json engine_json(const EngineFile& file) {
         std::string precision = "unknown";
         if (n->outputs() && n->outputs()->size() && graph->tensors()->Get(n->outputs()->Get(0))->dtype())
           precision = dtype_name(graph->tensors()->Get(n->outputs()->Get(0))->dtype());
-        ordered_json node = {{"name", str(n->name())}, {"parts", fused_parts(str(n->name()))}, {"op", (n->domain() && n->domain()->size() ? str(n->domain()) + "." : "") + str(n->op_type())},
+        size_t fused_nodes = 1;
+        const std::vector<std::string> parts = builder::fused_name_parts(str(n->name()), &fused_nodes);
+        ordered_json node = {{"name", str(n->name())}, {"parts", parts}, {"fused_nodes", fused_nodes}, {"op", (n->domain() && n->domain()->size() ? str(n->domain()) + "." : "") + str(n->op_type())},
                              {"plugin", str(e->plugins()->Get(n->plugin())->name())}, {"kernel", str(n->kernel())},
                              {"tactic", n->tactic()}, {"precision", precision}, {"inputs", ordered_json::array()},
                              {"outputs", ordered_json::array()}};

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -19,20 +20,40 @@ namespace fbs = edgert::fb;
 using flatbuffers::FlatBufferBuilder;
 using flatbuffers::Offset;
 
+// Regions get indices as the graphs name them and offsets once all are known (place()), in an
+// order for the page cache: a load maps the file, and a page fault maps the whole folio around
+// the byte read (up to megabytes with the large folios of current kernels), so what kernels
+// read while running (small constants: biases, scales, shapes; prepared weights) lies together
+// at the front, and the large original weights, which kernels with prepared weights never read
+// and others read once while packing, lie behind it.
 struct WeightPlan {
+  // Tensors of at most this size count as small.
+  static constexpr size_t kSmallBytes = 64 * 1024;
   std::vector<std::pair<uint64_t, const std::vector<uint8_t>*>> regions;  // offset, bytes
+  std::vector<int> rank;                                                  // 0 small, 1 prepared, 2 large
   std::map<const std::vector<uint8_t>*, int32_t> index_of;               // shared data is stored once
   uint64_t size = 0;
 
-  int32_t add(const std::vector<uint8_t>* data) {
+  int32_t add(const std::vector<uint8_t>* data, bool prepared = false) {
     auto it = index_of.find(data);
     if (it != index_of.end()) return it->second;
-    uint64_t offset = (size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
-    regions.emplace_back(offset, data);
-    size = offset + data->size();
+    regions.emplace_back(0, data);
+    rank.push_back(prepared ? 1 : data->size() <= kSmallBytes ? 0 : 2);
     int32_t index = static_cast<int32_t>(regions.size() - 1);
     index_of[data] = index;
     return index;
+  }
+  // Assigns every region's offset: small ones first, then prepared weights, then large ones,
+  // each group in the order added.
+  void place() {
+    size = 0;
+    for (int r = 0; r <= 2; ++r)
+      for (size_t i = 0; i < regions.size(); ++i) {
+        if (rank[i] != r) continue;
+        const uint64_t offset = (size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+        regions[i].first = offset;
+        size = offset + regions[i].second->size();
+      }
   }
 };
 
@@ -87,7 +108,7 @@ Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Model& model, const
                                     n.profile_tactics.empty() ? 0 : fbb.CreateVector(n.profile_tactics),
                                     n.profile_tactic_names.empty() ? 0 : fbb.CreateVectorOfStrings(n.profile_tactic_names),
                                     n.kernel_state_bytes > 0 ? static_cast<uint64_t>(n.kernel_state_bytes) : 0,
-                                    n.prepared ? weights.add(n.prepared.get()) : -1));
+                                    n.prepared ? weights.add(n.prepared.get(), true) : -1));
   }
   return fbs::CreateGraph(fbb, fbb.CreateString(graph.name), fbb.CreateVector(tensors), fbb.CreateVector(nodes),
                           fbb.CreateVector(graph.inputs), fbb.CreateVector(graph.outputs));
@@ -149,6 +170,7 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
   for (int32_t t : main.inputs) inputs.push_back(fbs::CreateBinding(fbb, fbb.CreateString(main.values[t].name), t));
   for (int32_t t : main.outputs) outputs.push_back(fbs::CreateBinding(fbb, fbb.CreateString(main.values[t].name), t));
 
+  weights.place();
   std::vector<fbs::WeightRegion> regions;
   for (const auto& [offset, data] : weights.regions) regions.emplace_back(offset, data->size());
 
@@ -213,8 +235,11 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
   if (bytes.capacity() < total) bytes.reserve(total + (size_t{2} << 20));
   bytes.resize(total);
   std::memcpy(bytes.data(), fbb.GetBufferPointer(), fb_size);
-  uint64_t cleared_to = fb_size;  // bytes before this are written; region offsets increase
-  for (const auto& [offset, data] : weights.regions) {
+  uint64_t cleared_to = fb_size;  // bytes before this are written
+  std::vector<std::pair<uint64_t, const std::vector<uint8_t>*>> by_offset = weights.regions;
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [offset, data] : by_offset) {
     const uint64_t at = weights_offset + offset;
     if (at > cleared_to) std::memset(bytes.data() + cleared_to, 0, at - cleared_to);
     if (!data->empty()) std::memcpy(bytes.data() + at, data->data(), data->size());

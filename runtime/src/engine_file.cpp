@@ -86,6 +86,10 @@ bool EngineFile::open(const std::string& path, edgert_error* error) {
   return verify(error);
 }
 
+void EngineFile::drop_resident_pages() const {
+  if (mapping_) madvise(mapping_, size_, MADV_DONTNEED);
+}
+
 bool EngineFile::open_memory(const void* data, size_t size, const std::string& label,
                              edgert_error* error) {
   path_ = label;

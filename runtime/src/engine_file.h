@@ -58,6 +58,9 @@ class EngineFile {
   const uint8_t* bytes() const { return base_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Takes the mapping's pages out of this process's resident set (they stay in the page cache;
+  // a read faults them back in). Nothing for an engine in memory (open_memory).
+  void drop_resident_pages() const;
 
  private:
   bool verify(edgert_error* error);

@@ -247,6 +247,18 @@ edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_
 }
 
 edgert_status ExecutionContext::synchronize(edgert_error* error) {
+  if (edgert_status s = wait_for_run(error)) return s;
+  // Every kernel has prepared now (the first run prepares them): the file pages read for that,
+  // original weights packed into kernel state or replaced by prepared weights, need not stay
+  // resident. Those execution reads fault back in at the next run (from the page cache).
+  if (!file_pages_dropped_) {
+    engine_.file().drop_resident_pages();
+    file_pages_dropped_ = true;
+  }
+  return EDGERT_OK;
+}
+
+edgert_status ExecutionContext::wait_for_run(edgert_error* error) {
   if (!device_) return EDGERT_OK;
   const bool timed = device_timing_ && device_run_.pending;
   if (edgert_status s = device_run_.synchronize(error)) return s;

@@ -116,6 +116,9 @@ class ExecutionContext {
   void* timer_end_ = nullptr;
   bool device_timing_ = false;
   double device_ms_ = 0;
+  bool file_pages_dropped_ = false;  // see synchronize()
+  // Waits for the device's work and reads its timers; synchronize() without the page drop.
+  edgert_status wait_for_run(edgert_error* error);
   std::vector<double>* layer_times_ = nullptr;
 };
 

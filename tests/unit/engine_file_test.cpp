@@ -201,6 +201,30 @@ TEST_F(EngineFileTest, WeightRegionOutsideTheFileIsRefused) {
   EXPECT_NE(std::strstr(error.message, "outside"), nullptr) << error.message;
 }
 
+// A node's prepared weights are a weight region the kernel reads in place: an index past the
+// weight table is refused before any kernel sees a pointer.
+TEST_F(EngineFileTest, PreparedWeightsOutsideTheWeightTableAreRefused) {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<fb::Node>> nodes = {
+      fb::CreateNode(fbb, fbb.CreateString("relu"), fbb.CreateString(""), fbb.CreateString("Relu"), 17, 0,
+                     fbb.CreateString("ref-relu"), 0, 0, 0, 0, 0, 0, 0, 0, /*prepared=*/1)};
+  auto graph = fb::CreateGraph(fbb, fbb.CreateString("main"), 0, fbb.CreateVector(nodes));
+  std::vector<flatbuffers::Offset<fb::PluginRef>> plugins = {fb::CreatePluginRef(fbb, fbb.CreateString("cpu"))};
+  std::vector<fb::WeightRegion> regions = {fb::WeightRegion(0, 64)};
+  auto e = fb::CreateEngine(fbb, kEngineFormatVersion, fbb.CreateString("x"), host_board(fbb, host_architecture()),
+                            fbb.CreateVector(plugins), 0, 0,
+                            fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Graph>>{graph}),
+                            fbb.CreateVectorOfStructs(regions));
+  fb::FinishEngineBuffer(fbb, e);
+  auto bytes = seal(fbb, 64);
+  EngineFile file;
+  edgert_error error{};
+  EXPECT_FALSE(file.open_memory(bytes.data(), bytes.size(), "prepared.engine", &error));
+  EXPECT_EQ(error.status, EDGERT_ERR_FORMAT);
+  EXPECT_NE(std::strstr(error.message, "has prepared weights 1, which is no weight region (the engine has 1)"), nullptr)
+      << error.message;
+}
+
 TEST_F(EngineFileTest, EngineForAnotherArchitectureNamesBoth) {
   flatbuffers::FlatBufferBuilder fbb;
   auto graph = fb::CreateGraph(fbb);

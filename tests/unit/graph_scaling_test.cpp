@@ -152,6 +152,21 @@ TEST(GraphScaling, FusedNamesListUpToEightPartsThenCount) {
   EXPECT_EQ(builder::fused_name("x", "a + ... + i (9 nodes)"), "x + ... + i (10 nodes)");
 }
 
+// What inspect lists as a layer's parts: every part, or the first and the last of a shortened
+// name with the count apart, never "..." or "last (N nodes)" as if they were nodes.
+TEST(GraphScaling, FusedNamePartsAreTheNodesNamed) {
+  size_t count = 0;
+  EXPECT_EQ(builder::fused_name_parts("conv", &count), std::vector<std::string>{"conv"});
+  EXPECT_EQ(count, 1u);
+  EXPECT_EQ(builder::fused_name_parts("a + b + c", &count), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(count, 3u);
+  EXPECT_EQ(builder::fused_name_parts("Relu_0 + ... + Relu_49999 (50000 nodes)", &count),
+            (std::vector<std::string>{"Relu_0", "Relu_49999"}));
+  EXPECT_EQ(count, 50000u);
+  // A node an exporter named like a shortened name, without the count, is listed as it reads.
+  EXPECT_EQ(builder::fused_name_parts("x + ... + y", &count), (std::vector<std::string>{"x", "...", "y"}));
+}
+
 TEST(GraphScaling, LoadsAFiftyThousandNodeEngine) {
   // Relu and Softmax alternating: nothing fuses, the engine keeps every node and every tensor
   // takes turns with the others at two offsets of the arena (the loader's overlap check).

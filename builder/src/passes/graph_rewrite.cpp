@@ -243,6 +243,23 @@ FusedParts fused_parts(std::string_view name) {
 
 }  // namespace
 
+std::vector<std::string> fused_name_parts(const std::string& name, size_t* count) {
+  const FusedParts parts = fused_parts(name);
+  *count = parts.count;
+  std::vector<std::string> listed;
+  if (name.find(" + ... + ") != std::string::npos && parts.count > kFusedNameMembers) {
+    listed = {std::string(parts.first), std::string(parts.last)};
+    return listed;
+  }
+  size_t start = 0;
+  while (true) {
+    const size_t plus = name.find(" + ", start);
+    listed.push_back(name.substr(start, plus == std::string::npos ? std::string::npos : plus - start));
+    if (plus == std::string::npos) return listed;
+    start = plus + 3;
+  }
+}
+
 std::string fused_name(const std::string& a, const std::string& b) {
   const FusedParts pa = fused_parts(a), pb = fused_parts(b);
   const size_t count = pa.count + pb.count;

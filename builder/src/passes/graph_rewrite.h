@@ -78,5 +78,8 @@ bool has_graph_attribute(const Node& node);
 // parts are counted by their " + " separators.
 constexpr size_t kFusedNameMembers = 8;
 std::string fused_name(const std::string& a, const std::string& b);
+// The parts a fused_name lists, in order: every one, or the first and the last of a shortened
+// name; `count` receives how many nodes were fused (1 for a name that is no fusion).
+std::vector<std::string> fused_name_parts(const std::string& name, size_t* count);
 
 }  // namespace edgert::builder
