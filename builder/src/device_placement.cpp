@@ -97,21 +97,29 @@ std::shared_ptr<const std::vector<uint8_t>> to_half_data(const std::vector<uint8
   return half;
 }
 
+// A node placement inserts on the device (a cast, a layout reformat): one input, one output and
+// one attribute, named "to" as both ops name theirs.
+Node device_node(const std::string& name, const char* domain, const char* op_type, int32_t opset, int32_t from,
+                 int32_t to, Attribute attribute, const std::string& device_plugin) {
+  Node node;
+  node.name = name;
+  node.domain = domain;
+  node.op_type = op_type;
+  node.opset = opset;
+  node.inputs = {from};
+  node.outputs = {to};
+  attribute.name = "to";
+  node.attributes = {std::move(attribute)};
+  node.plugin = device_plugin;
+  node.on_device = true;
+  return node;
+}
+
 Node cast_node(const std::string& name, int32_t from, int32_t to, int32_t dtype, const std::string& device_plugin) {
-  Node cast;
-  cast.name = name;
-  cast.op_type = "Cast";
-  cast.opset = 13;
-  cast.inputs = {from};
-  cast.outputs = {to};
   Attribute attr;
-  attr.name = "to";
   attr.type = EDGERT_ATTR_INT;
   attr.i = dtype;
-  cast.attributes = {attr};
-  cast.plugin = device_plugin;
-  cast.on_device = true;
-  return cast;
+  return device_node(name, "", "Cast", 13, from, to, std::move(attr), device_plugin);
 }
 
 }  // namespace
@@ -284,21 +292,11 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
     Value v = graph.values[t];
     v.name += to_nhwc ? ":nhwc" : ":nchw";
     const int32_t r = graph.add_value(std::move(v));
-    Node node;
-    node.name = graph.values[t].name + (to_nhwc ? " (to NHWC)" : " (to NCHW)");
-    node.domain = "edgert";
-    node.op_type = "Reformat";
-    node.opset = 1;
-    node.inputs = {t};
-    node.outputs = {r};
-    Attribute to;
-    to.name = "to";
-    to.type = EDGERT_ATTR_STRING;
-    to.s = to_nhwc ? "NHWC" : "NCHW";
-    node.attributes = {to};
-    node.plugin = device_plugin;
-    node.on_device = true;
-    nodes.push_back(std::move(node));
+    Attribute layout;
+    layout.type = EDGERT_ATTR_STRING;
+    layout.s = to_nhwc ? "NHWC" : "NCHW";
+    nodes.push_back(device_node(graph.values[t].name + (to_nhwc ? " (to NHWC)" : " (to NCHW)"), "edgert", "Reformat", 1,
+                                t, r, std::move(layout), device_plugin));
     ++reformats;
     stored_nhwc.resize(graph.values.size(), false);
     stored_nhwc[r] = to_nhwc;
