@@ -42,7 +42,8 @@ SourceConfig parse_source(const YamlReader& r, const YamlNode& n) {
   }
   if (const YamlNode* v = n.get("io")) {
     s.io = r.string_value(*v, "source.io");
-    if (s.io != "mmap" && s.io != "dmabuf") r.fail(*v, "source.io must be mmap or dmabuf");
+    if (s.io != "mmap" && s.io != "dmabuf" && s.io != "userptr")
+      r.fail(*v, "source.io must be mmap, dmabuf or userptr");
   }
   if (const YamlNode* v = n.get("buffers")) s.buffers = static_cast<int>(r.int_value(*v, "source.buffers", 2, 32));
   if (const YamlNode* v = n.get("trigger")) {

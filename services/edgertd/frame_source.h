@@ -18,7 +18,9 @@ struct SourceConfig {
   std::string device;                 // v4l2: /dev/videoN
   int width = 640, height = 480, fps = 30;
   PixelFormat format = PixelFormat::YUYV;
-  std::string io = "mmap";            // v4l2: "mmap" | "dmabuf" (mmap buffers exported with VIDIOC_EXPBUF)
+  // v4l2: "mmap" | "dmabuf" (mmap buffers exported with VIDIOC_EXPBUF) | "userptr" (the driver
+  // writes into page-aligned memory the daemon allocates, which a reader then uses in place)
+  std::string io = "mmap";
   int buffers = 4;                    // v4l2 buffer count
   bool triggered = false;             // only deliver a frame after trigger() (GPIO trigger input)
 };

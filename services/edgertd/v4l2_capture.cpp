@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -63,7 +64,7 @@ uint64_t monotonic_now_ns() {
 
 struct V4l2Capture::Shared {
   struct Buffer {
-    void* addr = MAP_FAILED;
+    void* addr = MAP_FAILED;  // the driver's buffer mapped (mmap, dmabuf), or ours (userptr)
     size_t length = 0;
     int dmabuf_fd = -1;
     bool held = false;  // dequeued and owned by a FrameRef
@@ -73,6 +74,9 @@ struct V4l2Capture::Shared {
   int fd = -1;
   int wake_fd = -1;  // eventfd: a release after starvation wakes the loop to re-arm the io source
   uint32_t buf_type = V4L2_BUF_TYPE_VIDEO_CAPTURE;
+  // V4L2_MEMORY_MMAP (io mmap and dmabuf) or V4L2_MEMORY_USERPTR (io userptr: the driver writes
+  // into memory the daemon allocated, so whatever reads the frame next reads it in place).
+  uint32_t memory = V4L2_MEMORY_MMAP;
   bool streaming = false;
   bool starved = false;  // every buffer is held; the io source is off until a release
   unsigned queued = 0;
@@ -81,8 +85,11 @@ struct V4l2Capture::Shared {
 
   bool mplane() const { return buf_type == V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE; }
 
-  static void unmap(Buffer& b) {
-    if (b.addr != MAP_FAILED) munmap(b.addr, b.length);
+  void unmap(Buffer& b) const {
+    if (b.addr != MAP_FAILED) {
+      if (memory == V4L2_MEMORY_USERPTR) std::free(b.addr);
+      else munmap(b.addr, b.length);
+    }
     b.addr = MAP_FAILED;
     if (b.dmabuf_fd >= 0) close(b.dmabuf_fd);
     b.dmabuf_fd = -1;
@@ -93,11 +100,21 @@ struct V4l2Capture::Shared {
     v4l2_buffer buf{};
     v4l2_plane planes[VIDEO_MAX_PLANES]{};
     buf.type = buf_type;
-    buf.memory = V4L2_MEMORY_MMAP;
+    buf.memory = memory;
     buf.index = index;
     if (mplane()) {
       buf.m.planes = planes;
       buf.length = 1;
+    }
+    if (memory == V4L2_MEMORY_USERPTR) {
+      const unsigned long address = reinterpret_cast<unsigned long>(buffers[index].addr);
+      if (mplane()) {
+        planes[0].m.userptr = address;
+        planes[0].length = static_cast<uint32_t>(buffers[index].length);
+      } else {
+        buf.m.userptr = address;
+        buf.length = static_cast<uint32_t>(buffers[index].length);
+      }
     }
     if (xioctl(fd, VIDIOC_QBUF, &buf) < 0) return errno;
     ++queued;
@@ -251,15 +268,35 @@ void V4l2Capture::start(sd_event* loop, FrameCallback on_frame) {
     if (tpf.numerator != 0) fps_ = static_cast<double>(tpf.denominator) / tpf.numerator;
   }
 
+  if (config_.io != "mmap" && config_.io != "dmabuf" && config_.io != "userptr")
+    throw std::runtime_error("v4l2 " + dev + ": unknown io \"" + config_.io + "\" (mmap, dmabuf or userptr)");
+  const bool userptr = config_.io == "userptr";
+  shared->memory = userptr ? V4L2_MEMORY_USERPTR : V4L2_MEMORY_MMAP;
   v4l2_requestbuffers req{};
   req.count = static_cast<uint32_t>(config_.buffers > 0 ? config_.buffers : 4);
   req.type = shared->buf_type;
-  req.memory = V4L2_MEMORY_MMAP;
-  if (xioctl(fd, VIDIOC_REQBUFS, &req) < 0) throw_ioctl(dev, "VIDIOC_REQBUFS", errno);
+  req.memory = shared->memory;
+  if (xioctl(fd, VIDIOC_REQBUFS, &req) < 0)
+    throw_ioctl(dev, "VIDIOC_REQBUFS", errno, userptr && errno == EINVAL ? "the driver cannot capture into user memory; use io: mmap" : "");
   if (req.count == 0) throw std::runtime_error("v4l2 " + dev + ": VIDIOC_REQBUFS granted no buffers");
   shared->buffers.resize(req.count);
 
-  for (uint32_t i = 0; i < req.count; ++i) {
+  if (userptr) {
+    // Page-aligned, whole pages: what drivers that pin user memory for DMA accept.
+    const size_t image = mplane ? fmt.fmt.pix_mp.plane_fmt[0].sizeimage : fmt.fmt.pix.sizeimage;
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t length = (std::max<size_t>(image, 1) + page - 1) / page * page;
+    for (Shared::Buffer& b : shared->buffers) {
+      b.addr = std::aligned_alloc(page, length);
+      if (!b.addr) {
+        b.addr = MAP_FAILED;
+        throw std::runtime_error("v4l2 " + dev + ": cannot allocate " + std::to_string(req.count) + " capture buffers of " +
+                                 std::to_string(length) + " bytes");
+      }
+      b.length = length;
+    }
+  }
+  for (uint32_t i = 0; i < req.count && !userptr; ++i) {
     v4l2_buffer buf{};
     v4l2_plane planes[VIDEO_MAX_PLANES]{};
     buf.type = shared->buf_type;
@@ -285,8 +322,6 @@ void V4l2Capture::start(sd_event* loop, FrameCallback on_frame) {
       if (xioctl(fd, VIDIOC_EXPBUF, &exp) < 0)
         throw_ioctl(dev, "VIDIOC_EXPBUF", errno, "the driver cannot export DMABUF; use io: mmap");
       shared->buffers[i].dmabuf_fd = exp.fd;
-    } else if (config_.io != "mmap") {
-      throw std::runtime_error("v4l2 " + dev + ": unknown io \"" + config_.io + "\" (mmap or dmabuf)");
     }
   }
 
@@ -330,11 +365,12 @@ void V4l2Capture::stop() {
       xioctl(shared_->fd, VIDIOC_STREAMOFF, &type);  // fails only if the device is gone: closing is enough
       shared_->streaming = false;
     }
-    for (Shared::Buffer& b : shared_->buffers)
-      if (!b.held) Shared::unmap(b);
+    // Closed first: the queue lets go of user memory it pinned (userptr) only when it is freed.
     // Held buffers stay mapped after close: the mapping keeps the driver's memory alive.
     close(shared_->fd);
     shared_->fd = -1;
+    for (Shared::Buffer& b : shared_->buffers)
+      if (!b.held) shared_->unmap(b);
     close(shared_->wake_fd);
     shared_->wake_fd = -1;
   }
@@ -375,7 +411,7 @@ void V4l2Capture::dequeue_ready() {
     v4l2_buffer buf{};
     v4l2_plane planes[VIDEO_MAX_PLANES]{};
     buf.type = shared->buf_type;
-    buf.memory = V4L2_MEMORY_MMAP;
+    buf.memory = shared->memory;
     if (mplane) {
       buf.m.planes = planes;
       buf.length = VIDEO_MAX_PLANES;

@@ -1,5 +1,7 @@
-// A FrameSource over a V4L2 capture device: MMAP buffers, optionally exported as DMABUF,
-// dequeued on the daemon's sd-event loop. make_v4l2_source() (frame_source.h) returns one.
+// A FrameSource over a V4L2 capture device: MMAP buffers, optionally exported as DMABUF, or
+// USERPTR buffers the source allocates (io "userptr": on a board whose GPU reads host memory,
+// the memory an engine's first kernel reads in place), dequeued on the daemon's sd-event loop.
+// make_v4l2_source() (frame_source.h) returns one.
 //
 // Contracts:
 // - start(), stop(), trigger() and the destructor run on the loop thread; the frame callback is

@@ -4,7 +4,7 @@
 // every check passed, 1 when a check failed or start() threw (the JSON says which), 2 on usage.
 //
 //   v4l2_capture_probe --device /dev/video0 --format nv12 --width 640 --height 480 --frames 30
-//                      [--io dmabuf] [--buffers 4] [--fps 30] [--hold-ms 5] [--triggered]
+//                      [--io mmap|dmabuf|userptr] [--buffers 4] [--fps 30] [--hold-ms 5] [--triggered]
 //                      [--max-cpu-share 0.5] [--timeout-s 20]
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -195,7 +195,7 @@ int on_trigger_timer(sd_event_source* s, uint64_t usec, void* userdata) {
 void usage() {
   std::fprintf(stderr,
                "usage: v4l2_capture_probe --device DEV --format yuyv|nv12|rgb24|mjpeg [--width W] [--height H]\n"
-               "       [--frames N] [--io mmap|dmabuf] [--buffers N] [--fps N] [--hold-ms MS] [--triggered]\n"
+               "       [--frames N] [--io mmap|dmabuf|userptr] [--buffers N] [--fps N] [--hold-ms MS] [--triggered]\n"
                "       [--max-cpu-share F] [--timeout-s S]\n");
 }
 

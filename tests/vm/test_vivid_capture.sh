@@ -1,7 +1,8 @@
 #!/bin/bash
 # V4L2 capture end to end: boots the VM (run-in-vm) with two vivid instances, the first
 # single-planar and the second multi-planar, and runs v4l2_capture_probe through every path of
-# make_v4l2_source(): YUYV, NV12 and RGB24 at 640x480 over mmap, DMABUF export, triggered
+# make_v4l2_source(): YUYV, NV12 and RGB24 at 640x480 over mmap, DMABUF export, capture into
+# the daemon's own memory (USERPTR) on both queue types, triggered
 # delivery, all buffers held by a slow consumer, the multi-planar queue, and the two refusals
 # (a format vivid does not offer, MJPEG; a size it does not offer). Exit 0 when every case
 # passed, 1 otherwise, 77 when qemu or busybox is missing.
@@ -31,6 +32,8 @@ run yuyv         --device "$sp" --format yuyv  --frames 30
 run nv12         --device "$sp" --format nv12  --frames 30
 run rgb24        --device "$sp" --format rgb24 --frames 30
 run yuyv-dmabuf  --device "$sp" --format yuyv  --frames 30 --io dmabuf
+run yuyv-userptr --device "$sp" --format yuyv  --frames 30 --io userptr
+run nv12-mplane-userptr --device "$mp" --format nv12 --frames 30 --io userptr
 run nv12-trigger --device "$sp" --format nv12  --frames 5 --triggered
 run yuyv-starved --device "$sp" --format yuyv  --frames 12 --buffers 3 --hold-ms 400 --max-cpu-share 0.5
 run nv12-mplane  --device "$mp" --format nv12  --frames 30 --io dmabuf
@@ -85,6 +88,10 @@ check yuyv         0 --frames 30 '"ok":true' '"strides":\[1280,0\]' '"bytes_used
 check nv12         0 --frames 30 '"ok":true' '"strides":\[640,640\]' '"bytes_used":460800'
 check rgb24        0 --frames 30 '"ok":true' '"strides":\[1920,0\]' '"bytes_used":921600'
 check yuyv-dmabuf  0 --frames 30 '"ok":true' '"io":"dmabuf"'
+# The probe reads every frame's first row (vivid's colour bars, never all zero) and its size:
+# the driver wrote into the source's own buffers.
+check yuyv-userptr 0 --frames 30 '"ok":true' '"io":"userptr"' '"strides":\[1280,0\]' '"bytes_used":614400'
+check nv12-mplane-userptr 0 --frames 30 '"ok":true' '"io":"userptr"' '"strides":\[640,640\]'
 check nv12-trigger 0 --some-frames 5 '"ok":true'
 # Three buffers held 400 ms each at 25 fps: capture stalls, the driver drops, and the source
 # must resume after each release (the starvation wake-up path).
