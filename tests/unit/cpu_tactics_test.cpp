@@ -749,6 +749,60 @@ TEST(CpuTactics, StoredStateThatDoesNotFitIsPackedInstead) {
   EXPECT_GE(checked, 2u) << "expected the GEMM and Winograd tactics of a 3x3 conv to store their weights";
 }
 
+// A dynamic engine prepares its kernels again when the input's shape changes. Weights depend on
+// no shape, so a kernel that borrowed the engine's stored state keeps borrowing it: what it
+// keeps stays what the engine's footprint recorded, and the results at the new shape are those
+// of a kernel that packed at that shape.
+TEST(CpuTactics, StoredStateOutlivesAShapeChange) {
+  std::mt19937 rng(44);
+  const ConvCase first{1, 24, 40, 13, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true};
+  ConvCase second = first;
+  second.h = 17;
+  second.w = 9;
+  std::vector<Input> in = conv_inputs(first, rng);
+  std::vector<Input> in2 = in;
+  in2[0] = random_input({1, 24, 17, 9}, rng);
+  // The weights stay where they are, as an engine's constants do: views of the second pass read
+  // them from `in`.
+  const NodeSpec spec = conv_node(first, "", "Conv", 3);
+  const edgert_node graph_node = spec.node();
+  const edgert_kernel& k = kernel_named("ref-conv");
+  size_t checked = 0;
+  for (const edgert_tactic& t : list_tactics(k, graph_node, in)) {
+    if (t.id == 0) continue;
+    const PreparedBytes stored = export_state(k, graph_node, in, t.id);
+    if (stored.size == 0) continue;
+    edgert_node node = graph_node;
+    node.prepared = stored.data.get();
+    node.prepared_bytes = stored.size;
+    void* state = nullptr;
+    size_t states[2] = {};
+    std::vector<float> y;
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<edgert_tensor> views;
+      for (const Input& i : in) views.push_back(view(i, true));
+      if (pass) views[0] = view(in2[0], true);
+      edgert_tensor out{};
+      edgert_prepare_info info{};
+      edgert_error error{};
+      ASSERT_EQ(k.prepare(&k, &node, t.id, views.data(), &out, &state, &info, &error), EDGERT_OK) << error.message;
+      states[pass] = info.kernel_state_bytes;
+      y.assign(static_cast<size_t>(out.dims[0] * out.dims[1] * out.dims[2] * out.dims[3]), 0.0f);
+      out.data = y.data();
+      const size_t ws_bytes = (info.workspace_bytes + 63) / 64 * 64;
+      std::unique_ptr<void, decltype(&std::free)> ws(ws_bytes ? std::aligned_alloc(64, ws_bytes) : nullptr, &std::free);
+      ASSERT_EQ(k.execute(&k, state, &node, views.data(), &out, ws.get(), nullptr, &error), EDGERT_OK) << error.message;
+    }
+    k.release(&k, state);
+    EXPECT_EQ(states[1], states[0]) << t.name << ": the second prepare packed what the engine holds";
+    const std::vector<float> packed_here = run_tactic(k, graph_node, in2, t.id);
+    ASSERT_EQ(y.size(), packed_here.size());
+    EXPECT_EQ(std::memcmp(y.data(), packed_here.data(), y.size() * sizeof(float)), 0) << t.name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 2u);
+}
+
 // What prepare keeps is counted in the engine's footprint and the daemon's budget only when the
 // kernel reports it (edgert_prepare_info.kernel_state_bytes): every optimized Conv and Gemm
 // tactic keeps its weights packed, transformed or copied, so it must report at least their

@@ -39,8 +39,15 @@ bool ExpandDepthwise::prepare(gemm::Isa isa, int64_t batch, int64_t channels, in
   batch_ = batch;
   channels_ = channels;
   expanded_ = expanded;
-  gemm::pack_a(isa, w_pre, expanded, channels, channels, 1, packed_);
-  w_.assign(w, w + expanded * g.kernel[0] * g.kernel[1]);
+  // The weights depend on nothing a prepare for other shapes changes: packed once.
+  if (packed_from_ != w_pre || packed_.isa != isa || packed_.m != expanded || packed_.k != channels) {
+    gemm::pack_a(isa, w_pre, expanded, channels, channels, 1, packed_);
+    packed_from_ = w_pre;
+  }
+  if (w_from_ != w || w_.size() != static_cast<size_t>(expanded * g.kernel[0] * g.kernel[1])) {
+    w_.assign(w, w + expanded * g.kernel[0] * g.kernel[1]);
+    w_from_ = w;
+  }
   band_rows_ = band_rows(expanded, g);
   threads_ = ThreadPool::instance().num_threads();
   info.workspace_bytes = static_cast<size_t>(threads_) * thread_floats() * sizeof(float);

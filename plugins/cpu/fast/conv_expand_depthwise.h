@@ -45,6 +45,8 @@ class ExpandDepthwise {
   gemm::Isa isa_ = gemm::Isa::Portable;
   depthwise::ChannelFn channel_ = nullptr;
   gemm::PackedA packed_;
+  const float* packed_from_ = nullptr;  // the pre-convolution weights packed_ holds
+  const float* w_from_ = nullptr;       // the depthwise weights w_ copies
   std::vector<float> w_;  // the depthwise weights [expanded][k][k]
   WindowGeometry g_;
   int64_t batch_ = 0, channels_ = 0, expanded_ = 0, band_rows_ = 1;

@@ -254,6 +254,14 @@ void WinogradConv::prepare(gemm::Isa isa, int tile, const float* w, int64_t batc
   // a node at engine load); through a whole [positions][M][C] copy first, warm builds spent a
   // tenth of their time faulting in and filling it.
   // Spread over the threads by whole panels of rows (no two threads write one panel's lines).
+  // U depends on the filters, the tile and the ISA only: a prepare for other shapes keeps it
+  // (and keeps borrowing it when it came with the engine: prepared_state.h).
+  if (u_from_ == w && u_tile_ == tile_ && u_isa_ == isa && static_cast<int64_t>(u_.size()) == positions &&
+      u_.front().m == out_channels && u_.front().k == channels)
+    return;
+  u_from_ = w;
+  u_tile_ = tile_;
+  u_isa_ = isa;
   constexpr int64_t kChannelStep = 16;
   u_.assign(static_cast<size_t>(positions), gemm::PackedA{});
   bool all_stored = true;

@@ -18,7 +18,8 @@ namespace edgert::cpu {
 class WinogradConv {
  public:
   // Dense (group 1) 3x3 stride 1 dilation 1 2-D convolutions only; the caller checks.
-  // tile: m, the output tile side (2 or 4).
+  // tile: m, the output tile side (2 or 4). Called again for other shapes, it keeps the
+  // transformed weights made from the same `w` (the same pointer: weights never change).
   void prepare(gemm::Isa isa, int tile, const float* w, int64_t batch, int64_t channels, int64_t out_channels,
                int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, int64_t pad_top, int64_t pad_left,
                int threads);
@@ -35,6 +36,9 @@ class WinogradConv {
   int64_t thread_floats() const;
 
   std::vector<gemm::PackedA> u_;  // one transformed weight matrix [M, C] per position
+  const float* u_from_ = nullptr;  // the filters, tile and ISA U was made for
+  int u_tile_ = 0;
+  gemm::Isa u_isa_ = gemm::Isa::Portable;
   int tile_ = 2;
   bool avx512_transforms_ = false;  // transforms of x86/winograd_avx512.cpp (AVX-512 tactics)
   int threads_ = 1;
