@@ -155,10 +155,12 @@ ordered_json engine_json(const EngineFile& file) {
                  {"workspace_bytes", workspace},
                  {"kernel_state_bytes", kernel_state},
                  {"prepared_bytes", prepared_bytes},
-                 // The whole file, not only its weights: loading reads all of it (the checksum),
-                 // so all of it is resident; edgertd counts it the same way.
-                 {"footprint_bytes",
-                  file.size() + kernel_state + arena + workspace + device_arena + unified_arena + device_workspace},
+                 {"unread_weight_bytes", e->unread_weight_bytes()},
+                 // The whole file but the weights no kernel reads (the load's checksum reads every
+                 // page but leaves none resident); edgertd counts it the same way.
+                 {"footprint_bytes", file.size() - std::min<uint64_t>(e->unread_weight_bytes(), file.size()) +
+                                         kernel_state + arena + workspace + device_arena + unified_arena +
+                                         device_workspace},
                  {"device_arena_bytes", device_arena + unified_arena},
                  {"device_workspace_bytes", device_workspace}};
   // Optimization profiles: per profile, each dynamic input's min, opt and max shapes.
@@ -252,7 +254,10 @@ void print_text(const ordered_json& j) {
   if (totals["prepared_bytes"].get<uint64_t>())
     std::printf("prepared weights: %llu bytes of the file, in the layout their kernels read (mapped at load, not packed)\n",
                 static_cast<unsigned long long>(totals["prepared_bytes"].get<uint64_t>()));
-  std::printf("footprint: %llu bytes (the file + kernel state + arenas + workspaces)\n",
+  if (totals["unread_weight_bytes"].get<uint64_t>())
+    std::printf("unread weights: %llu bytes of the file no kernel reads (their prepared copies serve)\n",
+                static_cast<unsigned long long>(totals["unread_weight_bytes"].get<uint64_t>()));
+  std::printf("footprint: %llu bytes (the file but unread weights + kernel state + arenas + workspaces)\n",
               static_cast<unsigned long long>(totals["footprint_bytes"].get<uint64_t>()));
   for (const auto& p : j["profiles"]) {
     std::printf("profile %u:", p["index"].get<unsigned>());

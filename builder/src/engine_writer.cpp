@@ -24,41 +24,72 @@ using flatbuffers::Offset;
 // order for the page cache: a load maps the file, and a page fault maps the whole folio around
 // the byte read (up to megabytes with the large folios of current kernels), so what kernels
 // read while running (small constants: biases, scales, shapes; prepared weights) lies together
-// at the front, and the large original weights, which kernels with prepared weights never read
-// and others read once while packing, lie behind it.
+// at the front, the large original weights that kernels read (or pack once) behind it, and
+// last the original weights no kernel reads at all (their readers hold prepared weights).
 struct WeightPlan {
   // Tensors of at most this size count as small.
   static constexpr size_t kSmallBytes = 64 * 1024;
+  enum Rank { kSmall = 0, kPrepared = 1, kLarge = 2, kUnread = 3 };
   std::vector<std::pair<uint64_t, const std::vector<uint8_t>*>> regions;  // offset, bytes
-  std::vector<int> rank;                                                  // 0 small, 1 prepared, 2 large
-  std::map<const std::vector<uint8_t>*, int32_t> index_of;               // shared data is stored once
+  std::vector<Rank> rank;
+  std::map<const std::vector<uint8_t>*, int32_t> index_of;  // shared data is stored once
   uint64_t size = 0;
+  uint64_t unread_bytes = 0;
 
-  int32_t add(const std::vector<uint8_t>* data, bool prepared = false) {
+  // `unread`: no kernel reads this use of the data; data shared with a read use is read.
+  int32_t add(const std::vector<uint8_t>* data, bool prepared = false, bool unread = false) {
+    const Rank r = prepared ? kPrepared : unread ? kUnread : data->size() <= kSmallBytes ? kSmall : kLarge;
     auto it = index_of.find(data);
-    if (it != index_of.end()) return it->second;
+    if (it != index_of.end()) {
+      rank[it->second] = std::min(rank[it->second], r);
+      return it->second;
+    }
     regions.emplace_back(0, data);
-    rank.push_back(prepared ? 1 : data->size() <= kSmallBytes ? 0 : 2);
+    rank.push_back(r);
     int32_t index = static_cast<int32_t>(regions.size() - 1);
     index_of[data] = index;
     return index;
   }
-  // Assigns every region's offset: small ones first, then prepared weights, then large ones,
-  // each group in the order added.
+  // Assigns every region's offset, by rank, each rank in the order added.
   void place() {
     size = 0;
-    for (int r = 0; r <= 2; ++r)
+    unread_bytes = 0;
+    for (int r = kSmall; r <= kUnread; ++r)
       for (size_t i = 0; i < regions.size(); ++i) {
         if (rank[i] != r) continue;
         const uint64_t offset = (size + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
         regions[i].first = offset;
         size = offset + regions[i].second->size();
+        if (r == kUnread) unread_bytes += regions[i].second->size();
       }
   }
 };
 
+// Per value of `graph`: true when it is read only as inputs that their nodes' prepared weights
+// replace (Node::prepared_replaces), so no kernel reads its bytes. Only for engines without
+// optimization profiles: a node prepared at another profile's tactic, or at shapes where its
+// tactic does not apply, reads the original weights.
+std::vector<bool> replaced_by_prepared_weights(const Graph& graph) {
+  std::vector<int> uses(graph.values.size(), 0), replaced(graph.values.size(), 0);
+  for (const Node& n : graph.nodes) {
+    for (size_t pos = 0; pos < n.inputs.size(); ++pos) {
+      const int32_t t = n.inputs[pos];
+      if (t < 0) continue;
+      ++uses[t];
+      if (n.prepared && pos < 64 && ((n.prepared_replaces >> pos) & 1u)) ++replaced[t];
+    }
+    for (const Attribute& a : n.attributes)
+      if (a.tensor >= 0) ++uses[a.tensor];
+  }
+  for (int32_t t : graph.outputs) ++uses[t];
+  std::vector<bool> unread(graph.values.size(), false);
+  for (size_t t = 0; t < graph.values.size(); ++t) unread[t] = uses[t] > 0 && replaced[t] == uses[t];
+  return unread;
+}
+
+// `unread_possible`: constants may be marked unread (replaced_by_prepared_weights).
 Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Model& model, const Graph& graph, WeightPlan& weights,
-                               const std::map<std::string, int32_t>& plugin_index) {
+                               const std::map<std::string, int32_t>& plugin_index, bool unread_possible) {
   std::vector<bool> referenced(graph.values.size(), false);
   std::set<std::string> read_below;  // read by subgraphs at any depth: constants only they read
   for (const Node& n : graph.nodes) {
@@ -74,13 +105,17 @@ Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Model& model, const
     for (size_t i = 0; i < graph.values.size(); ++i)
       if (read_below.count(graph.values[i].name)) referenced[i] = true;
 
+  std::vector<bool> unread(graph.values.size(), false);
+  if (unread_possible) unread = replaced_by_prepared_weights(graph);
   std::vector<Offset<fbs::Tensor>> tensors;
   for (size_t i = 0; i < graph.values.size(); ++i) {
     const Value& v = graph.values[i];
     std::vector<Offset<fbs::Dim>> dims;
     for (const Dim& d : v.shape)
       dims.push_back(fbs::CreateDim(fbb, d.value, d.name.empty() ? 0 : fbb.CreateString(d.name)));
-    int32_t weight = v.is_constant() && referenced[i] ? weights.add(v.data.get()) : -1;
+    const bool read_by_a_subgraph = read_below.count(v.name) > 0;
+    int32_t weight =
+        v.is_constant() && referenced[i] ? weights.add(v.data.get(), false, unread[i] && !read_by_a_subgraph) : -1;
     tensors.push_back(fbs::CreateTensor(fbb, fbb.CreateString(v.name), v.dtype, fbb.CreateVector(dims),
                                         v.rank_known, weight, static_cast<int8_t>(v.space)));
   }
@@ -163,7 +198,8 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
 
   WeightPlan weights;
   std::vector<Offset<fbs::Graph>> graphs;
-  for (const Graph& g : model.graphs) graphs.push_back(write_graph(fbb, model, g, weights, plugin_index));
+  for (const Graph& g : model.graphs)
+    graphs.push_back(write_graph(fbb, model, g, weights, plugin_index, &g == &model.graphs[0] && in.profiles.empty()));
 
   const Graph& main = model.graphs[0];
   std::vector<Offset<fbs::Binding>> inputs, outputs;
@@ -219,7 +255,7 @@ std::vector<uint8_t> serialize_engine(const WriterInputs& in, std::vector<uint8_
                                   board_ref, fbb.CreateVector(plugins), fbb.CreateVector(inputs),
                                   fbb.CreateVector(outputs), fbb.CreateVector(graphs), fbb.CreateVectorOfStructs(regions),
                                   fbb.CreateString(source), fbb.CreateVector(profiles), fbb.CreateVector(plans),
-                                  self_test, signature);
+                                  self_test, signature, weights.unread_bytes);
   fbs::FinishEngineBuffer(fbb, engine);
 
   uint64_t fb_size = fbb.GetSize();

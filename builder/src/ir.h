@@ -86,6 +86,8 @@ struct Node {
   // What the kernel exported for `tactic` (edgert_kernel.export_prepared), stored in the engine
   // and handed back to prepare as edgert_node.prepared; null: nothing (prepared_weights.h).
   std::shared_ptr<const std::vector<uint8_t>> prepared;
+  // Inputs the kernel no longer reads given `prepared` (export_prepared's replaced_inputs).
+  uint64_t prepared_replaces = 0;
 
   const Attribute* attribute(const std::string& attr_name) const;
   Attribute* attribute(const std::string& attr_name);

@@ -23,25 +23,28 @@ PreparedWeightsReport export_prepared_weights(Graph& graph, const std::vector<co
   PreparedWeightsReport report;
   for (Node& node : graph.nodes) {
     node.prepared.reset();
+    node.prepared_replaces = 0;
     const edgert_kernel* kernel = selected_kernel(node, plugins);
     if (!kernel || !kernel->export_prepared) continue;
     NodeView view(graph, node);
     if (!view.inputs_static()) continue;
     size_t bytes = 0;
+    uint64_t replaced = 0;
     edgert_error error{};
-    edgert_status status =
-        kernel->export_prepared(kernel, view.node(), node.tactic, view.inputs(), nullptr, 0, &bytes, &error);
+    edgert_status status = kernel->export_prepared(kernel, view.node(), node.tactic, view.inputs(), nullptr, 0, &bytes,
+                                                   &replaced, &error);
     if (status == EDGERT_ERR_NEEDS_DATA) continue;  // shapes from values: prepared at run time
     if (status == EDGERT_OK && bytes > 0) {
       auto data = std::make_shared<std::vector<uint8_t>>(bytes);
       size_t written = 0;
       status = kernel->export_prepared(kernel, view.node(), node.tactic, view.inputs(), data->data(), data->size(),
-                                       &written, &error);
+                                       &written, &replaced, &error);
       if (status == EDGERT_OK && written != bytes)
         build_fail(EDGERT_ERR_INTERNAL, "node '%s' (kernel %s): its prepared state was %zu bytes, then %zu",
                    node.name.c_str(), node.kernel.c_str(), bytes, written);
       if (status == EDGERT_OK) {
         node.prepared = std::move(data);
+        node.prepared_replaces = replaced;
         ++report.nodes;
         report.bytes += bytes;
       }

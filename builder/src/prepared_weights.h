@@ -17,8 +17,8 @@ struct PreparedWeightsReport {
   uint64_t bytes = 0;  // what they exported, in all
 };
 
-// Sets Node::prepared for every node of `graph` whose selected kernel exports state at its
-// tactic and the graph's current (static) shapes; clears it elsewhere. A kernel's failure to
+// Sets Node::prepared (and prepared_replaces) for every node of `graph` whose selected kernel
+// exports state at its tactic and the graph's current (static) shapes; clears it elsewhere. A kernel's failure to
 // export is a build error naming the node: the same prepare runs when the engine loads.
 PreparedWeightsReport export_prepared_weights(Graph& graph, const std::vector<const LoadedPlugin*>& plugins);
 

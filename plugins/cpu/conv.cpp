@@ -168,6 +168,7 @@ class ConvOp : public Op {
 
  public:
   size_t state_bytes() const override { return fast_conv_.state_bytes(); }
+  uint64_t inputs_replaced() const override { return fast_ && fast_conv_.reads_only_packed_weights() ? 1u << 1 : 0; }
 };
 
 // edgert.FusedConv (builder's activation fusion): Conv + bias, then an optional residual Z
@@ -447,6 +448,13 @@ class FusedConvOp : public Op {
 
  public:
   size_t state_bytes() const override { return fast_conv_.state_bytes() + expand_depthwise_.state_bytes(); }
+  // W (1) as packed by the fused convolution; with a pre-convolution, its weights (5) are packed
+  // and the depthwise W is copied at prepare, so only the pre-convolution's are replaced.
+  uint64_t inputs_replaced() const override {
+    if (!fast_) return 0;
+    if (expanded_channels_ > 0) return uint64_t{1} << 5;
+    return fast_conv_.reads_only_packed_weights() ? uint64_t{1} << 1 : 0;
+  }
 };
 
 class ConvIntegerOp : public Op {

@@ -56,6 +56,10 @@ class Op {
   // transformed weights, tables): reported as edgert_prepare_info::kernel_state_bytes, which the
   // engine's footprint and the daemon's budget count. An Op that keeps such memory must say so.
   virtual size_t state_bytes() const { return 0; }
+  // After a prepare that packed (or borrowed) its weights: bit i set when input i is read by
+  // neither execute nor any later prepare, all of it being in the packed arrays. What an engine
+  // holding those arrays (prepared_state.h) need not keep resident; 0 when unsure.
+  virtual uint64_t inputs_replaced() const { return 0; }
 
  private:
   int64_t tactic_ = 0;

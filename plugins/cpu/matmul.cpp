@@ -256,6 +256,7 @@ class GemmOp : public Op {
 
  public:
   size_t state_bytes() const override { return packed_.state_bytes(); }
+  uint64_t inputs_replaced() const override { return fast_ ? uint64_t{1} << 1 : 0; }
 };
 
 // edgert.FusedGemm and edgert.FusedMatMul (builder's activation fusion), float32 only: the

@@ -102,8 +102,9 @@ void kernel_release(const edgert_kernel* /*self*/, void* state) { delete static_
 // Prepares a fresh Op with a recorder in place: what its packing functions finish is the state.
 edgert_status kernel_export_prepared(const edgert_kernel* self, const edgert_node* node, int64_t tactic,
                                      const edgert_tensor* inputs, void* buffer, size_t capacity, size_t* bytes,
-                                     edgert_error* error) {
+                                     uint64_t* replaced_inputs, edgert_error* error) {
   *bytes = 0;
+  *replaced_inputs = 0;
   void* state = nullptr;
   std::vector<edgert_tensor> outputs(node->num_outputs > 0 ? static_cast<size_t>(node->num_outputs) : 1);
   edgert_status status = guarded(error, [&] {
@@ -116,6 +117,7 @@ edgert_status kernel_export_prepared(const edgert_kernel* self, const edgert_nod
     }
     if (recorder.empty()) return;
     *bytes = recorder.size();
+    *replaced_inputs = static_cast<Op*>(state)->inputs_replaced();
     if (buffer && capacity >= *bytes) recorder.write(tactic, buffer);
   });
   if (state) kernel_release(self, state);

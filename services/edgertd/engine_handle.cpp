@@ -24,6 +24,7 @@ EngineFootprint read_engine_footprint(const std::string& path) {
   EngineFootprint f;
   f.file_bytes = file.size();
   const fb::Engine* e = file.engine();
+  f.unread_weight_bytes = e->unread_weight_bytes();
   const fb::Graph* main = e->graphs()->Get(0);
   // The builder's memory plan: one arena, one workspace, plus whatever it left unplanned
   // (inputs, dynamic or data-dependent tensors), counted as every such tensor alive at once.

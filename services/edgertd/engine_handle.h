@@ -3,6 +3,7 @@
 // input buffer preprocess writes into.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,7 +20,11 @@ struct EngineFootprint {
   // What the kernels keep after prepare (weights packed or transformed for their tactics),
   // beside the mapped file: for a CPU engine as much as its weights again, or more.
   uint64_t kernel_state_bytes = 0;
-  uint64_t total() const { return file_bytes + activation_bytes + kernel_state_bytes; }
+  // Weights in the file no kernel reads (their readers hold prepared copies): never resident.
+  uint64_t unread_weight_bytes = 0;
+  uint64_t total() const {
+    return file_bytes - std::min(unread_weight_bytes, file_bytes) + activation_bytes + kernel_state_bytes;
+  }
 };
 
 // Reads and verifies the header only (no plugins loaded): what loading would cost.

@@ -174,6 +174,7 @@ std::vector<edgert_tactic> list_tactics(const edgert_kernel& k, const edgert_nod
 struct PreparedBytes {
   std::shared_ptr<uint8_t> data;
   size_t size = 0;
+  uint64_t replaced_inputs = 0;  // what the kernel says it no longer reads given the bytes
 };
 
 PreparedBytes export_state(const edgert_kernel& k, const edgert_node& node, const std::vector<Input>& inputs,
@@ -184,12 +185,14 @@ PreparedBytes export_state(const edgert_kernel& k, const edgert_node& node, cons
   edgert_error error{};
   EXPECT_NE(k.export_prepared, nullptr);
   if (!k.export_prepared) return out;
-  edgert_status s = k.export_prepared(&k, &node, tactic, views.data(), nullptr, 0, &out.size, &error);
+  edgert_status s =
+      k.export_prepared(&k, &node, tactic, views.data(), nullptr, 0, &out.size, &out.replaced_inputs, &error);
   EXPECT_EQ(s, EDGERT_OK) << error.message;
   if (s != EDGERT_OK || out.size == 0) return PreparedBytes{};
   out.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (out.size + 63) / 64 * 64)), &std::free);
   size_t written = 0;
-  s = k.export_prepared(&k, &node, tactic, views.data(), out.data.get(), out.size, &written, &error);
+  s = k.export_prepared(&k, &node, tactic, views.data(), out.data.get(), out.size, &written, &out.replaced_inputs,
+                        &error);
   EXPECT_EQ(s, EDGERT_OK) << error.message;
   EXPECT_EQ(written, out.size);
   return out;
@@ -248,6 +251,16 @@ void check_prepared_state(const edgert_kernel& k, const edgert_node& node, const
     EXPECT_LT(state_stored, state_packing) << what << ": tactic " << t.name << " stored " << prepared.size
                                            << " bytes and kept as much as packing it";
   }
+  // Inputs the kernel says it no longer reads, poisoned with NaN: the results must not change.
+  if (prepared.replaced_inputs == 0) return;
+  std::vector<Input> poisoned = inputs;
+  for (size_t i = 0; i < poisoned.size(); ++i)
+    if ((prepared.replaced_inputs >> i) & 1u) std::fill(poisoned[i].values.begin(), poisoned[i].values.end(), std::nanf(""));
+  const std::vector<float> unread = run_tactic(k, node, poisoned, t.id, z_input, &prepared);
+  ASSERT_EQ(unread.size(), packed_here.size()) << what << " tactic " << t.name;
+  EXPECT_EQ(std::memcmp(unread.data(), packed_here.data(), unread.size() * sizeof(float)), 0)
+      << what << ": tactic " << t.id << " (" << t.name << ") reads an input it says its stored state replaces (mask "
+      << prepared.replaced_inputs << ")";
 }
 
 // Runs every listed tactic and the reference; expects each within tolerance of the reference.

@@ -237,8 +237,9 @@ TEST_F(ToolsTest, InspectJsonListsLayersPlacementsAndTotalsStably) {
   const auto& totals = j["totals"];
   EXPECT_EQ(totals["arena_bytes"], 2 * 16 * 48 * 48 * 4);
   EXPECT_EQ(totals["footprint_bytes"].get<uint64_t>(),
-            j["file_bytes"].get<uint64_t>() + totals["kernel_state_bytes"].get<uint64_t>() +
-                totals["arena_bytes"].get<uint64_t>() + totals["workspace_bytes"].get<uint64_t>());
+            j["file_bytes"].get<uint64_t>() - totals["unread_weight_bytes"].get<uint64_t>() +
+                totals["kernel_state_bytes"].get<uint64_t>() + totals["arena_bytes"].get<uint64_t>() +
+                totals["workspace_bytes"].get<uint64_t>());
   EXPECT_EQ(j["memory_plan"]["planned_tensors"], 8);
   EXPECT_EQ(j["memory_plan"]["largest_tensor_bytes"], 16 * 48 * 48 * 4);
 }
@@ -267,6 +268,7 @@ TEST_F(ToolsTest, TheFootprintCountsWhatThePreparedKernelsKeep) {
   EXPECT_GE(state, 4u * 16 * 16 * 9 * 4);
   EXPECT_EQ(state, per_node);
   EXPECT_EQ(j["memory_plan"]["kernel_state_bytes"].get<uint64_t>(), state);
+  EXPECT_EQ(totals["unread_weight_bytes"], 0);
   EXPECT_EQ(totals["footprint_bytes"].get<uint64_t>(),
             j["file_bytes"].get<uint64_t>() + state + totals["arena_bytes"].get<uint64_t>() +
                 totals["workspace_bytes"].get<uint64_t>());
@@ -308,6 +310,13 @@ TEST_F(ToolsTest, PreparedWeightsInTheFileReplaceWhatKernelsPackAtLoad) {
   EXPECT_EQ(prepared["totals"]["prepared_bytes"].get<uint64_t>(), stored);
   EXPECT_EQ(prepared["totals"]["kernel_state_bytes"], 0);
   EXPECT_GE(prepared["file_bytes"].get<uint64_t>(), packed["file_bytes"].get<uint64_t>() + stored);
+  // The four convolutions share one W, which every one of them holds prepared: no kernel reads
+  // it, and the footprint leaves it out.
+  const uint64_t unread = prepared["totals"]["unread_weight_bytes"].get<uint64_t>();
+  EXPECT_EQ(unread, 16u * 16 * 9 * 4);
+  EXPECT_EQ(prepared["totals"]["footprint_bytes"].get<uint64_t>(),
+            prepared["file_bytes"].get<uint64_t>() - unread + prepared["totals"]["arena_bytes"].get<uint64_t>() +
+                prepared["totals"]["workspace_bytes"].get<uint64_t>());
   EXPECT_EQ(run_kernel_state(dir_.file("prepared.engine")), 0u);
 
   save_random_input(dir_.file("x.npy"));

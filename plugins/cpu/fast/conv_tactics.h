@@ -57,6 +57,12 @@ class FastConv {
   bool prepare_pool(const WindowGeometry& pool, edgert_prepare_info& info);
   // Weights packed or transformed in prepare that this object holds (Op::state_bytes).
   size_t state_bytes() const;
+  // After prepare: whether execute reads the weights only as packed or transformed (the GEMM,
+  // GEMV and Winograd algorithms), never W itself (Op::inputs_replaced).
+  bool reads_only_packed_weights() const {
+    return algorithm_ == Algorithm::Gemm1x1 || algorithm_ == Algorithm::Im2colGemm ||
+           algorithm_ == Algorithm::Winograd || algorithm_ == Algorithm::Gemv;
+  }
   // y = act(conv(x, W) + bias + z); bias and z may be null; z may alias y. After prepare_pool,
   // y = maxpool(act(conv(x, W) + bias)) (no z). With channel_scale ([N, C], prepared with
   // channel_scaled), x[n, c] is multiplied by channel_scale[n C + c] first.

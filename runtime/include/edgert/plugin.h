@@ -217,11 +217,14 @@ struct edgert_kernel {
    * header comment). Sets `*bytes` to the size of that state, 0 when nothing is worth storing;
    * writes it to `buffer` when `capacity` is at least that (call with capacity 0 to size it).
    * Inputs as for prepare, at the shapes the engine is written with; EDGERT_ERR_NEEDS_DATA as
-   * from prepare means nothing can be exported. NULL: nothing to export.
+   * from prepare means nothing can be exported. Bit i of `*replaced_inputs`: given these bytes,
+   * neither prepare (at any shape) nor execute reads input i, whose values they hold; an engine
+   * then keeps that constant out of its footprint when no other node reads it. NULL: nothing
+   * to export.
    */
   edgert_status (*export_prepared)(const edgert_kernel* self, const edgert_node* node, int64_t tactic,
                                    const edgert_tensor* inputs, void* buffer, size_t capacity, size_t* bytes,
-                                   edgert_error* error);
+                                   uint64_t* replaced_inputs, edgert_error* error);
 };
 
 /*
