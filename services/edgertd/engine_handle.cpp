@@ -1,7 +1,9 @@
 #include "engine_handle.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -117,16 +119,22 @@ EngineHandle::EngineHandle(const std::string& path, const std::string& plugin_pa
 
 // The runtime maps the engine file privately; pinning that mapping keeps swap (zram on small
 // boards) away from the weights every frame reads. Found through /proc/self/maps because the
-// C API does not expose the mapping's address.
+// C API does not expose the mapping's address. The file's unread weights (its end, before the
+// trailer) stay unlocked: locking faults pages in, and no kernel reads those.
 void EngineHandle::lock_mapping_in_ram() {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t read_end =
+      (footprint_.file_bytes - std::min(footprint_.unread_weight_bytes, footprint_.file_bytes) + page - 1) / page * page;
   char resolved[PATH_MAX];
   if (!realpath(path_.c_str(), resolved)) return;
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);) {
     if (line.size() < strlen(resolved) || line.compare(line.size() - strlen(resolved), std::string::npos, resolved) != 0)
       continue;
-    unsigned long start = 0, end = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx", &start, &end) != 2) continue;
+    unsigned long start = 0, end = 0, offset = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx %*s %lx", &start, &end, &offset) != 3) continue;
+    if (offset >= read_end) continue;
+    end = std::min<unsigned long>(end, start + (read_end - offset));
     if (mlock(reinterpret_cast<void*>(start), end - start) != 0)
       throw std::runtime_error("cannot lock engine '" + path_ + "' in RAM (mlock): " + strerror(errno) +
                                "; raise LimitMEMLOCK= or set mlock_weights: false");
