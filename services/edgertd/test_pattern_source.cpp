@@ -53,7 +53,10 @@ class TestPatternSource : public FrameSource {
     period_us_ = 1000000ull / static_cast<uint64_t>(config_.fps);
     uint64_t now;
     sd_event_now(loop, CLOCK_MONOTONIC, &now);
-    int r = sd_event_add_time(loop, &timer_, CLOCK_MONOTONIC, now + period_us_, 0, &TestPatternSource::on_timer, this);
+    // Accuracy 1 us, as a camera would deliver: with 0, sd-event's default accuracy of 250 ms, the
+    // loop deferred wake-ups to coalesce them, and 30 fps came as bursts of ~8 frames four times a
+    // second; a burst could overflow the frame queue (drops), and capture times hid the wait.
+    int r = sd_event_add_time(loop, &timer_, CLOCK_MONOTONIC, now + period_us_, 1, &TestPatternSource::on_timer, this);
     if (r < 0) throw std::runtime_error(std::string("test-pattern source: cannot add timer: ") + strerror(-r));
   }
 
