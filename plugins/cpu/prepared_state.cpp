@@ -85,7 +85,6 @@ const float* Reader::take(const Key& key, size_t floats) {
     spent_ = true;
     return nullptr;
   }
-  taken_bytes_ += floats * sizeof(float);
   return reinterpret_cast<const float*>(data);
 }
 

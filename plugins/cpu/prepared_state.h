@@ -56,14 +56,12 @@ class Reader {
   const float* take(const Key& key, size_t floats);
   // Whether the header parsed: false for absent bytes, another format or another tactic.
   bool usable() const { return bytes_ != nullptr; }
-  size_t taken_bytes() const { return taken_bytes_; }
 
  private:
   const uint8_t* bytes_ = nullptr;
   size_t size_ = 0;
   uint64_t count_ = 0, next_ = 0;
   bool spent_ = true;
-  size_t taken_bytes_ = 0;
 };
 
 // The recorder or reader of the prepare running on this thread, set for its duration by the
