@@ -1,5 +1,6 @@
 // edgert build MODEL.onnx --board PROFILE -o OUT.engine (TensorRT spellings --onnx= --saveEngine=)
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
@@ -100,6 +101,7 @@ void add_build_command(CLI::App& app) {
     std::string sign_key;
     bool verbose = false, no_optimize = false, no_self_test = false, no_prepared_weights = false;
     bool fp16 = false, tf32 = false, no_gpu = false;
+    double fp16_tolerance = builder::BuildOptions{}.fp16_tolerance;
     std::string gpu_layout = "auto";
     std::string timing_cache, tactics = "tune";
     bool no_tune = false, ignore_timing_cache_errors = false;
@@ -133,6 +135,12 @@ void add_build_command(CLI::App& app) {
   cmd->add_flag("--fp16", options->fp16,
                 "Run GPU layers in float16 on tensor cores where it keeps accuracy (softmax, normalizations and "
                 "large reductions stay float32; inputs and outputs stay float32)");
+  cmd->add_option("--fp16-tolerance", options->fp16_tolerance,
+                  "With --fp16: the largest relative L2 distance from the float32 engine's outputs (seeded "
+                  "random inputs, on this machine); past it the leading float16 layers stay float32 until "
+                  "within. 0: no check")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd->add_flag("--tf32", options->tf32, "Let float32 GPU convolutions and GEMMs use TF32 tensor cores");
   cmd->add_option("--gpu-layout", options->gpu_layout,
                   "Layout of GPU convolutions' tensors: nhwc (channels-last, what tensor cores read), nchw (as "
@@ -187,6 +195,7 @@ void add_build_command(CLI::App& app) {
     build.self_test = !options->no_self_test;
     build.prepared_weights = !options->no_prepared_weights;
     build.fp16 = options->fp16;
+    build.fp16_tolerance = options->fp16_tolerance;
     build.tf32 = options->tf32;
     build.gpu_layout = options->gpu_layout == "nhwc"   ? builder::GpuLayout::kChannelsLast
                        : options->gpu_layout == "nchw" ? builder::GpuLayout::kChannelsFirst
@@ -239,6 +248,16 @@ void add_build_command(CLI::App& app) {
                 board.native ? " (native)" : "", result.model.graphs[0].nodes.size(), result.engine.size(),
                 output.c_str());
     if (build.signer) std::printf("signed by '%s' (ed25519)\n", key.name.c_str());
+    if ((result.fp16_nodes > 0 || result.fp16_kept_float32 > 0) && !std::isnan(result.fp16_rel_l2)) {
+      if (result.fp16_kept_float32 > 0)
+        std::printf("fp16: %d layer(s) in float16, the first %d that take it kept float32 for accuracy: relative L2 %.2e against "
+                    "float32 (%.2e with none kept; tolerance %.2e)\n",
+                    result.fp16_nodes, result.fp16_kept_float32, result.fp16_rel_l2, result.fp16_rel_l2_all_half,
+                    result.fp16_tolerance);
+      else
+        std::printf("fp16: %d layer(s) in float16: relative L2 %.2e against float32 (tolerance %.2e)\n",
+                    result.fp16_nodes, result.fp16_rel_l2, result.fp16_tolerance);
+    }
     const builder::TunerStats& t = result.tuning;
     if (t.nodes > 0 && build.tactics == builder::TacticPolicy::kTune)
       std::printf("tactics: %d node(s) with several; timing cache: %d hits, %d misses; %d timed (%.2f s)%s\n", t.nodes,

@@ -185,6 +185,12 @@ int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) 
     half[n] = has_float && kernel_in(*plugin, graph, node) != nullptr;
     for (const auto& [t, dtype] : saved) graph.values[t].dtype = dtype;
   }
+  // The accuracy check's leading layers kept float32 (fp16_accuracy.h).
+  for (size_t n = 0, kept = 0; n < graph.nodes.size() && kept < static_cast<size_t>(std::max(options.float32_prefix, 0)); ++n)
+    if (half[n]) {
+      half[n] = false;
+      ++kept;
+    }
 
   // Readers of each value, to know where a float32 version is still needed.
   std::vector<std::vector<size_t>> readers(graph.values.size());

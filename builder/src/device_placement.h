@@ -31,6 +31,7 @@ namespace edgert::builder {
 struct PlacementOptions {
   std::vector<const LoadedPlugin*> plugins;  // candidates, best score first
   bool unified_memory = false;               // the board's GPU shares the CPU's memory
+  int32_t float32_prefix = 0;                // FP16: the first this many float16 candidates stay float32
   std::function<void(const std::string&)> log;
 };
 
@@ -39,8 +40,9 @@ struct PlacementOptions {
 // kernel selection to report.
 void place_nodes(Model& model, const PlacementOptions& options);
 
-// Moves the device nodes that take it to float16 (see above); returns how many. Needs shapes
-// and dtypes inferred and nodes placed.
+// Moves the device nodes that take it to float16 (see above), except the first
+// options.float32_prefix of them in graph order; returns how many. Needs shapes and dtypes
+// inferred and nodes placed.
 int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options);
 
 // Channels-last for float16 (where cuDNN's tensor-core convolutions are fast): device nodes

@@ -10,6 +10,7 @@
 #include "onnx_import.h"
 #include "host_machine.h"
 #include "plugin_loader.h"
+#include "fp16_accuracy.h"
 #include "self_test.h"
 #include "timing_cache.h"
 
@@ -69,9 +70,8 @@ std::string seconds_text(double s) {
   return text;
 }
 
-}  // namespace
-
-BuildResult build_engine(const BuildOptions& options) {
+// One build as the options say (the FP16 check runs several).
+BuildResult build_once(const BuildOptions& options) {
   BuildResult result;
   result.model = import_onnx(options.model_path);
   if (options.log) {
@@ -143,6 +143,7 @@ BuildResult build_engine(const BuildOptions& options) {
   placement.plugins = plugins;
   placement.unified_memory = options.board.unified_memory;
   placement.log = options.log;
+  placement.float32_prefix = options.fp16_float32_prefix;
   place_nodes(result.model, placement);
   if (have_device && options.tf32)
     for (Node& node : main.nodes)
@@ -153,7 +154,8 @@ BuildResult build_engine(const BuildOptions& options) {
         tf32.i = 1;
         node.set_attribute(tf32);
       }
-  const bool half = have_device && options.fp16 && convert_device_nodes_to_fp16(result.model, placement) > 0;
+  if (have_device && options.fp16) result.fp16_nodes = convert_device_nodes_to_fp16(result.model, placement);
+  const bool half = result.fp16_nodes > 0;
   // Tensor cores: cuDNN's fast convolutions read channels-last tensors.
   const bool channels_last = options.gpu_layout == GpuLayout::kChannelsLast ||
                              (options.gpu_layout == GpuLayout::kAuto && (half || options.tf32));
@@ -306,6 +308,14 @@ BuildResult build_engine(const BuildOptions& options) {
   }
   if (options.log) options.log("engine: " + std::to_string(result.engine.size()) + " bytes");
   return result;
+}
+
+}  // namespace
+
+BuildResult build_engine(const BuildOptions& options) {
+  BuildResult result = build_once(options);
+  if (!options.fp16) return result;
+  return keep_fp16_accuracy(options, std::move(result), build_once);
 }
 
 }  // namespace edgert::builder

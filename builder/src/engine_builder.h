@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,6 +46,12 @@ struct BuildOptions {
   // gpu_layout: the layout of device convolutions' tensors (--gpu-layout).
   bool use_device = true;
   bool fp16 = false;
+  // FP16's accuracy check (fp16_accuracy.h): outputs within this relative L2 of the float32
+  // engine's on seeded inputs, else the leading float16 layers stay float32 until they are;
+  // 0: no check. fp16_float32_prefix: how many leading float16 layers stay float32 (the check
+  // sets it; 0 otherwise).
+  double fp16_tolerance = 3e-3;
+  int32_t fp16_float32_prefix = 0;
   bool tf32 = false;
   GpuLayout gpu_layout = GpuLayout::kAuto;
   // SQLite timing cache to read and update (see timing_cache.h); empty: timings last one build.
@@ -71,6 +78,14 @@ struct BuildResult {
   bool timed_here = false;  // false: the board is not this machine, tactics came from the cache
   std::string not_timed_why;  // when not timed here: why (another board, more threads than CPUs here)
   std::vector<std::string> warnings;  // for the caller to show; the build went on
+  // FP16: device layers in float16, of which the leading fp16_kept_float32 were kept float32
+  // by the accuracy check; its measured relative L2 against float32 (NaN: not measured), and
+  // what every layer in float16 gave when the check had to keep some.
+  int32_t fp16_nodes = 0;
+  int32_t fp16_kept_float32 = 0;
+  double fp16_tolerance = 0;
+  double fp16_rel_l2 = std::numeric_limits<double>::quiet_NaN();
+  double fp16_rel_l2_all_half = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Throws BuildError (or config::ConfigError) with a message naming the file and node at fault.

@@ -22,4 +22,10 @@ constexpr size_t kMaxSelfTestBytes = 1u << 20;
 std::optional<SelfTestVector> make_self_test(const std::vector<uint8_t>& engine, const char* plugin_path,
                                              uint64_t seed, std::string* why_not);
 
+// The engine loaded once and run on the inputs of each seed in turn, as make_self_test draws
+// them but with no size limit and integer outputs held as floats: what the FP16 accuracy
+// check compares (fp16_accuracy.h).
+std::optional<std::vector<SelfTestVector>> run_on_seeds(const std::vector<uint8_t>& engine, const char* plugin_path,
+                                                        const std::vector<uint64_t>& seeds, std::string* why_not);
+
 }  // namespace edgert::builder

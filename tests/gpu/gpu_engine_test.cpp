@@ -2,6 +2,7 @@
 // built for x86_64-cuda-sm90 with the CUDA plugin next to the CPU plugin, run through the
 // runtime, against the same model built CPU-only:
 //   - FP32 on the GPU computes what the CPU computes; FP16 stays within 1e-2 (relative L2);
+//   - FP16's accuracy check keeps leading layers float32 until within its tolerance;
 //   - inputs and outputs bound to unified (host-mapped) memory run with zero copies;
 //   - the second identical run is captured as a CUDA graph, later ones replay it with the same
 //     results, and a new shape is run (and captured) again;
@@ -90,6 +91,11 @@ class GpuEngine : public ::testing::Test {
   }
 
   std::vector<uint8_t> build(const onnx::ModelProto& model, const std::string& board, bool fp16 = false) {
+    return build_result(model, board, fp16).engine;
+  }
+
+  builder::BuildResult build_result(const onnx::ModelProto& model, const std::string& board, bool fp16,
+                                    double fp16_tolerance = builder::BuildOptions{}.fp16_tolerance) {
     save_model(model, dir_.file("model.onnx"));
     builder::BuildOptions options;
     options.model_path = dir_.file("model.onnx");
@@ -98,8 +104,9 @@ class GpuEngine : public ::testing::Test {
                                                    : board);
     options.plugin_path = plugins().c_str();
     options.fp16 = fp16;
+    options.fp16_tolerance = fp16_tolerance;
     options.tactics = builder::TacticPolicy::kFirst;
-    return builder::build_engine(options).engine;
+    return builder::build_engine(options);
   }
 
   // The engine reads its weights in place: the bytes live as long as the fixture.
@@ -157,6 +164,35 @@ TEST_F(GpuEngine, Fp32OnTheGpuComputesWhatTheCpuComputesAndFp16StaysClose) {
   const std::vector<float> want = run(c, shape, x);
   EXPECT_LE(relative_l2(run(g, shape, x), want), 1e-4);
   EXPECT_LE(relative_l2(run(h, shape, x), want), 1e-2);
+}
+
+TEST_F(GpuEngine, Fp16AccuracyCheckKeepsLeadingLayersFloat32UntilWithinTheTolerance) {
+  const Shape shape = {2, 3, 16, 16};
+  const onnx::ModelProto model = small_net(shape, false);
+  // No check: every layer that takes float16 in it, nothing measured.
+  builder::BuildResult unchecked = build_result(model, "x86_64-cuda-sm90", true, 0.0);
+  ASSERT_GT(unchecked.fp16_nodes, 1);
+  EXPECT_TRUE(std::isnan(unchecked.fp16_rel_l2));
+  // A tolerance float16 meets: measured, nothing kept.
+  builder::BuildResult loose = build_result(model, "x86_64-cuda-sm90", true, 0.5);
+  EXPECT_EQ(loose.fp16_kept_float32, 0);
+  EXPECT_EQ(loose.fp16_nodes, unchecked.fp16_nodes);
+  ASSERT_GT(loose.fp16_rel_l2, 0.0) << "float16 rounds something";
+  ASSERT_LE(loose.fp16_rel_l2, 0.5);
+  // Half of what every layer in float16 gives: leading layers kept float32 until within it.
+  const double tolerance = loose.fp16_rel_l2 / 2;
+  builder::BuildResult kept = build_result(model, "x86_64-cuda-sm90", true, tolerance);
+  EXPECT_GT(kept.fp16_kept_float32, 0);
+  EXPECT_EQ(kept.fp16_nodes + kept.fp16_kept_float32, unchecked.fp16_nodes);
+  EXPECT_LE(kept.fp16_rel_l2, tolerance);
+  EXPECT_DOUBLE_EQ(kept.fp16_rel_l2_all_half, loose.fp16_rel_l2);
+  // What it measured holds for the engine it returned, on inputs of its own.
+  auto cpu = load(build(model, "x86_64-generic"));
+  auto half = load(std::move(kept.engine));
+  ASSERT_TRUE(cpu && half);
+  ExecutionContext c(*cpu), h(*half);
+  const std::vector<float> x = seeded(2 * 3 * 16 * 16, 29);
+  EXPECT_LE(relative_l2(run(h, shape, x), run(c, shape, x)), 2 * tolerance);
 }
 
 TEST_F(GpuEngine, InputsAndOutputsBoundToUnifiedMemoryRunWithZeroCopies) {

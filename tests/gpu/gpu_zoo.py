@@ -23,7 +23,7 @@ Engines are built for board x86_64-cuda-sm90 with the CUDA plugin preferred, FP3
   CUDA-graph times in the same run; prints the ratios and their geometric means.
 Prints a table last and writes everything to --json.
 """
-import argparse, json, math, os, subprocess, sys, time
+import argparse, json, math, os, re, subprocess, sys, time
 
 import numpy as np
 
@@ -32,11 +32,13 @@ CLASSIFIERS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b
 BOARD = "x86_64-cuda-sm90"
 
 
-def sh(cmd, **kw):
+def sh(cmd, warnings=None, **kw):
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}, {time.time() - t0:.1f} s):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    if warnings is not None:
+        warnings += [line for line in p.stderr.splitlines() if "warning" in line]
     return p.stdout
 
 
@@ -82,8 +84,21 @@ def accuracy(args, name, onnx_path, work, results):
     row = results.setdefault(name, {})
     for tag, extra in (("fp32", []), ("fp16", ["--fp16"])):
         engine = f"{work}/{name}.{tag}.accuracy.engine"
-        sh([args.edgert, "build", onnx_path, "--board", BOARD, "-o", engine, "--timing-cache",
-            f"{work}/timing.cache"] + extra)
+        t0 = time.time()
+        warnings = []
+        built = sh([args.edgert, "build", onnx_path, "--board", BOARD, "-o", engine, "--timing-cache",
+                    f"{work}/timing.cache"] + extra, warnings=warnings)
+        if warnings:
+            row[f"{tag}_build_warnings"] = warnings
+        row[f"{tag}_build_s"] = round(time.time() - t0, 1)
+        if tag == "fp16":
+            # The accuracy check's report: "fp16: N layer(s) in float16[, the first K that take it
+            # kept float32 ...]: relative L2 E against float32".
+            m = re.search(r"fp16: (\d+) layer\(s\) in float16(?:, the first (\d+) that take it)?.*?relative L2 ([0-9.e+-]+)", built)
+            if m:
+                row["fp16_layers"] = int(m.group(1))
+                row["fp16_kept_float32"] = int(m.group(2) or 0)
+                row["fp16_check_rel_l2"] = float(m.group(3))
         info = json.loads(sh([args.edgert, "inspect", "--json", engine]))
         nodes = info["graphs"][0]["nodes"]
         row[f"{tag}_gpu_nodes"] = sum(n["plugin"] == "cuda" for n in nodes)
@@ -137,11 +152,18 @@ def digits_task(args, work, results):
 
 def bench(args, name, onnx_path, work, results):
     row = results.setdefault(name, {})
-    variants = [("fp32", []), ("fp16", ["--fp16"])]
+    # FP16 as PyTorch's .half() runs it: every layer that takes float16 in it, no accuracy check
+    # (the anchor's networks have torchvision's random initialisation, whose float16 logits
+    # underflow: a check would keep them float32). The zoo's FP16 engine of the same
+    # architecture, built with the check, is timed beside it as fp16_checked.
+    variants = [("fp32", []), ("fp16", ["--fp16", "--fp16-tolerance", "0"])]
+    checked = f"{work}/{name}.fp16.accuracy.engine"
+    if os.path.exists(checked):
+        variants.append(("fp16_checked", None))
     # Other layouts of the FP32 engine, for comparison (the ratios use the default build).
     variants += [(f"fp32_{layout}", ["--gpu-layout", layout]) for layout in args.fp32_layouts.split(",") if layout]
     for tag, extra in variants:
-        engine = f"{work}/{name}.{tag}.engine"
+        engine = checked if extra is None else f"{work}/{name}.{tag}.engine"
         if not os.path.exists(engine):
             sh([args.edgert, "build", onnx_path, "--board", BOARD, "-o", engine, "--timing-cache",
                 f"{work}/timing.cache"] + extra)
@@ -162,7 +184,8 @@ def main():
     ap.add_argument("--accuracy", action="store_true")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--extra", action="store_true", help="LR-ASPP and SSDlite too (accuracy)")
-    ap.add_argument("--anchor-modes", default="eager,graph")
+    ap.add_argument("--anchor-modes", default="eager,graph", help="torch_anchor.py --modes (compile: torch.compile)")
+    ap.add_argument("--anchor-dtypes", default="fp32,fp16", help="torch_anchor.py --dtypes")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--json", default="")
     ap.add_argument("--digits", default="", help="folder with digits_cnn.onnx and its test split (accuracy)")
@@ -171,7 +194,8 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     models = args.models.split(",")
     anchor = []
-    anchor_cmd = [sys.executable, args.anchor, "--models", ",".join(models), "--export", args.work,
+    anchor_cmd = [sys.executable, args.anchor, "--models", ",".join(models), "--dtypes", args.anchor_dtypes,
+                  "--export", args.work,
                   "--modes", args.anchor_modes if args.bench else "eager", "--iters", str(args.iters if args.bench else 1),
                   "--json", f"{args.work}/anchor.json"]
     print(f"# {' '.join(anchor_cmd)}", file=sys.stderr, flush=True)
@@ -205,14 +229,19 @@ def main():
     for a in anchor:
         r = results.setdefault(a["model"], {})
         r[f"torch_{a['dtype']}_{a['mode']}_ms"] = a["median_ms"]
+        mine = r.get(f"edgert_{a['dtype']}_gpu_ms")
+        if a["mode"] == "compile" and mine:
+            r[f"ratio_{a['dtype']}_vs_compile"] = mine / a["median_ms"]
+            print(f"{a['model']} {a['dtype']}: edgert {mine:.3f} ms, torch.compile (max-autotune) "
+                  f"{a['median_ms']:.3f} ms, ratio {mine / a['median_ms']:.3f}")
     # Ratios: edgert GPU compute time over PyTorch's CUDA-graph replay, per precision.
     table = []
-    geo = {"fp16": [], "fp32": []}
+    geo = {"fp16": [], "fp32": [], "fp16_checked": []}
     for name in models:
         r = results.get(name, {})
         line = [name]
-        for dt in ("fp16", "fp32"):
-            e, t = r.get(f"edgert_{dt}_gpu_ms"), r.get(f"torch_{dt}_graph_ms")
+        for dt in ("fp16", "fp32", "fp16_checked"):
+            e, t = r.get(f"edgert_{dt}_gpu_ms"), r.get(f"torch_{dt[:4]}_graph_ms")
             ratio = e / t if e and t else None
             r[f"ratio_{dt}"] = ratio
             if ratio:
@@ -232,17 +261,22 @@ def main():
                   f" {r.get('fp16_top1_agreement', float('nan')):9.3f} {r.get('torch_fp16_top1_agreement', float('nan')):9.3f}"
                   f"  {r.get('fp32_gpu_nodes', 0):5d}/{r.get('fp32_nodes', 0):<5d}"
                   f"      {r.get('device_arena_share', float('nan')):7.2f}  {r.get('fp32_ok')}/{r.get('fp16_ok')}"
+                  f"  kept fp32 {r.get('fp16_kept_float32', '-')}/{r.get('fp16_layers', '-')}"
+                  f"  build s {r.get('fp32_build_s', '-')}/{r.get('fp16_build_s', '-')}"
                   f"{'  ERROR' if 'error' in r else ''}")
     if "digits_cnn" in results and "fp32_accuracy" in results["digits_cnn"]:
         d = results["digits_cnn"]
         print(f"\ndigits_cnn on its {d['test_samples']} held-out digits: accuracy FP32 {d['fp32_accuracy']:.4f},"
               f" FP16 {d['fp16_accuracy']:.4f}  ok {d['fp16_ok']}")
     if args.bench:
-        print("\nmodel               edgert fp16  torch fp16  ratio   edgert fp32  torch fp32  ratio   (GPU ms, median)")
+        print("\nmodel               edgert fp16  torch fp16  ratio   edgert fp32  torch fp32  ratio"
+              "   fp16 checked  ratio   (GPU ms, median)")
         for line in table:
             f = lambda v, w=10: f"{v:{w}.3f}" if v else " " * (w - 1) + "-"
-            print(f"{line[0]:18s} {f(line[1])} {f(line[2])} {f(line[3], 7)} {f(line[4])} {f(line[5])} {f(line[6], 7)}")
-        print(f"geometric mean ratio: fp16 {summary['fp16']}, fp32 {summary['fp32']}")
+            print(f"{line[0]:18s} {f(line[1])} {f(line[2])} {f(line[3], 7)} {f(line[4])} {f(line[5])} {f(line[6], 7)}"
+                  f"  {f(line[7], 12)} {f(line[9], 7)}")
+        print(f"geometric mean ratio: fp16 {summary['fp16']}, fp32 {summary['fp32']}, "
+              f"fp16 checked {summary['fp16_checked']} (models with a zoo engine)")
     return 1 if failures else 0
 
 
