@@ -102,6 +102,8 @@ void add_build_command(CLI::App& app) {
     bool verbose = false, no_optimize = false, no_self_test = false, no_prepared_weights = false;
     bool fp16 = false, tf32 = false, no_gpu = false;
     double fp16_tolerance = builder::BuildOptions{}.fp16_tolerance;
+    std::string camera, camera_order = "rgb";
+    std::vector<float> camera_mean, camera_std;
     std::string gpu_layout = "auto";
     std::string timing_cache, tactics = "tune";
     bool no_tune = false, ignore_timing_cache_errors = false;
@@ -147,6 +149,21 @@ void add_build_command(CLI::App& app) {
                   "ONNX), auto (nhwc where layers run in float16 or TF32, else nchw)")
       ->check(CLI::IsMember({"auto", "nhwc", "nchw"}))
       ->capture_default_str();
+  cmd->add_option("--camera", options->camera,
+                  "FORMAT:WIDTHxHEIGHT (yuyv, nv12, rgb24): a camera engine, whose input is the raw frame; its first "
+                  "node converts, resizes and normalizes it into the model's image input (on the GPU where the "
+                  "board has one)");
+  cmd->add_option("--camera-order", options->camera_order, "Channel order the model reads: rgb or bgr")
+      ->check(CLI::IsMember({"rgb", "bgr"}))
+      ->capture_default_str();
+  cmd->add_option("--camera-mean", options->camera_mean, "Mean of each channel after scaling pixels to [0, 1] "
+                  "(3 values, comma-separated); default 0")
+      ->delimiter(',')
+      ->expected(3);
+  cmd->add_option("--camera-std", options->camera_std, "Standard deviation of each channel after scaling to [0, 1] "
+                  "(3 values); default 1")
+      ->delimiter(',')
+      ->expected(3);
   cmd->add_flag("--no-gpu", options->no_gpu, "Keep every node on the CPU even when the board has a GPU");
   cmd->add_option("--min-shapes,--minShapes", options->min_shapes,
                   "Optimization profile minimum: NAME:1x3x160x160,... (repeat the flag or join with commas; "
@@ -196,6 +213,16 @@ void add_build_command(CLI::App& app) {
     build.prepared_weights = !options->no_prepared_weights;
     build.fp16 = options->fp16;
     build.fp16_tolerance = options->fp16_tolerance;
+    if (!options->camera.empty()) {
+      build.camera = builder::parse_camera_input(options->camera);
+      build.camera->channel_order = options->camera_order;
+      if (!options->camera_mean.empty()) build.camera->mean = options->camera_mean;
+      if (!options->camera_std.empty()) build.camera->std = options->camera_std;
+      for (float s : build.camera->std)
+        if (!(s > 0)) builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--camera-std: values must be positive, got %g", s);
+    } else if (!options->camera_mean.empty() || !options->camera_std.empty() || options->camera_order != "rgb") {
+      builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--camera-order, --camera-mean and --camera-std need --camera");
+    }
     build.tf32 = options->tf32;
     build.gpu_layout = options->gpu_layout == "nhwc"   ? builder::GpuLayout::kChannelsLast
                        : options->gpu_layout == "nchw" ? builder::GpuLayout::kChannelsFirst

@@ -74,6 +74,7 @@ std::string seconds_text(double s) {
 BuildResult build_once(const BuildOptions& options) {
   BuildResult result;
   result.model = import_onnx(options.model_path);
+  if (options.camera) prepend_camera_input(result.model, *options.camera);
   if (options.log) {
     size_t nodes = 0;
     for (const Graph& g : result.model.graphs) nodes += g.nodes.size();

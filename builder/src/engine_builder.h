@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "board_profile.h"
+#include "camera_input.h"
 #include "engine_writer.h"
 #include "ir.h"
 #include "memory_planner.h"
@@ -33,6 +34,8 @@ struct BuildOptions {
   // Empty: dynamic inputs stay dynamic (no tuning or plan for what depends on them).
   std::vector<ShapeProfile> profiles;
   bool optimize = true;  // run the graph passes (PassManager::standard); false: as imported
+  // A camera engine (--camera): the raw frame in, converted by the engine's first node.
+  std::optional<CameraInput> camera;
   bool self_test = true;  // store a self-test vector (see self_test.h) when the model allows
   uint64_t self_test_seed = 2026;
   // Store weights in the layout each tactic reads (prepared_weights.h): loads map them instead

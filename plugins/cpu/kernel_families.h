@@ -27,7 +27,8 @@
   X(rnn) \
   X(signal) \
   X(text) \
-  X(unique)
+  X(unique) \
+  X(image)
 
 namespace edgert::cpu {
 #define EDGERT_DECLARE_FAMILY(family) void register_##family##_kernels(KernelRegistry& registry);

@@ -13,8 +13,9 @@
   X(tensor_layout)                     \
   X(resize)                            \
   X(reduce)                            \
-  X(normalization)                       \
-  X(reformat)
+  X(normalization)                     \
+  X(reformat)                          \
+  X(image)
 
 namespace edgert::cuda {
 

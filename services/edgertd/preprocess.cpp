@@ -6,44 +6,32 @@
 #include <csetjmp>
 #include <stdexcept>
 
+#include "camera_frame.h"
+
 namespace edgert::daemon {
 namespace {
 
-inline uint8_t clamp_u8(int v) { return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v); }
-
-// BT.601 limited-range YUV -> RGB, 10-bit fixed point (what V4L2 cameras deliver by default).
-inline void yuv_to_rgb(int y, int u, int v, int rgb[3]) {
-  int c = (y - 16) * 1192, d = u - 128, e = v - 128;
-  rgb[0] = clamp_u8((c + 1634 * e + 512) >> 10);
-  rgb[1] = clamp_u8((c - 401 * d - 833 * e + 512) >> 10);
-  rgb[2] = clamp_u8((c + 2066 * d + 512) >> 10);
-}
-
-// RGB (and luma) of source pixel (x, y), whatever the format.
-inline void fetch(const Frame& f, const uint8_t* rgb24, int x, int y, int out[3], int* luma) {
+// The frame's planes as the shared arithmetic sees them (MJPEG: its decoded RGB24 image).
+camera::Planes planes_of(const Frame& f, const uint8_t* rgb24) {
+  camera::Planes p;
+  p.width = f.width;
+  p.height = f.height;
   switch (f.format) {
-    case PixelFormat::YUYV: {
-      const uint8_t* p = f.planes[0] + static_cast<size_t>(y) * f.strides[0] + static_cast<size_t>(x / 2) * 4;
-      int yy = p[(x & 1) ? 2 : 0];
-      *luma = yy;
-      yuv_to_rgb(yy, p[1], p[3], out);
-      return;
-    }
-    case PixelFormat::NV12: {
-      int yy = f.planes[0][static_cast<size_t>(y) * f.strides[0] + x];
-      const uint8_t* uv = f.planes[1] + static_cast<size_t>(y / 2) * f.strides[1] + static_cast<size_t>(x / 2) * 2;
-      *luma = yy;
-      yuv_to_rgb(yy, uv[0], uv[1], out);
-      return;
-    }
-    default: {
-      const uint8_t* p = rgb24 + (static_cast<size_t>(y) * (f.format == PixelFormat::RGB24 ? f.strides[0] : f.width * 3u)) +
-                         static_cast<size_t>(x) * 3;
-      out[0] = p[0], out[1] = p[1], out[2] = p[2];
-      *luma = (77 * p[0] + 150 * p[1] + 29 * p[2]) >> 8;
-      return;
-    }
+    case PixelFormat::YUYV:
+      p.layout = camera::Layout::kYuyv;
+      break;
+    case PixelFormat::NV12:
+      p.layout = camera::Layout::kNv12;
+      break;
+    default:
+      p.layout = camera::Layout::kRgb24;
+      break;
   }
+  p.plane[0] = f.format == PixelFormat::MJPEG ? rgb24 : f.planes[0];
+  p.stride[0] = f.format == PixelFormat::MJPEG ? static_cast<size_t>(f.width) * 3 : f.strides[0];
+  p.plane[1] = f.planes[1];
+  p.stride[1] = f.strides[1];
+  return p;
 }
 
 struct JpegError {
@@ -110,49 +98,35 @@ uint32_t Preprocessor::run(const Frame& frame, const InputLayout& layout, float*
     copies = 1;
   }
   const int W = layout.width, H = layout.height;
+  // Per output column: source columns and weight, kept while the sizes stay.
   if (cached_out_w_ != W || cached_in_w_ != frame.width) {
     x0_.resize(W), x1_.resize(W), wx_.resize(W);
-    for (int x = 0; x < W; ++x) {
-      float sx = std::max(0.0f, (x + 0.5f) * frame.width / W - 0.5f);
-      int i = std::min(static_cast<int>(sx), frame.width - 1);
-      x0_[x] = i;
-      x1_[x] = std::min(i + 1, frame.width - 1);
-      wx_[x] = static_cast<int32_t>((sx - i) * 1024);
-    }
+    for (int x = 0; x < W; ++x) camera::bilinear_source(x, W, frame.width, &x0_[x], &x1_[x], &wx_[x]);
     cached_out_w_ = W;
     cached_in_w_ = frame.width;
   }
+  const camera::Planes planes = planes_of(frame, rgb24);
   const bool bgr = config_.channel_order == "bgr";
-  float scale[3], bias[3];
-  for (int c = 0; c < 3; ++c) {
-    scale[c] = 1.0f / (255.0f * config_.std[c]);
-    bias[c] = -config_.mean[c] / config_.std[c];
-  }
+  const camera::Normalization norm = camera::normalization(config_.mean.data(), config_.std.data());
   const size_t plane = static_cast<size_t>(W) * H;
   for (int y = 0; y < H; ++y) {
-    float sy = std::max(0.0f, (y + 0.5f) * frame.height / H - 0.5f);
-    int y0 = std::min(static_cast<int>(sy), frame.height - 1), y1 = std::min(y0 + 1, frame.height - 1);
-    int wy = static_cast<int>((sy - y0) * 1024);
+    int y0, y1, wy;
+    camera::bilinear_source(y, H, frame.height, &y0, &y1, &wy);
     for (int x = 0; x < W; ++x) {
       int a[3], b[3], c[3], d[3], la, lb, lc, ld;
-      fetch(frame, rgb24, x0_[x], y0, a, &la);
-      fetch(frame, rgb24, x1_[x], y0, b, &lb);
-      fetch(frame, rgb24, x0_[x], y1, c, &lc);
-      fetch(frame, rgb24, x1_[x], y1, d, &ld);
-      int wx = wx_[x];
-      auto lerp = [&](int p, int q, int r, int s) {
-        int top = p * (1024 - wx) + q * wx, bottom = r * (1024 - wx) + s * wx;
-        return (top * (1024 - wy) + bottom * wy) / (1024.0f * 1024.0f);
-      };
-      size_t pixel = static_cast<size_t>(y) * W + x;
+      camera::fetch(planes, x0_[x], y0, a, &la);
+      camera::fetch(planes, x1_[x], y0, b, &lb);
+      camera::fetch(planes, x0_[x], y1, c, &lc);
+      camera::fetch(planes, x1_[x], y1, d, &ld);
+      const int wx = wx_[x];
+      const size_t pixel = static_cast<size_t>(y) * W + x;
       if (layout.channels == 1) {
-        float v = lerp(la, lb, lc, ld) * scale[0] + bias[0];
-        out[pixel] = v;
+        out[pixel] = camera::bilinear(la, lb, lc, ld, wx, wy) * norm.scale[0] + norm.bias[0];
         continue;
       }
       for (int ch = 0; ch < 3; ++ch) {
-        int src = bgr ? 2 - ch : ch;
-        float v = lerp(a[src], b[src], c[src], d[src]) * scale[ch] + bias[ch];
+        const int src = bgr ? 2 - ch : ch;
+        const float v = camera::bilinear(a[src], b[src], c[src], d[src], wx, wy) * norm.scale[ch] + norm.bias[ch];
         if (layout.nchw) out[ch * plane + pixel] = v;
         else out[pixel * 3 + ch] = v;
       }

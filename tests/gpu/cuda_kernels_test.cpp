@@ -631,5 +631,44 @@ TEST_F(GpuTest, InstanceNormalization) {
   }
 }
 
+// Camera frames (camera_op.h): every format, odd sizes, down- and upscaling, both layouts,
+// luma and BGR; the frame's bytes as uint8 on both sides, float32 out.
+TEST_F(GpuTest, ImageToTensor) {
+  std::mt19937 rng(41);
+  std::uniform_int_distribution<int> byte(0, 255);
+  auto frame = [&](Dims dims) {
+    HostTensor t{EDGERT_DTYPE_UINT8, dims, {}};
+    t.bytes.resize(static_cast<size_t>(t.numel()));
+    for (uint8_t& b : t.bytes) b = static_cast<uint8_t>(byte(rng));
+    return t;
+  };
+  struct Shape {
+    const char* format;
+    Dims frame;
+    int64_t out_h, out_w, channels;
+    const char* order;
+    const char* layout;
+  };
+  for (const Shape& s : {Shape{"yuyv", {23, 38, 2}, 16, 12, 3, "rgb", "NCHW"}, Shape{"yuyv", {9, 14, 2}, 31, 29, 3, "bgr", "NHWC"},
+                         Shape{"nv12", {45, 22}, 17, 9, 3, "rgb", "NCHW"}, Shape{"nv12", {12, 10}, 8, 8, 1, "rgb", "NCHW"},
+                         Shape{"rgb24", {19, 37, 3}, 11, 23, 3, "bgr", "NCHW"}, Shape{"rgb24", {7, 5, 3}, 13, 3, 1, "rgb", "NHWC"}}) {
+    SCOPED_TRACE(std::string(s.format) + " " + s.layout);
+    GpuCase c = make("ImageToTensor", {not_following(frame(s.frame))},
+                     NodeSpec()
+                         .string("format", s.format)
+                         .integer("out_height", s.out_h)
+                         .integer("out_width", s.out_w)
+                         .integer("channels", s.channels)
+                         .string("channel_order", s.order)
+                         .string("layout", s.layout)
+                         .floats("mean", {0.485f, 0.456f, 0.406f})
+                         .floats("std", {0.229f, 0.224f, 0.225f}),
+                     1);
+    c.domain = "edgert";
+    c.dtype = kF32;
+    run_case(c);
+  }
+}
+
 }  // namespace
 }  // namespace edgert::gpu_test
