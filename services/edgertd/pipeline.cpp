@@ -1,5 +1,7 @@
 #include "pipeline.h"
 
+#include "camera_frame_input.h"
+
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,27 +36,45 @@ edgert_tensor image_tensor(const InputLayout& layout, float* data) {
 
 }  // namespace
 
+// A mid-grey frame of the source's format and size, rows packed.
+std::vector<uint8_t> grey_frame(const SourceConfig& source, Frame* frame) {
+  const size_t pixels = static_cast<size_t>(source.width) * source.height;
+  std::vector<uint8_t> grey(pixels * 3, 128);
+  frame->format = source.format;
+  frame->width = source.width;
+  frame->height = source.height;
+  frame->planes[0] = grey.data();
+  frame->planes[1] = grey.data() + pixels;
+  frame->strides[0] = source.format == PixelFormat::YUYV    ? source.width * 2
+                      : source.format == PixelFormat::RGB24 ? source.width * 3
+                                                            : source.width;
+  frame->strides[1] = source.width;
+  frame->bytes_used = grey.size();
+  return grey;
+}
+
 std::string trial_frame(const PipelineConfig& config, EngineHandle& engine) {
   try {
     const edgert_tensor_info& info = engine.input();
+    const SourceConfig& source = config.source;
+    if (std::optional<CameraFrameInput> camera = camera_frame_input(info)) {
+      const std::string mismatch = camera_frame_mismatch(*camera, source.format, source.width, source.height);
+      if (!mismatch.empty()) return mismatch;
+      Frame frame;
+      std::vector<uint8_t> grey = grey_frame(source, &frame), scratch;
+      uint32_t copies = 0;
+      const std::vector<edgert_tensor>& outputs = engine.run(camera_frame_tensor(frame, *camera, scratch, &copies));
+      Result result;
+      Postprocessor(config.postprocess).run(outputs, engine.output_names(), source.width, source.height, &result);
+      return "";
+    }
     if (info.dtype != EDGERT_DTYPE_FLOAT32)
       return std::string("engine input '") + (info.name ? info.name : "") + "' is not float32, as preprocess writes it";
-    const SourceConfig& source = config.source;
     InputLayout layout = layout_for(info.dims, info.rank, source.width, source.height);
     std::vector<float> input(static_cast<size_t>(layout.channels) * layout.width * layout.height, 0.5f);
     if (source.format != PixelFormat::MJPEG) {  // a grey JPEG is not worth encoding: the input is filled as it would be
-      size_t pixels = static_cast<size_t>(source.width) * source.height;
-      std::vector<uint8_t> grey(pixels * 3, 128);
       Frame frame;
-      frame.format = source.format;
-      frame.width = source.width;
-      frame.height = source.height;
-      frame.planes[0] = grey.data();
-      frame.planes[1] = grey.data() + pixels;
-      frame.strides[0] = source.format == PixelFormat::YUYV ? source.width * 2 : source.format == PixelFormat::RGB24 ? source.width * 3
-                                                                                                                    : source.width;
-      frame.strides[1] = source.width;
-      frame.bytes_used = grey.size();
+      std::vector<uint8_t> grey = grey_frame(source, &frame);
       Preprocessor(config.preprocess).run(frame, layout, input.data());
     }
     const std::vector<edgert_tensor>& outputs = engine.run(image_tensor(layout, input.data()));
@@ -146,11 +166,16 @@ Pipeline::Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, Mem
   }
   // The float copy preprocess writes for the engine: the frame's size when the engine's
   // height and width are dynamic, so it belongs with the frame buffers.
+  // A camera engine reads the frame itself: at most a packed copy of it (padded rows).
   uint64_t input_bytes = 0;
   try {
     const edgert_tensor_info& info = engine_->input();
-    InputLayout layout = layout_for(info.dims, info.rank, config.source.width, config.source.height);
-    input_bytes = static_cast<uint64_t>(layout.channels) * layout.width * layout.height * sizeof(float);
+    if (camera_frame_input(info)) {
+      input_bytes = frame_buffer_bytes(config.source) / std::max(1, config.source.buffers);
+    } else {
+      InputLayout layout = layout_for(info.dims, info.rank, config.source.width, config.source.height);
+      input_bytes = static_cast<uint64_t>(layout.channels) * layout.width * layout.height * sizeof(float);
+    }
   } catch (const std::exception&) {
     // Not an image input: every frame fails and says why; nothing is allocated for it.
   }
@@ -253,6 +278,21 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
   result.times.queue_us = (picked - frame_ref->capture_ns) / 1000.0;
 
   const edgert_tensor_info& info = engine->input();
+  if (std::optional<CameraFrameInput> camera = camera_frame_input(info)) {
+    // The engine converts the frame itself: its buffer stays with the frame until the run ends.
+    uint32_t copies = 0;
+    const edgert_tensor frame = camera_frame_tensor(*frame_ref, *camera, frame_scratch_, &copies);
+    result.frame_copies = copies;
+    const int image_width = frame_ref->width, image_height = frame_ref->height;
+    const uint64_t ready = now_ns();
+    result.times.preprocess_us = (ready - picked) / 1000.0;
+    const std::vector<edgert_tensor>& outputs = engine->run(frame);
+    frame_ref.reset();
+    const uint64_t inferred = now_ns();
+    result.times.inference_us = (inferred - ready) / 1000.0;
+    finish(std::move(result), outputs, *engine, image_width, image_height, inferred);
+    return;
+  }
   InputLayout layout = layout_for(info.dims, info.rank, frame_ref->width, frame_ref->height);
   size_t count = static_cast<size_t>(layout.channels) * layout.width * layout.height;
   if (input_buffer_.size() != count) input_buffer_.resize(count);
@@ -265,8 +305,12 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
   const std::vector<edgert_tensor>& outputs = engine->run(image_tensor(layout, input_buffer_.data()));
   uint64_t inferred = now_ns();
   result.times.inference_us = (inferred - preprocessed) / 1000.0;
+  finish(std::move(result), outputs, *engine, image_width, image_height, inferred);
+}
 
-  postprocessor_.run(outputs, engine->output_names(), image_width, image_height, &result);
+void Pipeline::finish(Result result, const std::vector<edgert_tensor>& outputs, const EngineHandle& engine,
+                      int image_width, int image_height, uint64_t inferred) {
+  postprocessor_.run(outputs, engine.output_names(), image_width, image_height, &result);
   uint64_t done = now_ns();
   result.times.postprocess_us = (done - inferred) / 1000.0;
   result.times.total_us = (done - result.capture_ns) / 1000.0;

@@ -89,6 +89,9 @@ class Pipeline {
   void on_frame(FrameRef frame);
   void worker_main();
   void process(FrameRef frame, const std::shared_ptr<EngineHandle>& engine);
+  // Postprocess and queue the result of a run that ended at `inferred` (worker thread).
+  void finish(Result result, const std::vector<edgert_tensor>& outputs, const EngineHandle& engine, int image_width,
+              int image_height, uint64_t inferred);
 
   PipelineConfig config_;
   MemoryBudget& budget_;
@@ -106,7 +109,8 @@ class Pipeline {
   uint64_t frames_in_ = 0, dropped_ = 0, errors_ = 0, unloaded_drops_ = 0;
   std::string last_error_;
   std::thread worker_;
-  std::vector<float> input_buffer_;  // worker thread only
+  std::vector<float> input_buffer_;    // worker thread only
+  std::vector<uint8_t> frame_scratch_;  // worker thread only: a camera engine's packed frame
 
   // Loop-thread statistics.
   uint64_t processed_ = 0, frame_copies_ = 0;

@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""edgertd with a camera engine (edgert build --camera): the test-pattern source's NV12 frames go
+to the engine as they are, its first node converts them, and the results equal those of the
+same model fed by edgertd's CPU preprocessing, frame for frame (the pattern is a function of the
+sequence number). Status names the path; no frame is copied. A hot swap to a camera engine
+built for other frames is refused by the trial frame, saying what the engine takes.
+
+  camera_engine_stream_test.py BUILD_DIR SOURCE_DIR
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+build, source = sys.argv[1], sys.argv[2]
+edgertd, edgertctl, edgert = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl", "edgert"))
+work = tempfile.mkdtemp(prefix="edgert-camera-")
+failures = []
+MEAN, STD = "0.485,0.456,0.406", "0.229,0.224,0.225"
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + (f": {detail}" if detail and not ok else ""))
+    if not ok:
+        failures.append(what)
+
+
+def build_engine(name, *extra):
+    path = f"{work}/{name}.engine"
+    subprocess.run([edgert, "build", "--board", "x86_64-generic", f"{work}/demo.onnx", "-o", path, *extra],
+                   check=True, capture_output=True)
+    return path
+
+
+def ctl(*args):
+    return subprocess.run([edgertctl, "--socket", f"{work}/control.sock", *args], capture_output=True, text=True)
+
+
+def stream(engine, count, during=None):
+    """Runs edgertd on `engine` and returns `count` results (sequence -> result), the pipeline's
+    status, and what `during(…)` returned while it ran."""
+    state = f"{work}/state-{os.path.basename(engine)}"
+    config = f"{work}/{os.path.basename(engine)}.yaml"
+    with open(config, "w") as f:
+        f.write(f"""board: x86_64-generic
+control_socket: {work}/control.sock
+state_dir: {state}
+pipelines:
+  - name: cam
+    source: {{type: test-pattern, width: 320, height: 240, fps: 30, format: nv12}}
+    preprocess: {{mean: [{MEAN}], std: [{STD}]}}
+    engine: {engine}
+    postprocess: {{type: classification, top_k: 3}}
+    sinks:
+      socket: {{path: {work}/results.sock}}
+""")
+    for stale in (f"{work}/results.sock", f"{work}/control.sock"):
+        if os.path.exists(stale):
+            os.unlink(stale)
+    daemon = subprocess.Popen([edgertd, "--config", config], stderr=subprocess.PIPE, text=True)
+    results, status, extra = {}, None, None
+    try:
+        deadline = time.time() + 10
+        while not os.path.exists(f"{work}/results.sock") and time.time() < deadline:
+            time.sleep(0.05)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(f"{work}/results.sock")
+            s.settimeout(10)
+            buffer = b""
+            while len(results) < count:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line:
+                        r = json.loads(line)
+                        results[r["sequence"]] = r
+        status = json.loads(ctl("--json", "status").stdout)
+        if during:
+            extra = during()
+    finally:
+        daemon.terminate()
+        _, err = daemon.communicate(timeout=10)
+    check(f"edgertd on {os.path.basename(engine)} stops with exit 0", daemon.returncode == 0, err[-500:])
+    return results, status, extra
+
+
+subprocess.run(["/usr/bin/python3", os.path.join(source, "tests/models/make_demo_model.py"),
+                "--output", f"{work}/demo.onnx", "--input", f"{work}/demo.npy"], check=True, capture_output=True)
+plain = build_engine("plain")
+camera = build_engine("camera", "--camera", "nv12:320x240", "--camera-mean", MEAN, "--camera-std", STD)
+other = build_engine("other", "--camera", "yuyv:640x480", "--camera-mean", MEAN, "--camera-std", STD)
+
+refusal = lambda: ctl("deploy", other, "--pipeline", "cam")
+by_camera, status, refused = stream(camera, 60, during=refusal)
+by_cpu, cpu_status, _ = stream(plain, 60)
+
+pipeline = status["pipelines"][0] if status else {}
+check("status names the camera engine's path", pipeline.get("frame_input") == "camera-engine", json.dumps(pipeline)[:400])
+check("the CPU path is named too", (cpu_status or {"pipelines": [{}]})["pipelines"][0].get("frame_input") == "cpu-preprocess")
+check("60 results from the camera engine", len(by_camera) >= 60, str(len(by_camera)))
+check("no frame copied (the engine reads the source's buffer)", all(r["frame_copies"] == 0 for r in by_camera.values()))
+common = sorted(set(by_camera) & set(by_cpu))
+check("the two runs share frames (sequence numbers)", len(common) >= 30, f"{len(common)} in common")
+mismatch = []
+for seq in common:
+    a, b = by_camera[seq]["result"]["top_k"], by_cpu[seq]["result"]["top_k"]
+    if [x["class"] for x in a] != [x["class"] for x in b] or any(abs(x["score"] - y["score"]) > 1e-4 * (1 + abs(y["score"]))
+                                                                 for x, y in zip(a, b)):
+        mismatch.append((seq, a, b))
+check("the camera engine's results equal CPU preprocessing's, frame for frame", not mismatch, str(mismatch[:2]))
+check("a swap to a camera engine for other frames is refused with what it takes",
+      refused is not None and refused.returncode == 1 and "takes yuyv 640x480 frames" in refused.stderr and
+      "nv12 320x240" in refused.stderr, refused.stderr if refused else "")
+
+print(f"{len(failures)} failure(s)" if failures else "all checks passed")
+sys.exit(1 if failures else 0)
