@@ -2,6 +2,7 @@
 // against, and what a camera engine runs on a board without a GPU.
 #include "camera_op.h"
 #include "kernel.h"
+#include "thread_pool.h"
 
 namespace edgert::cpu {
 namespace {
@@ -17,16 +18,19 @@ class ImageToTensorOp : public Op {
     const camera::Planes planes = op_.planes(static_cast<const uint8_t*>(in[0].data));
     float* y = static_cast<float*>(out[0].data);
     const size_t plane = static_cast<size_t>(op_.out_width) * op_.out_height;
-    float values[3];
-    for (int oy = 0; oy < op_.out_height; ++oy)
-      for (int ox = 0; ox < op_.out_width; ++ox) {
-        camera::output_pixel(planes, ox, oy, op_.out_width, op_.out_height, op_.channels, op_.bgr, op_.norm, values);
-        const size_t pixel = static_cast<size_t>(oy) * op_.out_width + ox;
-        for (int c = 0; c < op_.channels; ++c) {
-          if (op_.nchw) y[c * plane + pixel] = values[c];
-          else y[pixel * op_.channels + c] = values[c];
+    // Rows spread over the pool's threads: a camera engine's first node runs on every frame.
+    ThreadPool::instance().parallel_ranges(op_.out_height, [&](int64_t begin, int64_t end, int) {
+      float values[3];
+      for (int oy = static_cast<int>(begin); oy < end; ++oy)
+        for (int ox = 0; ox < op_.out_width; ++ox) {
+          camera::output_pixel(planes, ox, oy, op_.out_width, op_.out_height, op_.channels, op_.bgr, op_.norm, values);
+          const size_t pixel = static_cast<size_t>(oy) * op_.out_width + ox;
+          for (int c = 0; c < op_.channels; ++c) {
+            if (op_.nchw) y[c * plane + pixel] = values[c];
+            else y[pixel * op_.channels + c] = values[c];
+          }
         }
-      }
+    });
   }
 
  private:

@@ -6,6 +6,10 @@ sequence number). Status names the path; no frame is copied. A hot swap to a cam
 built for other frames is refused by the trial frame, saying what the engine takes.
 
   camera_engine_stream_test.py BUILD_DIR SOURCE_DIR
+EDGERT_TEST_BOARD names the board the engines and edgertd use (default x86_64-generic; on the
+GPU machine x86_64-cuda-sm90: tests/gpu/run-on-device --daemon), EDGERT_TEST_MODEL an image
+model to use instead of the demo model and EDGERT_TEST_FRAME the frames' size (default 320x240).
+Prints each path's median stage latencies.
 """
 import json
 import os
@@ -20,6 +24,9 @@ edgertd, edgertctl, edgert = (os.path.join(build, "bin", n) for n in ("edgertd",
 work = tempfile.mkdtemp(prefix="edgert-camera-")
 failures = []
 MEAN, STD = "0.485,0.456,0.406", "0.229,0.224,0.225"
+BOARD = os.environ.get("EDGERT_TEST_BOARD", "x86_64-generic")
+MODEL = os.environ.get("EDGERT_TEST_MODEL", f"{work}/demo.onnx")
+WIDTH, HEIGHT = (int(v) for v in os.environ.get("EDGERT_TEST_FRAME", "320x240").split("x"))
 
 
 def check(what, ok, detail=""):
@@ -30,7 +37,7 @@ def check(what, ok, detail=""):
 
 def build_engine(name, *extra):
     path = f"{work}/{name}.engine"
-    subprocess.run([edgert, "build", "--board", "x86_64-generic", f"{work}/demo.onnx", "-o", path, *extra],
+    subprocess.run([edgert, "build", "--board", BOARD, MODEL, "-o", path, *extra],
                    check=True, capture_output=True)
     return path
 
@@ -45,12 +52,12 @@ def stream(engine, count, during=None):
     state = f"{work}/state-{os.path.basename(engine)}"
     config = f"{work}/{os.path.basename(engine)}.yaml"
     with open(config, "w") as f:
-        f.write(f"""board: x86_64-generic
+        f.write(f"""board: {BOARD}
 control_socket: {work}/control.sock
 state_dir: {state}
 pipelines:
   - name: cam
-    source: {{type: test-pattern, width: 320, height: 240, fps: 30, format: nv12}}
+    source: {{type: test-pattern, width: {WIDTH}, height: {HEIGHT}, fps: 30, format: nv12}}
     preprocess: {{mean: [{MEAN}], std: [{STD}]}}
     engine: {engine}
     postprocess: {{type: classification, top_k: 3}}
@@ -90,11 +97,11 @@ pipelines:
     return results, status, extra
 
 
-subprocess.run(["/usr/bin/python3", os.path.join(source, "tests/models/make_demo_model.py"),
+subprocess.run([sys.executable, os.path.join(source, "tests/models/make_demo_model.py"),
                 "--output", f"{work}/demo.onnx", "--input", f"{work}/demo.npy"], check=True, capture_output=True)
 plain = build_engine("plain")
-camera = build_engine("camera", "--camera", "nv12:320x240", "--camera-mean", MEAN, "--camera-std", STD)
-other = build_engine("other", "--camera", "yuyv:640x480", "--camera-mean", MEAN, "--camera-std", STD)
+camera = build_engine("camera", "--camera", f"nv12:{WIDTH}x{HEIGHT}", "--camera-mean", MEAN, "--camera-std", STD)
+other = build_engine("other", "--camera", f"yuyv:{WIDTH + 2}x{HEIGHT}", "--camera-mean", MEAN, "--camera-std", STD)
 
 refusal = lambda: ctl("deploy", other, "--pipeline", "cam")
 by_camera, status, refused = stream(camera, 60, during=refusal)
@@ -115,8 +122,14 @@ for seq in common:
         mismatch.append((seq, a, b))
 check("the camera engine's results equal CPU preprocessing's, frame for frame", not mismatch, str(mismatch[:2]))
 check("a swap to a camera engine for other frames is refused with what it takes",
-      refused is not None and refused.returncode == 1 and "takes yuyv 640x480 frames" in refused.stderr and
-      "nv12 320x240" in refused.stderr, refused.stderr if refused else "")
+      refused is not None and refused.returncode == 1 and f"takes yuyv {WIDTH + 2}x{HEIGHT} frames" in refused.stderr and
+      f"nv12 {WIDTH}x{HEIGHT}" in refused.stderr, refused.stderr if refused else "")
 
+for name, results in (("camera engine", by_camera), ("cpu preprocess", by_cpu)):
+    def median(stage):
+        values = sorted(r["latency_us"][stage] for r in results.values())
+        return values[len(values) // 2] if values else float("nan")
+    print(f"{BOARD} {name}: median us preprocess {median('preprocess'):.0f}, inference {median('inference'):.0f}, "
+          f"total {median('total'):.0f} over {len(results)} frames")
 print(f"{len(failures)} failure(s)" if failures else "all checks passed")
 sys.exit(1 if failures else 0)
