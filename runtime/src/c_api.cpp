@@ -168,6 +168,42 @@ void edgert_engine_free(const edgert_engine* engine, edgert_memory_space space, 
   if (engine && data && engine->engine->device()) engine->engine->device()->free(space, data);
 }
 
+namespace {
+
+// The device table of plugin `name` when it has a usable device here; else null and `error`.
+const edgert_device* usable_device(const char* plugin_path, const char* name, edgert_error* error) {
+  if (!name) {
+    set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "the device plugin's name must not be NULL");
+    return nullptr;
+  }
+  const edgert::LoadedPlugin* plugin = edgert::load_plugin(name, edgert::plugin_search_path(plugin_path), error);
+  if (!plugin) return nullptr;
+  if (!plugin->table->device || (plugin->table->score && plugin->table->score() <= 0)) {
+    set_error(error, EDGERT_ERR_UNSUPPORTED, "plugin %s has no usable device on this machine", name);
+    return nullptr;
+  }
+  return plugin->table->device;
+}
+
+}  // namespace
+
+edgert_status edgert_device_allocate(const char* plugin_path, const char* plugin, edgert_memory_space space,
+                                     size_t bytes, void** data, edgert_error* error) {
+  if (!data) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "data must not be NULL");
+  *data = nullptr;
+  if (space != EDGERT_MEMORY_DEVICE && space != EDGERT_MEMORY_UNIFIED)
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "edgert_device_allocate makes device or unified memory");
+  const edgert_device* device = usable_device(plugin_path, plugin, error);
+  if (!device) return error ? error->status : EDGERT_ERR_UNSUPPORTED;
+  return device->allocate(space, bytes, data, error);
+}
+
+void edgert_device_free(const char* plugin_path, const char* plugin, edgert_memory_space space, void* data) {
+  edgert_error ignored{};
+  if (!data) return;
+  if (const edgert_device* device = usable_device(plugin_path, plugin, &ignored)) device->free(space, data);
+}
+
 uint64_t edgert_engine_device_copies(const edgert_engine* engine) {
   return engine && engine->engine->device() ? engine->engine->device()->copies_made() : 0;
 }

@@ -185,17 +185,25 @@ void ExecutionContext::set_cuda_graphs(bool on) {
 }
 
 void ExecutionContext::drop_graph() {
-  if (graph_) device_->graph_free(graph_);
-  graph_ = nullptr;
+  for (CapturedGraph& g : graphs_) device_->graph_free(g.graph);
+  graphs_.clear();
   graph_ready_ = false;
 }
 
-bool ExecutionContext::same_as_captured(const std::vector<edgert_tensor>& graph_inputs) const {
-  if (graph_inputs.size() != captured_inputs_.size()) return false;
-  for (size_t i = 0; i < graph_inputs.size(); ++i)
-    if (!same_tensor(graph_inputs[i], captured_inputs_[i])) return false;
+namespace {
+
+// Same shapes and dtypes and, with `pointers`, the same memory.
+bool same_inputs(const std::vector<edgert_tensor>& a, const std::vector<edgert_tensor>& b, bool pointers = true) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    edgert_tensor x = a[i];
+    if (!pointers) x.data = b[i].data;
+    if (!same_tensor(x, b[i])) return false;
+  }
   return true;
 }
+
+}  // namespace
 
 edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_inputs, void* stream,
                                         edgert_error* error) {
@@ -207,30 +215,43 @@ edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_
     if (edgert_status s = device_->timer_record(timer_start_, stream, error)) return s;
   }
   edgert_status s = EDGERT_OK;
-  if (graph_ready_ && same_as_captured(graph_inputs)) {
-    s = device_->graph_launch(graph_, stream, error);
+  replayed_ = false;
+  const auto captured = std::find_if(graphs_.begin(), graphs_.end(),
+                                     [&](const CapturedGraph& g) { return same_inputs(g.inputs, graph_inputs); });
+  if (captured != graphs_.end()) {
+    s = device_->graph_launch(captured->graph, stream, error);
     device_run_.pending = true;
+    replayed_ = s == EDGERT_OK;
   } else {
-    if (graph_ready_) drop_graph();
+    // Graphs hold the kernels' state as prepared for their shapes: other shapes prepare again.
+    if (!graphs_.empty() && !same_inputs(graphs_.front().inputs, graph_inputs, false)) drop_graph();
     // Capture once a run went through with these very inputs, every node a capturable device
     // kernel with its tensors in the arenas: the graph then replays exactly that run.
+    const auto seen = std::find_if(seen_inputs_.begin(), seen_inputs_.end(),
+                                   [&](const std::vector<edgert_tensor>& inputs) { return same_inputs(inputs, graph_inputs); });
+    // The previous run had these shapes, so no kernel prepares (allocates, synchronizes) inside
+    // the capture.
     bool capture = graphs_allowed_ && device_->graph_begin && !layer_times_ && !device_run_.used_allocator &&
-                   last_inputs_.size() == graph_inputs.size();
-    for (size_t i = 0; capture && i < graph_inputs.size(); ++i) capture = same_tensor(graph_inputs[i], last_inputs_[i]);
+                   seen != seen_inputs_.end() && same_inputs(last_inputs_, graph_inputs, false);
     for (const LoadedNode& node : engine_.main_graph().nodes)
       capture = capture && node.device && (node.kernel->flags & EDGERT_KERNEL_CAPTURABLE);
     capture = capture && main_.shapes_are_static();
     device_run_.used_allocator = false;
     if (capture && device_->graph_begin(stream, error) == EDGERT_OK) {
+      seen_inputs_.erase(seen);
       s = main_.run(graph_inputs.data(), graph_inputs.size(), error);
       edgert_error end_error{};
       void* graph = nullptr;
       const edgert_status ended = device_->graph_end(stream, &graph, &end_error);
       if (s == EDGERT_OK && ended == EDGERT_OK && !device_run_.used_allocator) {
-        graph_ = graph;
+        if (graphs_.size() == kMaxGraphs) {
+          device_->graph_free(graphs_.front().graph);
+          graphs_.erase(graphs_.begin());
+        }
+        graphs_.push_back(CapturedGraph{graph_inputs, graph});
         graph_ready_ = true;
-        captured_inputs_ = graph_inputs;
-        s = device_->graph_launch(graph_, stream, error);
+        s = device_->graph_launch(graph, stream, error);
+        replayed_ = s == EDGERT_OK;
       } else {
         if (graph) device_->graph_free(graph);
         graphs_allowed_ = graphs_allowed_ && s != EDGERT_OK;  // a run that cannot be captured is not tried again
@@ -239,6 +260,10 @@ edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_
       device_run_.pending = true;
     } else {
       s = main_.run(graph_inputs.data(), graph_inputs.size(), error);
+      if (seen == seen_inputs_.end()) {
+        if (seen_inputs_.size() == kMaxGraphs) seen_inputs_.erase(seen_inputs_.begin());
+        seen_inputs_.push_back(graph_inputs);
+      }
     }
   }
   last_inputs_ = graph_inputs;

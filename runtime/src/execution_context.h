@@ -55,7 +55,9 @@ class ExecutionContext {
   void set_device_timing(bool on) { device_timing_ = on; }
   double device_ms() const { return device_ms_; }
   void set_cuda_graphs(bool on);
-  bool replaying_graph() const { return graph_ready_; }
+  // Whether the last run was a CUDA graph launch (a replay, or the launch right after capture).
+  bool replaying_graph() const { return replayed_; }
+  size_t captured_graphs() const { return graphs_.size(); }
 
   // Bytes of the planned arenas and workspaces of all spaces (0 before the first run or
   // without a plan).
@@ -72,9 +74,7 @@ class ExecutionContext {
   edgert_status use_profile(size_t profile, edgert_error* error);
   // The run itself, on `stream`, with graph inputs already in their spaces.
   edgert_status execute(const std::vector<edgert_tensor>& graph_inputs, void* stream, edgert_error* error);
-  // Whether the inputs (shapes and pointers) and bindings are the captured graph's.
-  bool same_as_captured(const std::vector<edgert_tensor>& graph_inputs) const;
-  void drop_graph();
+  void drop_graph();  // every captured graph
 
   // One buffer of a memory space, grown on demand, freed with the context.
   struct Buffer {
@@ -108,10 +108,19 @@ class ExecutionContext {
   std::vector<edgert_memory_space> bound_input_spaces_;
   std::vector<std::pair<void*, size_t>> bound_outputs_;
   bool use_host_outputs_ = false;  // output() returns the host copies (after run)
-  // CUDA graph of the whole run (device engines whose every node is a capturable kernel).
-  bool graphs_allowed_ = true, graph_ready_ = false;
-  void* graph_ = nullptr;
-  std::vector<edgert_tensor> captured_inputs_, last_inputs_;
+  // CUDA graphs of the whole run (device engines whose every node is a capturable kernel), one
+  // per set of inputs (shapes and pointers) a run was given twice: a camera's frames rotate
+  // among a few capture buffers bound in place, and each buffer replays its own graph. At most
+  // kMaxGraphs, the oldest dropped first; graph_ready_ while any exists (the arenas stay put).
+  struct CapturedGraph {
+    std::vector<edgert_tensor> inputs;
+    void* graph = nullptr;
+  };
+  static constexpr size_t kMaxGraphs = 8;
+  bool graphs_allowed_ = true, graph_ready_ = false, replayed_ = false;
+  std::vector<CapturedGraph> graphs_;
+  std::vector<std::vector<edgert_tensor>> seen_inputs_;  // recent inputs without a graph, newest last
+  std::vector<edgert_tensor> last_inputs_;  // the previous run's: capture only after a run of the same shapes
   void* timer_start_ = nullptr;
   void* timer_end_ = nullptr;
   bool device_timing_ = false;

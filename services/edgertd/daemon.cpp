@@ -319,10 +319,12 @@ nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
     j["socket_dropped"] = s.sinks.dropped;
     j["socket_buffered_bytes"] = s.sinks.buffered_bytes;
     j["frame_copies_per_frame"] = s.processed ? static_cast<double>(s.frame_copies) / s.processed : 0.0;
+    j["device_copies_per_frame"] = s.processed ? static_cast<double>(s.device_copies) / s.processed : 0.0;
     // Who turns frames into the engine's input: the engine itself (built with --camera; on a
     // GPU board its first kernel reads the capture buffer) or edgertd's CPU preprocessing.
     if (std::shared_ptr<EngineHandle> engine = p.engine())
       j["frame_input"] = camera_frame_input(engine->input()) ? "camera-engine" : "cpu-preprocess";
+    j["frame_memory"] = p.frame_memory();
     j["latency"] = {{"total", latency_json(s.total)}, {"queue", latency_json(s.queue)},
                     {"preprocess", latency_json(s.preprocess)}, {"inference", latency_json(s.inference)},
                     {"postprocess", latency_json(s.postprocess)}};

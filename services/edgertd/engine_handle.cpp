@@ -1,5 +1,7 @@
 #include "engine_handle.h"
 
+#include "edgert/dtype_info.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -144,6 +146,7 @@ void EngineHandle::lock_mapping_in_ram() {
 
 EngineHandle::~EngineHandle() {
   if (context_) edgert_context_release(context_);
+  for (void* buffer : output_buffers_) edgert_engine_free(engine_, EDGERT_MEMORY_UNIFIED, buffer);
   if (engine_) edgert_engine_release(engine_);
 }
 
@@ -208,6 +211,49 @@ std::string EngineHandle::replay_self_test(int runs, bool* had_vector) {
     }
   }
   return "";
+}
+
+bool EngineHandle::can_run_in_place() {
+  if (in_place_checked_) return in_place_;
+  in_place_checked_ = true;
+  edgert_error error{};
+  std::vector<std::pair<void*, size_t>> buffers;
+  bool fits = true;
+  for (int32_t i = 0; fits && i < static_cast<int32_t>(output_names_.size()); ++i) {
+    edgert_tensor_info info{};
+    edgert_engine_output_info(engine_, i, &info);
+    size_t bytes = edgert_dtype_size(info.dtype);
+    fits = bytes > 0 && info.rank >= 0;
+    for (int32_t d = 0; fits && d < info.rank; ++d) {
+      fits = info.dims[d] >= 0;
+      bytes *= static_cast<size_t>(std::max<int64_t>(info.dims[d], 0));
+    }
+    void* data = nullptr;
+    fits = fits && edgert_engine_allocate(engine_, EDGERT_MEMORY_UNIFIED, std::max<size_t>(bytes, 1), &data, &error) == EDGERT_OK;
+    if (fits) buffers.emplace_back(data, std::max<size_t>(bytes, 1));
+  }
+  for (size_t i = 0; fits && i < buffers.size(); ++i)
+    fits = edgert_context_bind_output(context_, static_cast<int32_t>(i), buffers[i].first, buffers[i].second,
+                                      EDGERT_MEMORY_UNIFIED, &error) == EDGERT_OK;
+  for (const auto& [data, bytes] : buffers) {
+    if (fits) output_buffers_.push_back(data);
+    else edgert_engine_free(engine_, EDGERT_MEMORY_UNIFIED, data);
+  }
+  if (!fits)
+    for (size_t i = 0; i < output_names_.size(); ++i)
+      edgert_context_bind_output(context_, static_cast<int32_t>(i), nullptr, 0, EDGERT_MEMORY_UNIFIED, &error);
+  in_place_ = fits;
+  return in_place_;
+}
+
+const std::vector<edgert_tensor>& EngineHandle::run_in_place(const edgert_tensor& input) {
+  edgert_error error{};
+  if (edgert_context_bind_input(context_, 0, &input, EDGERT_MEMORY_UNIFIED, &error) != EDGERT_OK ||
+      edgert_context_enqueue(context_, nullptr, &error) != EDGERT_OK ||
+      edgert_context_synchronize(context_, &error) != EDGERT_OK)
+    throw std::runtime_error(error.message);
+  for (size_t i = 0; i < outputs_.size(); ++i) edgert_context_output(context_, static_cast<int32_t>(i), &outputs_[i]);
+  return outputs_;
 }
 
 const std::vector<edgert_tensor>& EngineHandle::run(const edgert_tensor& input) {

@@ -68,6 +68,16 @@ class EngineHandle {
   // next run. Throws std::runtime_error.
   const std::vector<edgert_tensor>& run(const edgert_tensor& input);
 
+  // Whether run_in_place works for this engine: it has a device, and outputs of fixed size (on
+  // the first call, host-mapped output buffers are allocated and bound for it).
+  bool can_run_in_place();
+  // Runs on `input` where it lies: bound as host-mapped memory the device reads in place (a
+  // camera frame in host-mapped capture buffers, frame_memory.h), the outputs written into this
+  // handle's host-mapped buffers: no copies. Needs can_run_in_place(); throws std::runtime_error.
+  const std::vector<edgert_tensor>& run_in_place(const edgert_tensor& input);
+  // Copies the engine's device has made in this process (0 without a device).
+  uint64_t device_copies() const { return edgert_engine_device_copies(engine_); }
+
   // Runs the engine's self-test vector `runs` times (the first runs warm up: arena, caches)
   // and compares the last outputs with the stored ones. Returns "" when they match (or when
   // the engine stores none: *had_vector = false), else what differs. Call before the engine
@@ -83,6 +93,8 @@ class EngineHandle {
   std::vector<edgert_tensor> outputs_;
   EngineFootprint footprint_;
   uint64_t locked_bytes_ = 0;
+  bool in_place_checked_ = false, in_place_ = false;
+  std::vector<void*> output_buffers_;  // host-mapped, bound to the outputs (run_in_place)
 
   void lock_mapping_in_ram();
 };

@@ -25,6 +25,7 @@ struct Frame {
   size_t strides[2] = {0, 0};                     // bytes per row of each plane
   size_t bytes_used = 0;                          // payload size (MJPEG: the compressed size)
   int dmabuf_fd = -1;                             // exported DMABUF of the buffer, -1 when none
+  bool device_mapped = false;  // the buffer is host-mapped memory the GPU reads (frame_memory.h)
 };
 
 // A frame plus ownership of its buffer: the buffer returns to its source (requeued) when the

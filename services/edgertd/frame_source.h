@@ -10,6 +10,7 @@
 #include <string>
 
 #include "frame.h"
+#include "frame_memory.h"
 
 namespace edgert::daemon {
 
@@ -23,6 +24,9 @@ struct SourceConfig {
   std::string io = "mmap";
   int buffers = 4;                    // v4l2 buffer count
   bool triggered = false;             // only deliver a frame after trigger() (GPIO trigger input)
+  // Frame buffers the source allocates (the test pattern's, v4l2 userptr): from here (null:
+  // host memory). The pipeline gives host-mapped memory on a GPU board (frame_memory.h).
+  std::shared_ptr<FrameMemory> memory;
 };
 
 struct SourceStats {

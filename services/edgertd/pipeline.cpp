@@ -1,6 +1,7 @@
 #include "pipeline.h"
 
 #include "camera_frame_input.h"
+#include "host_mapped_frame_memory.h"
 
 #include <sys/eventfd.h>
 #include <time.h>
@@ -15,6 +16,13 @@ uint64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The source's configuration with its frame buffers' memory: host-mapped on a GPU board
+// (host_mapped_frame_memory.h); `note` says which.
+SourceConfig with_frame_memory(SourceConfig config, const DaemonConfig& daemon, std::string* note) {
+  config.memory = frame_memory_for_board(daemon.board_profile, daemon.plugin_path, note);
+  return config;
 }
 
 std::unique_ptr<FrameSource> make_source(const SourceConfig& config) {
@@ -135,7 +143,7 @@ Pipeline::Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, Mem
     : config_(config),
       budget_(budget),
       results_(results),
-      source_(make_source(config.source)),
+      source_(make_source(with_frame_memory(config.source, daemon, &frame_memory_))),
       preprocessor_(config.preprocess),
       postprocessor_(config.postprocess) {
   uint64_t frames = frame_buffer_bytes(config.source);
@@ -286,7 +294,11 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
     const int image_width = frame_ref->width, image_height = frame_ref->height;
     const uint64_t ready = now_ns();
     result.times.preprocess_us = (ready - picked) / 1000.0;
-    const std::vector<edgert_tensor>& outputs = engine->run(frame);
+    // A frame in host-mapped memory is bound where it lies: the engine's first kernel reads it.
+    const bool in_place = frame_ref->device_mapped && frame.data == frame_ref->planes[0] && engine->can_run_in_place();
+    const uint64_t copies_before = engine->device_copies();
+    const std::vector<edgert_tensor>& outputs = in_place ? engine->run_in_place(frame) : engine->run(frame);
+    result.device_copies = static_cast<uint32_t>(engine->device_copies() - copies_before);
     frame_ref.reset();
     const uint64_t inferred = now_ns();
     result.times.inference_us = (inferred - ready) / 1000.0;
@@ -302,7 +314,9 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
   uint64_t preprocessed = now_ns();
   result.times.preprocess_us = (preprocessed - picked) / 1000.0;
 
+  const uint64_t copies_before = engine->device_copies();
   const std::vector<edgert_tensor>& outputs = engine->run(image_tensor(layout, input_buffer_.data()));
+  result.device_copies = static_cast<uint32_t>(engine->device_copies() - copies_before);
   uint64_t inferred = now_ns();
   result.times.inference_us = (inferred - preprocessed) / 1000.0;
   finish(std::move(result), outputs, *engine, image_width, image_height, inferred);
@@ -320,6 +334,7 @@ void Pipeline::finish(Result result, const std::vector<edgert_tensor>& outputs, 
 void Pipeline::publish(const Result& result) {
   ++processed_;
   frame_copies_ += result.frame_copies;
+  device_copies_ += result.device_copies;
   total_.add(result.times.total_us);
   inference_.add(result.times.inference_us);
   preprocess_.add(result.times.preprocess_us);
@@ -361,6 +376,7 @@ PipelineStats Pipeline::stats() const {
   }
   s.processed = processed_;
   s.frame_copies = frame_copies_;
+  s.device_copies = device_copies_;
   s.source_gaps = source_->stats().driver_gaps;
   if (recent_capture_ns_.size() > 1)
     s.fps = (recent_capture_ns_.size() - 1) * 1e9 / (recent_capture_ns_.back() - recent_capture_ns_.front());

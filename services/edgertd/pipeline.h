@@ -56,7 +56,7 @@ struct PipelineStats {
   uint64_t unloaded_drops = 0;  // of `dropped`: frames that arrived while no engine was loaded
   double fps = 0;
   LatencySummary total, inference, preprocess, postprocess, queue;
-  uint64_t frame_copies = 0;
+  uint64_t frame_copies = 0, device_copies = 0;
   std::string engine;
   std::string last_error;
   SinkCounters sinks;  // summed over the pipeline's sinks
@@ -84,6 +84,8 @@ class Pipeline {
   uint64_t error_count(std::string* last_error) const;
   const PipelineConfig& config() const { return config_; }
   std::string describe_source() const { return source_->describe(); }
+  // Where the source's own frame buffers live: "host", or "host-mapped (cuda)" on a GPU board.
+  const std::string& frame_memory() const { return frame_memory_; }
 
  private:
   void on_frame(FrameRef frame);
@@ -96,6 +98,7 @@ class Pipeline {
   PipelineConfig config_;
   MemoryBudget& budget_;
   ResultQueue& results_;
+  std::string frame_memory_;
   std::unique_ptr<FrameSource> source_;
   Preprocessor preprocessor_;
   Postprocessor postprocessor_;
@@ -113,7 +116,7 @@ class Pipeline {
   std::vector<uint8_t> frame_scratch_;  // worker thread only: a camera engine's packed frame
 
   // Loop-thread statistics.
-  uint64_t processed_ = 0, frame_copies_ = 0;
+  uint64_t processed_ = 0, frame_copies_ = 0, device_copies_ = 0;
   LatencyWindow total_, inference_, preprocess_, postprocess_, queue_;
   std::deque<uint64_t> recent_capture_ns_;
 };

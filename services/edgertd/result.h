@@ -32,6 +32,10 @@ struct Result {
   std::vector<Detection> detections;  // classification top-k, or detected objects
   nlohmann::json payload;      // postprocess output as JSON (top-k, boxes, segmentation summary, raw)
   uint32_t frame_copies = 0;   // extra copies of the frame beyond the one preprocess pass
+  // Copies the engine's device made for this frame (inputs to the GPU, outputs back): 0 when a
+  // camera engine reads a host-mapped frame in place. Counted process-wide by the plugin, so
+  // pipelines sharing a GPU may see each other's.
+  uint32_t device_copies = 0;
 };
 
 // What a sink holds for its readers (the socket sink; others hold nothing).

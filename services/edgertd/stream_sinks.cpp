@@ -18,6 +18,7 @@ nlohmann::json result_to_json(const Result& r) {
             {"postprocess", r.times.postprocess_us},
             {"total", r.times.total_us}}},
           {"frame_copies", r.frame_copies},
+          {"device_copies", r.device_copies},
           {"result", r.payload}};
 }
 

@@ -42,11 +42,24 @@ class TestPatternSource : public FrameSource {
   explicit TestPatternSource(const SourceConfig& config) : config_(config) {
     if (config.format == PixelFormat::MJPEG)
       throw std::runtime_error("test-pattern source: mjpeg is not generated; use yuyv, nv12 or rgb24");
-    size_t bytes = frame_bytes();
-    pool_.assign(config_.buffers > 0 ? config_.buffers : kDefaultPoolSize, std::vector<uint8_t>(bytes, 0));
+    bytes_ = frame_bytes();
+    memory_ = config_.memory ? config_.memory : FrameMemory::host();
+    const int count = config_.buffers > 0 ? config_.buffers : kDefaultPoolSize;
+    try {
+      for (int i = 0; i < count; ++i) {
+        pool_.push_back(static_cast<uint8_t*>(memory_->allocate(bytes_)));
+        std::memset(pool_.back(), 0, bytes_);
+      }
+    } catch (...) {
+      for (uint8_t* p : pool_) memory_->free(p);
+      throw;
+    }
     in_use_.assign(pool_.size(), 0);
   }
-  ~TestPatternSource() override { stop(); }
+  ~TestPatternSource() override {
+    stop();
+    for (uint8_t* p : pool_) memory_->free(p);
+  }
 
   void start(sd_event* loop, FrameCallback on_frame) override {
     on_frame_ = std::move(on_frame);
@@ -71,7 +84,8 @@ class TestPatternSource : public FrameSource {
 
   std::string describe() const override {
     return "test-pattern " + std::to_string(config_.width) + "x" + std::to_string(config_.height) + " " +
-           pixel_format_name(config_.format) + " " + std::to_string(config_.fps) + " fps";
+           pixel_format_name(config_.format) + " " + std::to_string(config_.fps) + " fps" +
+           (memory_->device_mapped() ? ", buffers " + memory_->describe() : "");
   }
 
   SourceStats stats() const override {
@@ -116,22 +130,23 @@ class TestPatternSource : public FrameSource {
       in_use_[slot] = 1;
       ++stats_.frames;
     }
-    draw(pool_[slot].data(), sequence);
+    draw(pool_[slot], sequence);
     Frame f;
     f.sequence = sequence;
     f.capture_ns = monotonic_ns();
     f.format = config_.format;
     f.width = config_.width;
     f.height = config_.height;
-    f.planes[0] = pool_[slot].data();
+    f.planes[0] = pool_[slot];
+    f.device_mapped = memory_->device_mapped();
     f.strides[0] = config_.format == PixelFormat::YUYV ? config_.width * 2u
                    : config_.format == PixelFormat::NV12 ? static_cast<size_t>(config_.width)
                                                          : config_.width * 3u;
     if (config_.format == PixelFormat::NV12) {
-      f.planes[1] = pool_[slot].data() + static_cast<size_t>(config_.width) * config_.height;
+      f.planes[1] = pool_[slot] + static_cast<size_t>(config_.width) * config_.height;
       f.strides[1] = static_cast<size_t>(config_.width);
     }
-    f.bytes_used = pool_[slot].size();
+    f.bytes_used = bytes_;
     on_frame_(make_frame_ref(f, [this, slot] {
       std::lock_guard<std::mutex> lock(mutex_);
       in_use_[slot] = 0;
@@ -191,7 +206,9 @@ class TestPatternSource : public FrameSource {
   sd_event_source* timer_ = nullptr;
   uint64_t period_us_ = 33333;
   uint64_t next_sequence_ = 0;
-  std::vector<std::vector<uint8_t>> pool_;
+  std::shared_ptr<FrameMemory> memory_;
+  size_t bytes_ = 0;
+  std::vector<uint8_t*> pool_;  // frames of bytes_ from memory_
   std::vector<char> in_use_;  // guarded by mutex_
   uint64_t triggers_ = 0;
   mutable std::mutex mutex_;

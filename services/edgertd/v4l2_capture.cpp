@@ -82,12 +82,13 @@ struct V4l2Capture::Shared {
   unsigned queued = 0;
   uint64_t requeue_errors = 0;
   std::vector<Buffer> buffers;
+  std::shared_ptr<FrameMemory> user_memory;  // userptr: where the buffers come from
 
   bool mplane() const { return buf_type == V4L2_BUF_TYPE_VIDEO_CAPTURE_MPLANE; }
 
   void unmap(Buffer& b) const {
     if (b.addr != MAP_FAILED) {
-      if (memory == V4L2_MEMORY_USERPTR) std::free(b.addr);
+      if (memory == V4L2_MEMORY_USERPTR) user_memory->free(b.addr);
       else munmap(b.addr, b.length);
     }
     b.addr = MAP_FAILED;
@@ -284,14 +285,16 @@ void V4l2Capture::start(sd_event* loop, FrameCallback on_frame) {
   if (userptr) {
     // Page-aligned, whole pages: what drivers that pin user memory for DMA accept.
     const size_t image = mplane ? fmt.fmt.pix_mp.plane_fmt[0].sizeimage : fmt.fmt.pix.sizeimage;
+    // On a GPU board host-mapped memory (frame_memory.h): the engine's first kernel reads
+    // where the driver wrote.
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t length = (std::max<size_t>(image, 1) + page - 1) / page * page;
+    shared->user_memory = config_.memory ? config_.memory : FrameMemory::host();
     for (Shared::Buffer& b : shared->buffers) {
-      b.addr = std::aligned_alloc(page, length);
-      if (!b.addr) {
-        b.addr = MAP_FAILED;
-        throw std::runtime_error("v4l2 " + dev + ": cannot allocate " + std::to_string(req.count) + " capture buffers of " +
-                                 std::to_string(length) + " bytes");
+      try {
+        b.addr = shared->user_memory->allocate(length);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("v4l2 " + dev + ": " + std::to_string(req.count) + " capture buffers: " + e.what());
       }
       b.length = length;
     }
@@ -491,6 +494,7 @@ void V4l2Capture::dequeue_ready() {
     const size_t payload_end = mplane ? planes[0].bytesused : buf.bytesused;
     frame.bytes_used = payload_end > data_offset ? payload_end - data_offset : 0;
     frame.dmabuf_fd = mapped.dmabuf_fd;
+    frame.device_mapped = shared->memory == V4L2_MEMORY_USERPTR && shared->user_memory->device_mapped();
 
     FrameRef ref = make_frame_ref(frame, [shared, index] { shared->release(index); });
     ++frames_;
@@ -509,7 +513,10 @@ std::string V4l2Capture::describe() const {
   std::string text = "v4l2 " + config_.device + " " + std::to_string(started ? width_ : config_.width) +
                      "x" + std::to_string(started ? height_ : config_.height) + " " +
                      pixel_format_name(config_.format) + " " + std::to_string(fps) + " fps (" +
-                     config_.io + (config_.triggered ? ", triggered" : "") + ")";
+                     config_.io + (config_.io == "userptr" && config_.memory && config_.memory->device_mapped()
+                                       ? " into " + config_.memory->describe() + " memory"
+                                       : "") +
+                     (config_.triggered ? ", triggered" : "") + ")";
   std::lock_guard<std::mutex> lock(error_mutex_);
   if (!error_.empty()) text += " [stopped: " + error_ + "]";
   return text;

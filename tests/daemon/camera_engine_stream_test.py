@@ -112,6 +112,20 @@ check("status names the camera engine's path", pipeline.get("frame_input") == "c
 check("the CPU path is named too", (cpu_status or {"pipelines": [{}]})["pipelines"][0].get("frame_input") == "cpu-preprocess")
 check("60 results from the camera engine", len(by_camera) >= 60, str(len(by_camera)))
 check("no frame copied (the engine reads the source's buffer)", all(r["frame_copies"] == 0 for r in by_camera.values()))
+cpu_pipeline = (cpu_status or {"pipelines": [{}]})["pipelines"][0]
+if BOARD.startswith("x86_64-cuda") or "jetson" in BOARD:
+    # The test pattern's buffers are host-mapped: the camera engine's first kernel reads them and
+    # its outputs land in host-mapped buffers, with no copy; the CPU path copies its float image
+    # in and the outputs out.
+    check("frame buffers in host-mapped memory", pipeline.get("frame_memory") == "host-mapped (cuda)", str(pipeline))
+    check("the camera engine runs with no device copy", pipeline.get("device_copies_per_frame") == 0 and
+          all(r["device_copies"] == 0 for r in by_camera.values()), str(pipeline.get("device_copies_per_frame")))
+    check("the CPU path copies to and from the GPU", cpu_pipeline.get("device_copies_per_frame", 0) >= 1,
+          str(cpu_pipeline.get("device_copies_per_frame")))
+else:
+    check("frame buffers in host memory", pipeline.get("frame_memory", "").startswith("host (board"), str(pipeline))
+    check("no device, no device copies", pipeline.get("device_copies_per_frame") == 0 and
+          cpu_pipeline.get("device_copies_per_frame") == 0)
 common = sorted(set(by_camera) & set(by_cpu))
 check("the two runs share frames (sequence numbers)", len(common) >= 30, f"{len(common)} in common")
 mismatch = []

@@ -256,6 +256,48 @@ TEST_F(GpuEngine, TheSecondRunIsCapturedAndReplaysUntilTheShapeChanges) {
   EXPECT_FALSE(eager.replaying_graph());
 }
 
+TEST_F(GpuEngine, RotatingBoundBuffersEachReplayTheirOwnGraphWithNoCopies) {
+  // A camera's capture buffers, bound in place in turn: each gets its graph on its second run.
+  const Shape shape = {1, 3, 16, 16};
+  auto gpu = load(build(small_net(shape, false), "x86_64-cuda-sm90"));
+  auto fresh = load(build(small_net(shape, false), "x86_64-cuda-sm90"));
+  ASSERT_TRUE(gpu && fresh);
+  ExecutionContext context(*gpu), eager(*fresh);
+  eager.set_cuda_graphs(false);
+  const size_t count = 3 * 16 * 16;
+  edgert_error error{};
+  const edgert_device* device = gpu->device();
+  ASSERT_NE(device, nullptr);
+  std::vector<void*> frames(3, nullptr);
+  std::vector<std::vector<float>> want;
+  void* y = nullptr;
+  ASSERT_EQ(device->allocate(EDGERT_MEMORY_UNIFIED, 10 * sizeof(float), &y, &error), EDGERT_OK) << error.message;
+  for (size_t f = 0; f < frames.size(); ++f) {
+    ASSERT_EQ(device->allocate(EDGERT_MEMORY_UNIFIED, count * sizeof(float), &frames[f], &error), EDGERT_OK);
+    const std::vector<float> x = seeded(count, 40 + static_cast<uint32_t>(f));
+    std::copy(x.begin(), x.end(), static_cast<float*>(frames[f]));
+    want.push_back(run(eager, shape, x));
+  }
+  ASSERT_EQ(context.bind_output(0, y, 10 * sizeof(float), EDGERT_MEMORY_UNIFIED, &error), EDGERT_OK) << error.message;
+  const uint64_t copies_before = device->copies_made();
+  for (int round = 0; round < 3; ++round)
+    for (size_t f = 0; f < frames.size(); ++f) {
+      edgert_tensor x{EDGERT_DTYPE_FLOAT32, 4, {1, 3, 16, 16}, frames[f]};
+      ASSERT_EQ(context.bind_input(0, x, EDGERT_MEMORY_UNIFIED, &error), EDGERT_OK) << error.message;
+      ASSERT_EQ(context.enqueue(nullptr, &error), EDGERT_OK) << error.message;
+      ASSERT_EQ(context.synchronize(&error), EDGERT_OK) << error.message;
+      EXPECT_EQ(context.replaying_graph(), round > 0) << "round " << round << ", buffer " << f;
+      const std::vector<float> got(static_cast<float*>(y), static_cast<float*>(y) + 10);
+      EXPECT_LE(relative_l2(got, want[f]), 1e-6) << "round " << round << ", buffer " << f;
+    }
+  EXPECT_EQ(context.captured_graphs(), frames.size());
+  EXPECT_EQ(device->copies_made(), copies_before) << "a run bound in place copied";
+  context.set_cuda_graphs(false);
+  EXPECT_EQ(context.captured_graphs(), 0u);
+  for (void* f : frames) device->free(EDGERT_MEMORY_UNIFIED, f);
+  device->free(EDGERT_MEMORY_UNIFIED, y);
+}
+
 TEST_F(GpuEngine, AHostOnlyNodeBetweenGpuNodesRunsWithCopiesOrInUnifiedMemory) {
   const Shape shape = {2, 3, 16, 16};
   auto cpu = load(build(small_net(shape, true), "x86_64-generic"));

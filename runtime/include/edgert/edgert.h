@@ -117,6 +117,14 @@ EDGERT_API void edgert_context_set_cuda_graphs(edgert_context* context, int32_t 
 EDGERT_API edgert_status edgert_engine_allocate(const edgert_engine* engine, edgert_memory_space space, size_t bytes,
                                                 void** data, edgert_error* error);
 EDGERT_API void edgert_engine_free(const edgert_engine* engine, edgert_memory_space space, void* data);
+/* The same allocators without an engine, for buffers that outlive engines (a camera's capture
+ * buffers across hot swaps): `plugin` names the device plugin ("cuda"), searched on
+ * `plugin_path` (NULL: as edgert_load_options.plugin_path). Fails with EDGERT_ERR_UNSUPPORTED
+ * where the plugin has no usable device. Plugins stay loaded for the process, so such memory
+ * may be freed at any time, with the same plugin and space. */
+EDGERT_API edgert_status edgert_device_allocate(const char* plugin_path, const char* plugin, edgert_memory_space space,
+                                                size_t bytes, void** data, edgert_error* error);
+EDGERT_API void edgert_device_free(const char* plugin_path, const char* plugin, edgert_memory_space space, void* data);
 /* Copies the engine's device plugin has made since the process started (0 without one): what
  * zero-copy tests count. */
 EDGERT_API uint64_t edgert_engine_device_copies(const edgert_engine* engine);
