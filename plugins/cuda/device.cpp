@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -97,6 +98,27 @@ edgert_status stream_create(void** stream, edgert_error* error) {
   cudaStream_t s = nullptr;
   EDGERT_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), EDGERT_ERR_PLUGIN, "cudaStreamCreate");
   *stream = s;
+  return EDGERT_OK;
+}
+
+// edgert priorities grow with urgency; CUDA's shrink (its greatest priority is the most
+// negative), within the range the device reports.
+edgert_status stream_create_with_priority(int32_t priority, void** stream, edgert_error* error) {
+  int least = 0, greatest = 0;
+  EDGERT_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest), EDGERT_ERR_PLUGIN, "cudaDeviceGetStreamPriorityRange");
+  const int cuda_priority = std::clamp(-priority, greatest, least);
+  cudaStream_t s = nullptr;
+  EDGERT_CUDA_TRY(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, cuda_priority), EDGERT_ERR_PLUGIN,
+                  "cudaStreamCreateWithPriority");
+  *stream = s;
+  return EDGERT_OK;
+}
+
+edgert_status memory_info(uint64_t* free_bytes, uint64_t* total_bytes, edgert_error* error) {
+  size_t free_now = 0, total = 0;
+  EDGERT_CUDA_TRY(cudaMemGetInfo(&free_now, &total), EDGERT_ERR_PLUGIN, "cudaMemGetInfo");
+  *free_bytes = free_now;
+  *total_bytes = total;
   return EDGERT_OK;
 }
 
@@ -202,6 +224,8 @@ const edgert_device* device_table() {
     d.timer_record = timer_record;
     d.timer_elapsed = timer_elapsed;
     d.timer_free = timer_free;
+    d.stream_create_with_priority = stream_create_with_priority;
+    d.memory_info = memory_info;
     return d;
   }();
   return &table;

@@ -204,6 +204,21 @@ void edgert_device_free(const char* plugin_path, const char* plugin, edgert_memo
   if (const edgert_device* device = usable_device(plugin_path, plugin, &ignored)) device->free(space, data);
 }
 
+edgert_status edgert_device_memory_info(const char* plugin_path, const char* plugin, uint64_t* free_bytes,
+                                        uint64_t* total_bytes, edgert_error* error) {
+  if (!free_bytes || !total_bytes) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "free_bytes and total_bytes must not be NULL");
+  const edgert_device* device = usable_device(plugin_path, plugin, error);
+  if (!device) return error ? error->status : EDGERT_ERR_UNSUPPORTED;
+  if (!EDGERT_DEVICE_HAS(device, memory_info))
+    return set_error(error, EDGERT_ERR_UNSUPPORTED, "plugin %s does not report its device memory", plugin);
+  return device->memory_info(free_bytes, total_bytes, error);
+}
+
+edgert_status edgert_context_set_priority(edgert_context* context, int32_t priority, edgert_error* error) {
+  if (!context) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "context must not be NULL");
+  return context->context->set_priority(priority, error);
+}
+
 uint64_t edgert_engine_device_copies(const edgert_engine* engine) {
   return engine && engine->engine->device() ? engine->engine->device()->copies_made() : 0;
 }

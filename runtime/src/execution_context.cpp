@@ -184,6 +184,28 @@ void ExecutionContext::set_cuda_graphs(bool on) {
   if (!on) drop_graph();
 }
 
+edgert_status ExecutionContext::create_own_stream(edgert_error* error) {
+  if (priority_ != 0 && EDGERT_DEVICE_HAS(device_, stream_create_with_priority))
+    return device_->stream_create_with_priority(priority_, &own_stream_, error);
+  return device_->stream_create(&own_stream_, error);
+}
+
+edgert_status ExecutionContext::set_priority(int32_t priority, edgert_error* error) {
+  if (!device_ || priority == priority_) {
+    priority_ = priority;
+    return EDGERT_OK;
+  }
+  // The next run makes the stream anew; graphs captured on the old one go with it.
+  if (own_stream_) {
+    if (edgert_status s = device_run_.synchronize(error)) return s;
+    drop_graph();
+    device_->stream_destroy(own_stream_);
+    own_stream_ = nullptr;
+  }
+  priority_ = priority;
+  return EDGERT_OK;
+}
+
 void ExecutionContext::drop_graph() {
   for (CapturedGraph& g : graphs_) device_->graph_free(g.graph);
   graphs_.clear();
@@ -300,7 +322,7 @@ edgert_status ExecutionContext::run(const edgert_tensor* inputs, int32_t num_inp
   size_t profile = 0;
   if (edgert_status s = engine_.select_profile(inputs, static_cast<size_t>(num_inputs), &profile, error)) return s;
   if (device_ && !own_stream_)
-    if (edgert_status s = device_->stream_create(&own_stream_, error)) return s;
+    if (edgert_status s = create_own_stream(error)) return s;
   // The previous run's outputs stay valid until this one: wait for its work first.
   if (device_)
     if (edgert_status s = device_run_.synchronize(error)) return s;
@@ -391,7 +413,7 @@ edgert_status ExecutionContext::enqueue(void* stream, edgert_error* error) {
   size_t profile = 0;
   if (edgert_status s = engine_.select_profile(bound_inputs_.data(), bound_inputs_.size(), &profile, error)) return s;
   if (device_ && !stream && !own_stream_)
-    if (edgert_status s = device_->stream_create(&own_stream_, error)) return s;
+    if (edgert_status s = create_own_stream(error)) return s;
   if (!stream) stream = own_stream_;
   if (!graph_ready_) main_.release_activations();
   if (edgert_status s = use_profile(profile, error)) return s;

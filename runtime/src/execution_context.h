@@ -55,6 +55,9 @@ class ExecutionContext {
   void set_device_timing(bool on) { device_timing_ = on; }
   double device_ms() const { return device_ms_; }
   void set_cuda_graphs(bool on);
+  // Priority of the context's own stream on its device (larger: scheduled first; 0 default);
+  // a no-op for host-only engines.
+  edgert_status set_priority(int32_t priority, edgert_error* error);
   // Whether the last run was a CUDA graph launch (a replay, or the launch right after capture).
   bool replaying_graph() const { return replayed_; }
   size_t captured_graphs() const { return graphs_.size(); }
@@ -98,6 +101,8 @@ class ExecutionContext {
   std::unique_ptr<TensorAllocator> device_memory_, unified_memory_;
   DeviceRun device_run_;
   void* own_stream_ = nullptr;
+  int32_t priority_ = 0;
+  edgert_status create_own_stream(edgert_error* error);
   GraphExecutor main_;
   std::vector<edgert_tensor> graph_inputs_;
   // Device staging of host inputs (run) and host copies of device outputs (run).

@@ -56,6 +56,9 @@ struct PipelineConfig {
   PreprocessConfig preprocess;
   std::string engine;  // engine file path
   int queue_depth = 2;  // frames that may wait for the worker; beyond that the oldest is dropped
+  // GPU stream priority of the pipeline's engine (0-10, larger first; 0 the default): where
+  // pipelines share a GPU, a higher one's kernels are scheduled ahead of the others'.
+  int priority = 0;
   PostprocessConfig postprocess;
   SocketSinkConfig socket;
   SqliteSinkConfig sqlite;

@@ -173,6 +173,9 @@ void Daemon::start() {
   config_ = load_daemon_config(config_path_);
   check_before_start(config_, false);
   budget_ = std::make_unique<MemoryBudget>(budget_bytes(config_));
+  // A discrete GPU's memory is its own (checked against what it has free); a Jetson's is the
+  // board's DRAM, in the one budget.
+  set_device_memory_is_host(config_.board_profile.gpu_type != "cuda" || config_.board_profile.unified_memory);
   if (sd_event_default(&loop_) < 0) throw std::runtime_error("cannot create the event loop");
 
   sigset_t mask;
@@ -325,6 +328,7 @@ nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
     if (std::shared_ptr<EngineHandle> engine = p.engine())
       j["frame_input"] = camera_frame_input(engine->input()) ? "camera-engine" : "cpu-preprocess";
     j["frame_memory"] = p.frame_memory();
+    j["priority"] = p.config().priority;
     j["latency"] = {{"total", latency_json(s.total)}, {"queue", latency_json(s.queue)},
                     {"preprocess", latency_json(s.preprocess)}, {"inference", latency_json(s.inference)},
                     {"postprocess", latency_json(s.postprocess)}};
@@ -343,13 +347,22 @@ nlohmann::json Daemon::status_json() {
   for (auto& [name, p] : pipelines_) pipelines.push_back(pipeline_json(*p, true));
   uint64_t buffered = socket_buffered_bytes();
   // Reservations (engines, frame buffers) plus what slow socket readers hold right now.
-  return {{"version", EDGERT_VERSION},
-          {"config", config_path_},
-          {"board", config_.board_profile.name},
-          {"uptime_s", (monotonic_ns() - started_ns_) / 1e9},
-          {"memory", {{"budget_bytes", budget_->limit()}, {"used_bytes", budget_->used() + buffered},
-                      {"reserved_bytes", budget_->used()}, {"socket_buffers_bytes", buffered}}},
-          {"pipelines", pipelines}};
+  nlohmann::json status = {{"version", EDGERT_VERSION},
+                           {"config", config_path_},
+                           {"board", config_.board_profile.name},
+                           {"uptime_s", (monotonic_ns() - started_ns_) / 1e9},
+                           {"memory", {{"budget_bytes", budget_->limit()}, {"used_bytes", budget_->used() + buffered},
+                                       {"reserved_bytes", budget_->used()}, {"socket_buffers_bytes", buffered}}},
+                           {"pipelines", pipelines}};
+  // A GPU board: its device memory as the GPU reports it (a discrete GPU's own budget).
+  uint64_t free_bytes = 0, total_bytes = 0;
+  edgert_error error{};
+  if (config_.board_profile.gpu_type == "cuda" &&
+      edgert_device_memory_info(config_.plugin_path.empty() ? nullptr : config_.plugin_path.c_str(), "cuda", &free_bytes,
+                                &total_bytes, &error) == EDGERT_OK)
+    status["gpu_memory"] = {{"free_bytes", free_bytes}, {"total_bytes", total_bytes},
+                            {"own_budget", !config_.board_profile.unified_memory}};
+  return status;
 }
 
 void Daemon::register_commands() {

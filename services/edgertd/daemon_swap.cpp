@@ -184,6 +184,11 @@ void Daemon::swap_verified(const std::shared_ptr<SwapJob>& job) {
                                                                       "swap_stop_first: true to allow a stop-first swap" : ""));
     j.stop_first = true;
   }
+  const std::string device_refusal = device_memory_refusal(facts.footprint, config_.plugin_path, what);
+  if (!device_refusal.empty()) {
+    budget_->release("swap:" + j.name);
+    refuse_swap(j, "verify", "over_budget", device_refusal);
+  }
   swap_progress(j, "verify", j.signer + ", board " + facts.board + ", " + std::to_string(j.need >> 10) + " KiB" +
                                  (j.stop_first ? ", stop-first (both engines do not fit)" : ", overlap"), -1);
 
@@ -196,11 +201,12 @@ void Daemon::swap_verified(const std::shared_ptr<SwapJob>& job) {
   std::string plugin_path = config_.plugin_path, board = config_.board_profile.name;
   bool mlock_weights = config_.mlock_weights;
   j.pipeline = pipeline_named(j.name).config();
+  const int priority = j.pipeline.priority;
   worker_->run(
-      [job, plugin_path, board, mlock_weights] {
+      [job, plugin_path, board, mlock_weights, priority] {
         double t = monotonic_ms();
         try {
-          job->next = std::make_shared<EngineHandle>(job->path, plugin_path, board, mlock_weights, job->sha);
+          job->next = std::make_shared<EngineHandle>(job->path, plugin_path, board, mlock_weights, job->sha, priority);
         } catch (const std::exception& e) {
           job->load_error = e.what();
           return;
@@ -238,7 +244,7 @@ void Daemon::swap_loaded(const std::shared_ptr<SwapJob>& job) {
     if (!j.stop_first || j.old_path.empty()) return "";
     try {
       auto old = std::make_shared<EngineHandle>(j.old_path, config_.plugin_path, config_.board_profile.name, config_.mlock_weights,
-                                                j.current_sha);
+                                                j.current_sha, j.pipeline.priority);
       budget_->reserve("pipeline:" + j.name, old->footprint().total(), "engine " + short_sha(j.current_sha));
       pipeline_named(j.name).swap_engine(old);
       return "; the previous engine was loaded again";

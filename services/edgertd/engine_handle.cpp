@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,31 @@
 
 namespace edgert::daemon {
 
+namespace {
+std::atomic<bool> g_device_memory_is_host{true};
+}  // namespace
+
+void set_device_memory_is_host(bool is_host) { g_device_memory_is_host = is_host; }
+
+uint64_t EngineFootprint::total() const {
+  return file_bytes - std::min(unread_weight_bytes, file_bytes) + activation_bytes + kernel_state_bytes +
+         (g_device_memory_is_host ? device_bytes : 0);
+}
+
+std::string device_memory_refusal(const EngineFootprint& footprint, const std::string& plugin_path,
+                                  const std::string& what) {
+  if (g_device_memory_is_host || footprint.device_bytes == 0) return "";
+  uint64_t free_bytes = 0, total_bytes = 0;
+  edgert_error error{};
+  if (edgert_device_memory_info(plugin_path.empty() ? nullptr : plugin_path.c_str(), "cuda", &free_bytes, &total_bytes,
+                                &error) != EDGERT_OK)
+    return "";  // no GPU to ask: the load itself says what is missing
+  if (footprint.device_bytes <= free_bytes) return "";
+  auto mib = [](uint64_t b) { return std::to_string((b + (1u << 20) - 1) >> 20); };
+  return what + " needs " + mib(footprint.device_bytes) + " MiB of GPU memory and " + mib(free_bytes) + " MiB of " +
+         mib(total_bytes) + " MiB are free";
+}
+
 EngineFootprint read_engine_footprint(const std::string& path) {
   EngineFile file;
   edgert_error error{};
@@ -33,8 +59,30 @@ EngineFootprint read_engine_footprint(const std::string& path) {
   // The builder's memory plan: one arena, one workspace, plus whatever it left unplanned
   // (inputs, dynamic or data-dependent tensors), counted as every such tensor alive at once.
   const fb::MemoryPlan* plan = e->memory_plans() && e->memory_plans()->size() ? e->memory_plans()->Get(0) : nullptr;
-  if (plan) f.activation_bytes = plan->arena_bytes() + plan->workspace_bytes();
+  if (plan) f.activation_bytes = plan->arena_bytes() + plan->workspace_bytes() + plan->unified_arena_bytes();
   if (plan) f.kernel_state_bytes = plan->kernel_state_bytes();
+  if (plan) f.device_bytes = plan->device_arena_bytes() + plan->device_workspace_bytes();
+  // Constants the device kernels read are uploaded once: a node writing DEVICE tensors is one.
+  if (main->nodes() && main->tensors()) {
+    std::vector<bool> counted(main->tensors()->size(), false);
+    for (const fb::Node* node : *main->nodes()) {
+      bool device = false;
+      if (node->outputs())
+        for (int32_t t : *node->outputs())
+          device = device || (t >= 0 && static_cast<uint32_t>(t) < main->tensors()->size() &&
+                              main->tensors()->Get(t)->memory_space() == EDGERT_MEMORY_DEVICE);
+      if (!device || !node->inputs()) continue;
+      for (int32_t t : *node->inputs()) {
+        if (t < 0 || static_cast<uint32_t>(t) >= counted.size() || counted[t]) continue;
+        const fb::Tensor* tensor = main->tensors()->Get(t);
+        if (tensor->weight() < 0 || !tensor->shape()) continue;
+        counted[t] = true;
+        uint64_t bytes = edgert::dtype_size(tensor->dtype() ? tensor->dtype() : EDGERT_DTYPE_FLOAT32);
+        for (const fb::Dim* d : *tensor->shape()) bytes *= static_cast<uint64_t>(std::max<int64_t>(d->value(), 0));
+        f.device_bytes += bytes;
+      }
+    }
+  }
   // Sized at the optimization profile's maximum where a dimension is dynamic.
   std::map<std::string, std::vector<int64_t>> max_shapes;
   if (e->profiles() && e->profiles()->size() && e->profiles()->Get(0)->inputs())
@@ -50,7 +98,7 @@ EngineFootprint read_engine_footprint(const std::string& path) {
       if (plan && plan->offsets() && i < plan->offsets()->size() && plan->offsets()->Get(i) >= 0) continue;
       uint64_t bytes = edgert::dtype_size(t->dtype() ? t->dtype() : EDGERT_DTYPE_FLOAT32);
       for (const fb::Dim* d : *t->shape()) bytes *= static_cast<uint64_t>(d->value() >= 0 ? d->value() : scale);
-      f.activation_bytes += bytes;
+      (t->memory_space() == EDGERT_MEMORY_DEVICE ? f.device_bytes : f.activation_bytes) += bytes;
     }
   return f;
 }
@@ -90,7 +138,7 @@ std::vector<std::string> missing_plugins(const std::vector<std::string>& plugins
 }
 
 EngineHandle::EngineHandle(const std::string& path, const std::string& plugin_path, const std::string& board,
-                           bool mlock_weights, const std::string& id)
+                           bool mlock_weights, const std::string& id, int priority)
     : path_(path), id_(id.empty() ? signing::sha256_file(path) : id) {
   footprint_ = read_engine_footprint(path);
   edgert_load_options options;
@@ -108,6 +156,11 @@ EngineHandle::EngineHandle(const std::string& path, const std::string& plugin_pa
     edgert_engine_release(engine_);
     throw std::runtime_error("engine '" + path + "' has " + std::to_string(edgert_engine_num_inputs(engine_)) +
                              " inputs; a camera pipeline needs exactly one image input");
+  }
+  if (edgert_context_set_priority(context_, priority, &error) != EDGERT_OK) {
+    edgert_context_release(context_);
+    edgert_engine_release(engine_);
+    throw std::runtime_error(error.message);
   }
   edgert_engine_input_info(engine_, 0, &input_);
   for (int32_t i = 0; i < edgert_engine_num_outputs(engine_); ++i) {

@@ -22,10 +22,25 @@ struct EngineFootprint {
   uint64_t kernel_state_bytes = 0;
   // Weights in the file no kernel reads (their readers hold prepared copies): never resident.
   uint64_t unread_weight_bytes = 0;
-  uint64_t total() const {
-    return file_bytes - std::min(unread_weight_bytes, file_bytes) + activation_bytes + kernel_state_bytes;
-  }
+  // A GPU engine's DEVICE memory: its device arena and workspace, and the copies of the
+  // constants its device kernels read (uploaded once at load). Unified (host-mapped) arenas
+  // are host memory, in activation_bytes.
+  uint64_t device_bytes = 0;
+  // What the memory budget holds against it: device memory too where it is the board's DRAM
+  // (a Jetson; set_device_memory_is_host), else the host part only (a discrete GPU's memory
+  // is checked against the GPU's free memory: device_memory_refusal).
+  uint64_t total() const;
 };
+
+// Whether DEVICE memory comes out of the host memory budget (unified-memory boards: true, the
+// default); the daemon sets it from its board profile at start.
+void set_device_memory_is_host(bool is_host);
+
+// "" when `footprint`'s device memory fits the free memory of the GPU of `plugin_path`'s cuda
+// plugin (a discrete GPU's own budget, cudaMemGetInfo), else the refusal with the numbers.
+// Nothing to check (""), when device memory is host memory or the engine needs none.
+std::string device_memory_refusal(const EngineFootprint& footprint, const std::string& plugin_path,
+                                  const std::string& what);
 
 // Reads and verifies the header only (no plugins loaded): what loading would cost.
 // Throws std::runtime_error with the runtime's message when the file is bad.
@@ -51,8 +66,9 @@ class EngineHandle {
   // Loads `path` (plugins from plugin_path, may be empty) and makes one context.
   // Throws std::runtime_error with the runtime's message.
   // `id` names the engine in results (its sha256); empty: computed from the file.
+  // `priority`: its context's GPU stream priority (edgert_context_set_priority).
   EngineHandle(const std::string& path, const std::string& plugin_path, const std::string& board, bool mlock_weights,
-               const std::string& id = "");
+               const std::string& id = "", int priority = 0);
   ~EngineHandle();
   EngineHandle(const EngineHandle&) = delete;
   EngineHandle& operator=(const EngineHandle&) = delete;

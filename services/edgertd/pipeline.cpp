@@ -161,12 +161,18 @@ Pipeline::Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, Mem
   }
   refusal = budget_.reserve("pipeline:" + config.name, footprint.total(),
                                         "engine '" + config.engine + "' of pipeline '" + config.name + "'");
+  if (refusal.empty()) {
+    refusal = device_memory_refusal(footprint, daemon.plugin_path,
+                                    "engine '" + config.engine + "' of pipeline '" + config.name + "'");
+    if (!refusal.empty()) budget_.release("pipeline:" + config.name);
+  }
   if (!refusal.empty()) {
     budget_.release("frames:" + config.name);
     throw std::runtime_error(refusal);
   }
   try {
-    engine_ = std::make_shared<EngineHandle>(config.engine, daemon.plugin_path, daemon.board_profile.name, daemon.mlock_weights);
+    engine_ = std::make_shared<EngineHandle>(config.engine, daemon.plugin_path, daemon.board_profile.name, daemon.mlock_weights,
+                                             "", config.priority);
   } catch (...) {
     budget_.release("pipeline:" + config.name);
     budget_.release("frames:" + config.name);

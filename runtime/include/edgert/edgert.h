@@ -111,6 +111,10 @@ EDGERT_API edgert_status edgert_context_enqueue(edgert_context* context, void* s
 EDGERT_API edgert_status edgert_context_synchronize(edgert_context* context, edgert_error* error);
 /* Whether runs may be captured into a CUDA graph and replayed (default 1; see execution_context.h). */
 EDGERT_API void edgert_context_set_cuda_graphs(edgert_context* context, int32_t enabled);
+/* Priority of the context's own stream on its device: larger is scheduled first (0, the
+ * default, is the device's lowest), so a latency-critical pipeline's kernels go ahead of a
+ * background one's on a shared GPU. Clamped to what the device offers; no effect without one. */
+EDGERT_API edgert_status edgert_context_set_priority(edgert_context* context, int32_t priority, edgert_error* error);
 
 /* Memory of the engine's device (DEVICE or UNIFIED); fails with EDGERT_ERR_UNSUPPORTED for an
  * engine without one. Free with edgert_engine_free before the engine is released. */
@@ -125,6 +129,9 @@ EDGERT_API void edgert_engine_free(const edgert_engine* engine, edgert_memory_sp
 EDGERT_API edgert_status edgert_device_allocate(const char* plugin_path, const char* plugin, edgert_memory_space space,
                                                 size_t bytes, void** data, edgert_error* error);
 EDGERT_API void edgert_device_free(const char* plugin_path, const char* plugin, edgert_memory_space space, void* data);
+/* DEVICE memory of that plugin's device free and in total now (a discrete GPU's own memory). */
+EDGERT_API edgert_status edgert_device_memory_info(const char* plugin_path, const char* plugin, uint64_t* free_bytes,
+                                                   uint64_t* total_bytes, edgert_error* error);
 /* Copies the engine's device plugin has made since the process started (0 without one): what
  * zero-copy tests count. */
 EDGERT_API uint64_t edgert_engine_device_copies(const edgert_engine* engine);

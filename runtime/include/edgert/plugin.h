@@ -270,7 +270,18 @@ typedef struct edgert_device {
   edgert_status (*timer_record)(void* timer, void* stream, edgert_error* error);
   edgert_status (*timer_elapsed)(void* start, void* end, float* milliseconds, edgert_error* error);
   void (*timer_free)(void* timer);
+
+  /* Appended (a plugin without them has a smaller struct_size; the host checks before use). */
+  /* A stream the device schedules ahead of lower priorities' (`priority`: larger is more urgent,
+   * 0 the default; clamped to what the device offers): one per pipeline sharing the GPU. */
+  edgert_status (*stream_create_with_priority)(int32_t priority, void** stream, edgert_error* error);
+  /* DEVICE memory free and in total now. */
+  edgert_status (*memory_info)(uint64_t* free_bytes, uint64_t* total_bytes, edgert_error* error);
 } edgert_device;
+
+/* Whether `device` (struct_size as its plugin set it) has the member `field`. */
+#define EDGERT_DEVICE_HAS(device, field) \
+  ((device)->struct_size >= offsetof(edgert_device, field) + sizeof((device)->field) && (device)->field != NULL)
 
 /* Process-wide settings a host hands a plugin (ABI 2). Appended fields grow struct_size. */
 typedef struct edgert_plugin_config {
