@@ -35,6 +35,49 @@ TEST(CApi, LoadRunAndReadOutputs) {
   }
 }
 
+TEST(CApi, DeviceMemoryWithoutAnEngineNeedsAPluginWithADevice) {
+  std::string plugins = cpu_plugin_dir();
+  void* data = reinterpret_cast<void*>(0x1);
+  edgert_error error{};
+  // The CPU plugin has no device: nothing to allocate with, said so.
+  EXPECT_EQ(edgert_device_allocate(plugins.c_str(), "cpu", EDGERT_MEMORY_UNIFIED, 4096, &data, &error),
+            EDGERT_ERR_UNSUPPORTED);
+  EXPECT_EQ(data, nullptr);
+  EXPECT_NE(std::strstr(error.message, "plugin cpu has no usable device"), nullptr) << error.message;
+  uint64_t free_bytes = 0, total_bytes = 0;
+  EXPECT_EQ(edgert_device_memory_info(plugins.c_str(), "cpu", &free_bytes, &total_bytes, &error), EDGERT_ERR_UNSUPPORTED);
+  // A plugin that is not there: the search path in the message.
+  EXPECT_EQ(edgert_device_allocate(plugins.c_str(), "nope", EDGERT_MEMORY_UNIFIED, 4096, &data, &error), EDGERT_ERR_PLUGIN);
+  EXPECT_NE(std::strstr(error.message, "nope"), nullptr) << error.message;
+  // Host memory is not a device's to give; NULLs are refused.
+  EXPECT_EQ(edgert_device_allocate(plugins.c_str(), "cpu", EDGERT_MEMORY_HOST, 4096, &data, &error),
+            EDGERT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(edgert_device_allocate(plugins.c_str(), nullptr, EDGERT_MEMORY_UNIFIED, 4096, &data, &error),
+            EDGERT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(edgert_device_allocate(plugins.c_str(), "cpu", EDGERT_MEMORY_UNIFIED, 4096, nullptr, &error),
+            EDGERT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(edgert_device_memory_info(plugins.c_str(), "cpu", nullptr, &total_bytes, &error),
+            EDGERT_ERR_INVALID_ARGUMENT);
+  edgert_device_free(plugins.c_str(), "cpu", EDGERT_MEMORY_UNIFIED, nullptr);  // a no-op, not a crash
+}
+
+TEST(CApi, APriorityOnAHostOnlyEngineIsKeptAndChangesNothing) {
+  TempDir dir;
+  write_file(dir.file("small.engine"), build_engine_bytes(make_small_model(), dir.path()));
+  edgert_load_options options;
+  edgert_load_options_init(&options);
+  std::string plugins = cpu_plugin_dir();
+  options.plugin_path = plugins.c_str();
+  Engine engine(dir.file("small.engine"), &options);
+  Context context(engine);
+  edgert_error error{};
+  EXPECT_EQ(edgert_context_set_priority(context.get(), 5, &error), EDGERT_OK) << error.message;
+  EXPECT_EQ(edgert_context_set_priority(nullptr, 5, &error), EDGERT_ERR_INVALID_ARGUMENT);
+  float x[4] = {1, 1, 4, -1};
+  context.run({edgert_tensor{EDGERT_DTYPE_FLOAT32, 2, {1, 4}, x}});
+  EXPECT_FLOAT_EQ(static_cast<const float*>(context.output(0).data)[0], 1.25f);
+}
+
 TEST(CApi, ErrorsComeBackAsStatusAndMessage) {
   edgert_engine* engine = nullptr;
   edgert_error error{};
