@@ -214,6 +214,15 @@ edgert_status edgert_device_memory_info(const char* plugin_path, const char* plu
   return device->memory_info(free_bytes, total_bytes, error);
 }
 
+void edgert_context_set_device_timing(edgert_context* context, int32_t enabled) {
+  if (context) context->context->set_device_timing(enabled != 0);
+}
+
+double edgert_context_device_ms(const edgert_context* context) {
+  if (!context || !context->context->engine().device() || !context->context->device_timing()) return -1;
+  return context->context->device_ms();
+}
+
 edgert_status edgert_context_set_priority(edgert_context* context, int32_t priority, edgert_error* error) {
   if (!context) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "context must not be NULL");
   return context->context->set_priority(priority, error);

@@ -53,6 +53,7 @@ class ExecutionContext {
   // Device time of each next run, between timers at its start and end on the stream, in
   // milliseconds (device_ms()); off by default.
   void set_device_timing(bool on) { device_timing_ = on; }
+  bool device_timing() const { return device_timing_; }
   double device_ms() const { return device_ms_; }
   void set_cuda_graphs(bool on);
   // Priority of the context's own stream on its device (larger: scheduled first; 0 default);

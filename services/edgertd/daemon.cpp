@@ -332,6 +332,8 @@ nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
     j["latency"] = {{"total", latency_json(s.total)}, {"queue", latency_json(s.queue)},
                     {"preprocess", latency_json(s.preprocess)}, {"inference", latency_json(s.inference)},
                     {"postprocess", latency_json(s.postprocess)}};
+    // Of inference, the GPU's own time (engines with a device).
+    if (s.gpu.samples > 0) j["latency"]["gpu"] = latency_json(s.gpu);
   }
   return j;
 }

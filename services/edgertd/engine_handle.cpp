@@ -162,6 +162,8 @@ EngineHandle::EngineHandle(const std::string& path, const std::string& plugin_pa
     edgert_engine_release(engine_);
     throw std::runtime_error(error.message);
   }
+  // GPU time per frame for status and results: two timer records a run.
+  edgert_context_set_device_timing(context_, 1);
   edgert_engine_input_info(engine_, 0, &input_);
   for (int32_t i = 0; i < edgert_engine_num_outputs(engine_); ++i) {
     edgert_tensor_info info{};

@@ -91,6 +91,11 @@ class EngineHandle {
   // camera frame in host-mapped capture buffers, frame_memory.h), the outputs written into this
   // handle's host-mapped buffers: no copies. Needs can_run_in_place(); throws std::runtime_error.
   const std::vector<edgert_tensor>& run_in_place(const edgert_tensor& input);
+  // Device time of the last run in microseconds (engines with a device), else -1.
+  double device_us() const {
+    const double ms = edgert_context_device_ms(context_);
+    return ms < 0 ? -1 : ms * 1000;
+  }
   // Copies the engine's device has made in this process (0 without a device).
   uint64_t device_copies() const { return edgert_engine_device_copies(engine_); }
 

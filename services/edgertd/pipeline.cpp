@@ -305,6 +305,7 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
     const uint64_t copies_before = engine->device_copies();
     const std::vector<edgert_tensor>& outputs = in_place ? engine->run_in_place(frame) : engine->run(frame);
     result.device_copies = static_cast<uint32_t>(engine->device_copies() - copies_before);
+    result.times.gpu_us = engine->device_us();
     frame_ref.reset();
     const uint64_t inferred = now_ns();
     result.times.inference_us = (inferred - ready) / 1000.0;
@@ -323,6 +324,7 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
   const uint64_t copies_before = engine->device_copies();
   const std::vector<edgert_tensor>& outputs = engine->run(image_tensor(layout, input_buffer_.data()));
   result.device_copies = static_cast<uint32_t>(engine->device_copies() - copies_before);
+  result.times.gpu_us = engine->device_us();
   uint64_t inferred = now_ns();
   result.times.inference_us = (inferred - preprocessed) / 1000.0;
   finish(std::move(result), outputs, *engine, image_width, image_height, inferred);
@@ -343,6 +345,7 @@ void Pipeline::publish(const Result& result) {
   device_copies_ += result.device_copies;
   total_.add(result.times.total_us);
   inference_.add(result.times.inference_us);
+  if (result.times.gpu_us >= 0) gpu_.add(result.times.gpu_us);
   preprocess_.add(result.times.preprocess_us);
   postprocess_.add(result.times.postprocess_us);
   queue_.add(result.times.queue_us);
@@ -388,6 +391,7 @@ PipelineStats Pipeline::stats() const {
     s.fps = (recent_capture_ns_.size() - 1) * 1e9 / (recent_capture_ns_.back() - recent_capture_ns_.front());
   s.total = total_.summary();
   s.inference = inference_.summary();
+  s.gpu = gpu_.summary();
   s.preprocess = preprocess_.summary();
   s.postprocess = postprocess_.summary();
   s.queue = queue_.summary();

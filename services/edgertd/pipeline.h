@@ -56,6 +56,7 @@ struct PipelineStats {
   uint64_t unloaded_drops = 0;  // of `dropped`: frames that arrived while no engine was loaded
   double fps = 0;
   LatencySummary total, inference, preprocess, postprocess, queue;
+  LatencySummary gpu;  // empty (count 0) for engines without a device
   uint64_t frame_copies = 0, device_copies = 0;
   std::string engine;
   std::string last_error;
@@ -118,6 +119,7 @@ class Pipeline {
   // Loop-thread statistics.
   uint64_t processed_ = 0, frame_copies_ = 0, device_copies_ = 0;
   LatencyWindow total_, inference_, preprocess_, postprocess_, queue_;
+  LatencyWindow gpu_;  // device time of GPU engines' runs
   std::deque<uint64_t> recent_capture_ns_;
 };
 

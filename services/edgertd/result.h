@@ -19,6 +19,7 @@ struct StageTimes {
   double queue_us = 0;        // capture -> worker picked the frame up
   double preprocess_us = 0;
   double inference_us = 0;    // engine execute
+  double gpu_us = -1;         // of which device time (GPU engines; -1: none)
   double postprocess_us = 0;
   double total_us = 0;        // capture timestamp -> result ready
 };

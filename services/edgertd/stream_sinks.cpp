@@ -15,6 +15,7 @@ nlohmann::json result_to_json(const Result& r) {
            {{"queue", r.times.queue_us},
             {"preprocess", r.times.preprocess_us},
             {"inference", r.times.inference_us},
+            {"gpu", r.times.gpu_us},
             {"postprocess", r.times.postprocess_us},
             {"total", r.times.total_us}}},
           {"frame_copies", r.frame_copies},

@@ -122,10 +122,17 @@ if BOARD.startswith("x86_64-cuda") or "jetson" in BOARD:
           all(r["device_copies"] == 0 for r in by_camera.values()), str(pipeline.get("device_copies_per_frame")))
     check("the CPU path copies to and from the GPU", cpu_pipeline.get("device_copies_per_frame", 0) >= 1,
           str(cpu_pipeline.get("device_copies_per_frame")))
+    check("every result carries its GPU time, within its inference time",
+          all(0 < r["latency_us"]["gpu"] <= r["latency_us"]["inference"] for r in by_camera.values()),
+          str([r["latency_us"] for r in list(by_camera.values())[:2]]))
+    check("stats give the GPU time's percentiles", pipeline.get("latency", {}).get("gpu", {}).get("p50_ms", 0) > 0,
+          str(pipeline.get("latency")))
 else:
     check("frame buffers in host memory", pipeline.get("frame_memory", "").startswith("host (board"), str(pipeline))
     check("no device, no device copies", pipeline.get("device_copies_per_frame") == 0 and
           cpu_pipeline.get("device_copies_per_frame") == 0)
+    check("no device, no GPU time", all(r["latency_us"]["gpu"] == -1 for r in by_camera.values()) and
+          "gpu" not in pipeline.get("latency", {}), str(pipeline.get("latency")))
 common = sorted(set(by_camera) & set(by_cpu))
 check("the two runs share frames (sequence numbers)", len(common) >= 30, f"{len(common)} in common")
 mismatch = []

@@ -73,6 +73,9 @@ TEST(CApi, APriorityOnAHostOnlyEngineIsKeptAndChangesNothing) {
   edgert_error error{};
   EXPECT_EQ(edgert_context_set_priority(context.get(), 5, &error), EDGERT_OK) << error.message;
   EXPECT_EQ(edgert_context_set_priority(nullptr, 5, &error), EDGERT_ERR_INVALID_ARGUMENT);
+  edgert_context_set_device_timing(context.get(), 1);  // no device: no device time
+  EXPECT_EQ(edgert_context_device_ms(context.get()), -1);
+  EXPECT_EQ(edgert_context_device_ms(nullptr), -1);
   float x[4] = {1, 1, 4, -1};
   context.run({edgert_tensor{EDGERT_DTYPE_FLOAT32, 2, {1, 4}, x}});
   EXPECT_FLOAT_EQ(static_cast<const float*>(context.output(0).data)[0], 1.25f);

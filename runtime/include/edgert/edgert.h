@@ -115,6 +115,11 @@ EDGERT_API void edgert_context_set_cuda_graphs(edgert_context* context, int32_t 
  * default, is the device's lowest), so a latency-critical pipeline's kernels go ahead of a
  * background one's on a shared GPU. Clamped to what the device offers; no effect without one. */
 EDGERT_API edgert_status edgert_context_set_priority(edgert_context* context, int32_t priority, edgert_error* error);
+/* Device timing: with `enabled`, each run records device timers at its start and end on the
+ * stream; edgert_context_device_ms gives the last run's device time in milliseconds (what
+ * `edgert bench` reports as GPU compute). -1 without a device, or with timing off. */
+EDGERT_API void edgert_context_set_device_timing(edgert_context* context, int32_t enabled);
+EDGERT_API double edgert_context_device_ms(const edgert_context* context);
 
 /* Memory of the engine's device (DEVICE or UNIFIED); fails with EDGERT_ERR_UNSUPPORTED for an
  * engine without one. Free with edgert_engine_free before the engine is released. */
