@@ -209,7 +209,6 @@ edgert_status ExecutionContext::set_priority(int32_t priority, edgert_error* err
 void ExecutionContext::drop_graph() {
   for (CapturedGraph& g : graphs_) device_->graph_free(g.graph);
   graphs_.clear();
-  graph_ready_ = false;
 }
 
 namespace {
@@ -271,7 +270,6 @@ edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_
           graphs_.erase(graphs_.begin());
         }
         graphs_.push_back(CapturedGraph{graph_inputs, graph});
-        graph_ready_ = true;
         s = device_->graph_launch(graph, stream, error);
         replayed_ = s == EDGERT_OK;
       } else {
@@ -326,7 +324,7 @@ edgert_status ExecutionContext::run(const edgert_tensor* inputs, int32_t num_inp
   // The previous run's outputs stay valid until this one: wait for its work first.
   if (device_)
     if (edgert_status s = device_run_.synchronize(error)) return s;
-  if (!graph_ready_) main_.release_activations();
+  if (graphs_.empty()) main_.release_activations();  // a captured graph holds them
   if (edgert_status s = use_profile(profile, error)) return s;
   // Engine inputs are bound in engine order; the main graph lists the same tensors. Inputs a
   // device kernel reads go to that device first (each copy counted by the plugin).
@@ -415,7 +413,7 @@ edgert_status ExecutionContext::enqueue(void* stream, edgert_error* error) {
   if (device_ && !stream && !own_stream_)
     if (edgert_status s = create_own_stream(error)) return s;
   if (!stream) stream = own_stream_;
-  if (!graph_ready_) main_.release_activations();
+  if (graphs_.empty()) main_.release_activations();  // a captured graph holds them
   if (edgert_status s = use_profile(profile, error)) return s;
   const LoadedGraph& graph = engine_.main_graph();
   graph_inputs_.assign(graph.inputs.size(), edgert_tensor{});

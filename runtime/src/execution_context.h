@@ -117,13 +117,13 @@ class ExecutionContext {
   // CUDA graphs of the whole run (device engines whose every node is a capturable kernel), one
   // per set of inputs (shapes and pointers) a run was given twice: a camera's frames rotate
   // among a few capture buffers bound in place, and each buffer replays its own graph. At most
-  // kMaxGraphs, the oldest dropped first; graph_ready_ while any exists (the arenas stay put).
+  // kMaxGraphs, the oldest dropped first; while any exists the activations stay put.
   struct CapturedGraph {
     std::vector<edgert_tensor> inputs;
     void* graph = nullptr;
   };
   static constexpr size_t kMaxGraphs = 8;
-  bool graphs_allowed_ = true, graph_ready_ = false, replayed_ = false;
+  bool graphs_allowed_ = true, replayed_ = false;
   std::vector<CapturedGraph> graphs_;
   std::vector<std::vector<edgert_tensor>> seen_inputs_;  // recent inputs without a graph, newest last
   std::vector<edgert_tensor> last_inputs_;  // the previous run's: capture only after a run of the same shapes

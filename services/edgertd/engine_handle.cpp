@@ -1,7 +1,5 @@
 #include "engine_handle.h"
 
-#include "edgert/dtype_info.h"
-
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,6 +12,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "edgert/dtype_info.h"
 #include "engine_file.h"
 #include "error.h"
 #include "plugin_loader.h"
