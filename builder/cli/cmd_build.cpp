@@ -102,7 +102,7 @@ void add_build_command(CLI::App& app) {
     bool verbose = false, no_optimize = false, no_self_test = false, no_prepared_weights = false;
     bool fp16 = false, tf32 = false, no_gpu = false;
     double fp16_tolerance = builder::BuildOptions{}.fp16_tolerance;
-    std::string camera, camera_order = "rgb";
+    std::string camera, camera_order = "rgb", postprocess;
     std::vector<float> camera_mean, camera_std;
     std::string gpu_layout = "auto";
     std::string timing_cache, tactics = "tune";
@@ -164,6 +164,10 @@ void add_build_command(CLI::App& app) {
                   "(3 values); default 1")
       ->delimiter(',')
       ->expected(3);
+  cmd->add_option("--postprocess", options->postprocess,
+                  "classification[:K] (softmax and top K, default 5) or segmentation (per-pixel class map): "
+                  "postprocessing inside the engine, on the GPU where the board has one, so only the result "
+                  "crosses back (edgertd's postprocess of the same type reads it)");
   cmd->add_flag("--no-gpu", options->no_gpu, "Keep every node on the CPU even when the board has a GPU");
   cmd->add_option("--min-shapes,--minShapes", options->min_shapes,
                   "Optimization profile minimum: NAME:1x3x160x160,... (repeat the flag or join with commas; "
@@ -223,6 +227,7 @@ void add_build_command(CLI::App& app) {
     } else if (!options->camera_mean.empty() || !options->camera_std.empty() || options->camera_order != "rgb") {
       builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--camera-order, --camera-mean and --camera-std need --camera");
     }
+    if (!options->postprocess.empty()) build.postprocess = builder::parse_output_postprocess(options->postprocess);
     build.tf32 = options->tf32;
     build.gpu_layout = options->gpu_layout == "nhwc"   ? builder::GpuLayout::kChannelsLast
                        : options->gpu_layout == "nchw" ? builder::GpuLayout::kChannelsFirst

@@ -6,16 +6,6 @@
 #include "edgert/plugin.h"
 
 namespace edgert::builder {
-namespace {
-
-Dim fixed(int64_t v) {
-  Dim d;
-  d.value = d.low = d.high = v;
-  return d;
-}
-
-}  // namespace
-
 CameraInput parse_camera_input(const std::string& spec) {
   CameraInput camera;
   const size_t colon = spec.find(':');
@@ -64,8 +54,8 @@ void prepend_camera_input(Model& model, const CameraInput& camera) {
   frame.name = in.name;
   frame.dtype = EDGERT_DTYPE_UINT8;
   frame.rank_known = true;
-  if (camera.format == "nv12") frame.shape = {fixed(camera.height * 3 / 2), fixed(camera.width)};
-  else frame.shape = {fixed(camera.height), fixed(camera.width), fixed(camera.format == "yuyv" ? 2 : 3)};
+  if (camera.format == "nv12") frame.shape = {fixed_dim(camera.height * 3 / 2), fixed_dim(camera.width)};
+  else frame.shape = {fixed_dim(camera.height), fixed_dim(camera.width), fixed_dim(camera.format == "yuyv" ? 2 : 3)};
   in.name += ":image";
   const int32_t frame_value = graph.add_value(std::move(frame));
 
@@ -76,31 +66,14 @@ void prepend_camera_input(Model& model, const CameraInput& camera) {
   node.opset = 1;
   node.inputs = {frame_value};
   node.outputs = {image};
-  auto text = [](const char* name, const std::string& value) {
-    Attribute a;
-    a.name = name;
-    a.type = EDGERT_ATTR_STRING;
-    a.s = value;
-    return a;
-  };
-  auto integer = [](const char* name, int64_t value) {
-    Attribute a;
-    a.name = name;
-    a.type = EDGERT_ATTR_INT;
-    a.i = value;
-    return a;
-  };
-  auto floats = [](const char* name, const std::vector<float>& value) {
-    Attribute a;
-    a.name = name;
-    a.type = EDGERT_ATTR_FLOATS;
-    a.floats = value;
-    return a;
-  };
-  node.attributes = {text("format", camera.format),         integer("out_height", out_h),
-                     integer("out_width", out_w),           integer("channels", channels),
-                     text("channel_order", camera.channel_order), text("layout", nchw ? "NCHW" : "NHWC"),
-                     floats("mean", camera.mean),           floats("std", camera.std)};
+  node.attributes = {string_attribute("format", camera.format),
+                     int_attribute("out_height", out_h),
+                     int_attribute("out_width", out_w),
+                     int_attribute("channels", channels),
+                     string_attribute("channel_order", camera.channel_order),
+                     string_attribute("layout", nchw ? "NCHW" : "NHWC"),
+                     floats_attribute("mean", camera.mean),
+                     floats_attribute("std", camera.std)};
   graph.nodes.insert(graph.nodes.begin(), std::move(node));
   graph.inputs[0] = frame_value;
 }

@@ -122,6 +122,12 @@ BuildResult build_once(const BuildOptions& options) {
                }().c_str());
 
   Graph& main = result.model.graphs[0];
+  if (options.postprocess) {
+    // Exporters do not always declare the output's shape: the kernels' shape inference gives it.
+    if (main.outputs.size() == 1 && (!main.values[main.outputs[0]].rank_known || main.values[main.outputs[0]].dtype == 0))
+      infer_shapes(main, plugins);
+    append_output_postprocess(result.model, *options.postprocess);
+  }
   validate_profiles(main, options.profiles);
   for (int32_t t : main.inputs)
     if (options.profiles.empty() && !main.values[t].shape_is_static())
@@ -314,9 +320,26 @@ BuildResult build_once(const BuildOptions& options) {
 }  // namespace
 
 BuildResult build_engine(const BuildOptions& options) {
-  BuildResult result = build_once(options);
-  if (!options.fp16) return result;
-  return keep_fp16_accuracy(options, std::move(result), build_once);
+  if (!options.fp16) return build_once(options);
+  if (!options.postprocess || options.fp16_tolerance <= 0)
+    return keep_fp16_accuracy(options, build_once(options), build_once);
+  // The FP16 check measures the model's scores: the reduced outputs (class indices, a class
+  // map) jump wherever two scores nearly tie, whatever the precision. The layers it keeps in
+  // float32 are counted from the front, so they are the same layers with the postprocess
+  // appended.
+  BuildOptions scores = options;
+  scores.postprocess.reset();
+  const BuildResult checked = keep_fp16_accuracy(scores, build_once(scores), build_once);
+  BuildOptions with_postprocess = options;
+  with_postprocess.fp16_float32_prefix = checked.fp16_kept_float32;
+  BuildResult result = build_once(with_postprocess);
+  result.fp16_kept_float32 = checked.fp16_kept_float32;
+  result.fp16_tolerance = checked.fp16_tolerance;
+  result.fp16_rel_l2 = checked.fp16_rel_l2;
+  result.fp16_rel_l2_all_half = checked.fp16_rel_l2_all_half;
+  for (const std::string& warning : checked.warnings)
+    if (warning.rfind("--fp16:", 0) == 0) result.warnings.push_back(warning);
+  return result;
 }
 
 }  // namespace edgert::builder

@@ -10,6 +10,7 @@
 
 #include "board_profile.h"
 #include "camera_input.h"
+#include "output_postprocess.h"
 #include "engine_writer.h"
 #include "ir.h"
 #include "memory_planner.h"
@@ -36,6 +37,8 @@ struct BuildOptions {
   bool optimize = true;  // run the graph passes (PassManager::standard); false: as imported
   // A camera engine (--camera): the raw frame in, converted by the engine's first node.
   std::optional<CameraInput> camera;
+  // Postprocessing inside the engine (--postprocess): the output reduced to the result.
+  std::optional<OutputPostprocess> postprocess;
   bool self_test = true;  // store a self-test vector (see self_test.h) when the model allows
   uint64_t self_test_seed = 2026;
   // Store weights in the layout each tactic reads (prepared_weights.h): loads map them instead

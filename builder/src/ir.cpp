@@ -49,6 +49,36 @@ void Node::set_attribute(Attribute attr) {
   else attributes.push_back(std::move(attr));
 }
 
+Dim fixed_dim(int64_t value) {
+  Dim d;
+  d.value = d.low = d.high = value;
+  return d;
+}
+
+Attribute int_attribute(const char* name, int64_t value) {
+  Attribute a;
+  a.name = name;
+  a.type = EDGERT_ATTR_INT;
+  a.i = value;
+  return a;
+}
+
+Attribute string_attribute(const char* name, const std::string& value) {
+  Attribute a;
+  a.name = name;
+  a.type = EDGERT_ATTR_STRING;
+  a.s = value;
+  return a;
+}
+
+Attribute floats_attribute(const char* name, const std::vector<float>& value) {
+  Attribute a;
+  a.name = name;
+  a.type = EDGERT_ATTR_FLOATS;
+  a.floats = value;
+  return a;
+}
+
 int32_t Graph::add_value(Value value) {
   values.push_back(std::move(value));
   return static_cast<int32_t>(values.size() - 1);

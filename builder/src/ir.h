@@ -24,6 +24,9 @@ struct Dim {
   bool varies() const { return low != high; }
 };
 
+// A dimension of one size at every shape the engine accepts.
+Dim fixed_dim(int64_t value);
+
 struct Value {
   std::string name;
   int32_t dtype = 0;        // edgert_dtype; 0 = not inferred
@@ -57,6 +60,11 @@ struct Attribute {
   int32_t tensor = -1;  // TENSOR: index of a constant Value in the same graph
   int32_t graph = -1;   // GRAPH: index in Model::graphs
 };
+
+// Attributes of nodes a pass or an option adds.
+Attribute int_attribute(const char* name, int64_t value);
+Attribute string_attribute(const char* name, const std::string& value);
+Attribute floats_attribute(const char* name, const std::vector<float>& value);
 
 struct Node {
   std::string name;

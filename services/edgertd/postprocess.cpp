@@ -51,10 +51,34 @@ std::string Postprocessor::label(int id) const {
 void Postprocessor::run(const std::vector<edgert_tensor>& outputs, const std::vector<std::string>& names,
                         int image_width, int image_height, Result* result) const {
   if (outputs.empty()) throw std::runtime_error("the engine has no outputs");
-  if (config_.type == "classification") classification(outputs[0], result);
+  if (config_.type == "classification" && reduced_in_engine(outputs)) top_k_from_engine(outputs[0], outputs[1], result);
+  else if (config_.type == "classification") classification(outputs[0], result);
   else if (config_.type == "detection") detection(outputs, image_width, image_height, result);
   else if (config_.type == "segmentation") segmentation(outputs[0], result);
   else raw(outputs, names, result);
+}
+
+// An engine built with --postprocess classification:K ends in TopK: scores [N, K] (probabilities,
+// best first) and classes [N, K] int64.
+bool Postprocessor::reduced_in_engine(const std::vector<edgert_tensor>& outputs) {
+  if (outputs.size() != 2 || outputs[0].rank != outputs[1].rank || outputs[1].dtype != EDGERT_DTYPE_INT64) return false;
+  for (int32_t d = 0; d < outputs[0].rank; ++d)
+    if (outputs[0].dims[d] != outputs[1].dims[d]) return false;
+  return true;
+}
+
+void Postprocessor::top_k_from_engine(const edgert_tensor& scores, const edgert_tensor& classes, Result* result) const {
+  const int64_t k = std::min<int64_t>(scores.rank ? scores.dims[scores.rank - 1] : 1, config_.top_k);
+  nlohmann::json top = nlohmann::json::array();
+  for (int64_t i = 0; i < k; ++i) {
+    Detection d;
+    d.class_id = static_cast<int>(value_at(classes, i));
+    d.label = label(d.class_id);
+    d.score = static_cast<float>(value_at(scores, i));
+    result->detections.push_back(d);
+    top.push_back({{"class", d.class_id}, {"label", d.label}, {"score", d.score}});
+  }
+  result->payload = {{"type", "classification"}, {"top_k", top}};
 }
 
 void Postprocessor::classification(const edgert_tensor& t, Result* result) const {
@@ -151,22 +175,35 @@ void Postprocessor::detection(const std::vector<edgert_tensor>& outputs, int ima
 }
 
 void Postprocessor::segmentation(const edgert_tensor& t, Result* result) const {
-  if (t.rank != 4) throw std::runtime_error("segmentation output must be [1, classes, H, W]");
-  int64_t classes = t.dims[1], pixels = t.dims[2] * t.dims[3];
-  std::vector<int64_t> counts(static_cast<size_t>(classes), 0);
-  for (int64_t p = 0; p < pixels; ++p) {
-    int64_t best = 0;
-    double best_v = value_at(t, p);
-    for (int64_t c = 1; c < classes; ++c) {
-      double v = value_at(t, c * pixels + p);
-      if (v > best_v) best_v = v, best = c;
+  if (t.rank != 4) throw std::runtime_error("segmentation output must be [1, classes, H, W] or a class map [1, 1, H, W]");
+  const int64_t pixels = t.dims[2] * t.dims[3];
+  std::vector<int64_t> counts;
+  if (t.dtype == EDGERT_DTYPE_INT64 && t.dims[1] == 1) {
+    // The engine's own arg-max (--postprocess segmentation): a class per pixel.
+    const int64_t* map = static_cast<const int64_t*>(t.data);
+    for (int64_t p = 0; p < pixels; ++p) {
+      if (map[p] < 0 || map[p] > 65535)
+        throw std::runtime_error("segmentation class map holds class " + std::to_string(map[p]));
+      if (static_cast<size_t>(map[p]) >= counts.size()) counts.resize(static_cast<size_t>(map[p]) + 1, 0);
+      ++counts[static_cast<size_t>(map[p])];
     }
-    ++counts[best];
+  } else {
+    counts.assign(static_cast<size_t>(t.dims[1]), 0);
+    for (int64_t p = 0; p < pixels; ++p) {
+      int64_t best = 0;
+      double best_v = value_at(t, p);
+      for (int64_t c = 1; c < t.dims[1]; ++c) {
+        double v = value_at(t, c * pixels + p);
+        if (v > best_v) best_v = v, best = c;
+      }
+      ++counts[best];
+    }
   }
+  const int64_t classes = static_cast<int64_t>(counts.size());
   nlohmann::json summary = nlohmann::json::array();
   std::vector<int> order(static_cast<size_t>(classes));
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return counts[a] > counts[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return counts[a] > counts[b]; });
   for (int c : order) {
     if (counts[c] == 0) break;
     double fraction = static_cast<double>(counts[c]) / pixels;

@@ -22,6 +22,8 @@ class Postprocessor {
 
  private:
   std::string label(int id) const;
+  static bool reduced_in_engine(const std::vector<edgert_tensor>& outputs);
+  void top_k_from_engine(const edgert_tensor& scores, const edgert_tensor& classes, Result* result) const;
   void classification(const edgert_tensor& scores, Result* result) const;
   void detection(const std::vector<edgert_tensor>& outputs, int image_width, int image_height, Result* result) const;
   void segmentation(const edgert_tensor& scores, Result* result) const;

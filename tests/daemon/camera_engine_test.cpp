@@ -8,14 +8,9 @@
 #include <cmath>
 #include <random>
 
-#include "board_profile.h"
 #include "build_error.h"
-#include "engine_builder.h"
-#include "execution_context.h"
-#include "graph_test_support.h"
-#include "loaded_engine.h"
+#include "engine_test_fixture.h"
 #include "preprocess.h"
-#include "test_support.h"
 
 namespace edgert::test {
 namespace {
@@ -45,46 +40,22 @@ onnx::ModelProto image_net(int64_t channels, int64_t h, int64_t w, bool nhwc) {
   return g.model();
 }
 
-class CameraEngine : public ::testing::Test {
+class CameraEngine : public BuiltEngineTest {
  protected:
   std::unique_ptr<LoadedEngine> build(const onnx::ModelProto& model, std::optional<builder::CameraInput> camera) {
-    save_model(model, dir_.file("model.onnx"));
-    builder::BuildOptions options;
-    options.model_path = dir_.file("model.onnx");
-    options.board = config::load_board_profile(source_dir() + "/board_profiles/x86_64-generic.yaml");
-    options.plugin_path = plugin_dir_.c_str();
-    options.tactics = builder::TacticPolicy::kFirst;
-    options.camera = std::move(camera);
-    auto& bytes = *engines_.emplace_back(std::make_unique<std::vector<uint8_t>>(builder::build_engine(options).engine));
-    edgert_load_options load;
-    edgert_load_options_init(&load);
-    load.plugin_path = plugin_dir_.c_str();
-    load.allow_board_mismatch = 1;
-    edgert_error error{};
-    auto engine = LoadedEngine::load_memory(bytes.data(), bytes.size(), load, &error);
-    EXPECT_NE(engine, nullptr) << error.message;
-    return engine;
+    return BuiltEngineTest::build(model, [&](builder::BuildOptions& options) { options.camera = std::move(camera); });
   }
 
   static std::vector<float> run(const LoadedEngine& engine, edgert_dtype dtype, std::vector<int64_t> dims, void* data,
                                 edgert_status expect = EDGERT_OK, std::string* message = nullptr) {
-    ExecutionContext context(engine);
-    edgert_tensor t{dtype, static_cast<int32_t>(dims.size()), {}, data};
-    for (size_t d = 0; d < dims.size(); ++d) t.dims[d] = dims[d];
-    edgert_error error{};
-    EXPECT_EQ(context.run(&t, 1, &error), expect) << error.message;
-    if (message) *message = error.message;
-    if (expect != EDGERT_OK) return {};
-    const edgert_tensor& y = context.output(0);
+    std::unique_ptr<ExecutionContext> context = run_once(engine, dtype, dims, data, expect, message);
+    if (!context) return {};
+    const edgert_tensor& y = context->output(0);
     int64_t n = 1;
     for (int32_t d = 0; d < y.rank; ++d) n *= y.dims[d];
     const float* p = static_cast<const float*>(y.data);
     return std::vector<float>(p, p + n);
   }
-
-  std::string plugin_dir_ = cpu_plugin_dir();
-  TempDir dir_;
-  std::vector<std::unique_ptr<std::vector<uint8_t>>> engines_;
 };
 
 TEST_F(CameraEngine, ComputesWhatPreprocessingThenTheModelComputes) {
