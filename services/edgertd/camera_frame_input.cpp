@@ -43,8 +43,21 @@ std::string camera_frame_mismatch(const CameraFrameInput& input, PixelFormat for
          pixel_format_name(format) + " " + std::to_string(width) + "x" + std::to_string(height);
 }
 
-edgert_tensor camera_frame_tensor(const Frame& frame, const CameraFrameInput& input, std::vector<uint8_t>& scratch,
-                                  uint32_t* copies) {
+FrameStaging::~FrameStaging() {
+  if (data_) memory_->free(data_);
+}
+
+uint8_t* FrameStaging::reserve(size_t bytes) {
+  if (bytes <= bytes_) return data_;
+  uint8_t* grown = static_cast<uint8_t*>(memory_->allocate(bytes));
+  if (data_) memory_->free(data_);
+  data_ = grown;
+  bytes_ = bytes;
+  return data_;
+}
+
+edgert_tensor camera_frame_tensor(const Frame& frame, const CameraFrameInput& input, FrameStaging& staging,
+                                  bool device_mapped, uint32_t* copies) {
   const std::string mismatch = camera_frame_mismatch(input, frame.format, frame.width, frame.height);
   if (!mismatch.empty()) throw std::runtime_error(mismatch);
   edgert_tensor t{};
@@ -64,18 +77,19 @@ edgert_tensor camera_frame_tensor(const Frame& frame, const CameraFrameInput& in
   const bool nv12 = frame.format == PixelFormat::NV12;
   const bool packed = frame.strides[0] == row &&
                       (!nv12 || (frame.strides[1] == row && frame.planes[1] == frame.planes[0] + row * rows));
-  if (packed) {
+  if (packed && (frame.device_mapped || !device_mapped)) {
     t.data = const_cast<uint8_t*>(frame.planes[0]);
     return t;
   }
-  // Padded rows or NV12's planes apart (multi-planar capture): pack them.
-  scratch.resize(row * (nv12 ? rows * 3 / 2 : rows));
-  for (size_t y = 0; y < rows; ++y) std::memcpy(scratch.data() + y * row, frame.planes[0] + y * frame.strides[0], row);
+  // Padded rows, NV12's planes apart (multi-planar capture), or memory the GPU cannot read:
+  // one packed copy.
+  uint8_t* packed_frame = staging.reserve(row * (nv12 ? rows * 3 / 2 : rows));
+  for (size_t y = 0; y < rows; ++y) std::memcpy(packed_frame + y * row, frame.planes[0] + y * frame.strides[0], row);
   if (nv12)
     for (size_t y = 0; y < rows / 2; ++y)
-      std::memcpy(scratch.data() + (rows + y) * row, frame.planes[1] + y * frame.strides[1], row);
+      std::memcpy(packed_frame + (rows + y) * row, frame.planes[1] + y * frame.strides[1], row);
   ++*copies;
-  t.data = scratch.data();
+  t.data = packed_frame;
   return t;
 }
 

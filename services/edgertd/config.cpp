@@ -40,8 +40,12 @@ SourceConfig parse_source(const YamlReader& r, const YamlNode& n) {
     std::string f = r.string_value(*v, "source.format");
     if (!parse_pixel_format(f, &s.format)) r.fail(*v, "source.format must be yuyv, nv12, rgb24 or mjpeg, got '" + f + "'");
   }
+  if (s.type == "test-pattern") s.io = "userptr";
   if (const YamlNode* v = n.get("io")) {
     s.io = r.string_value(*v, "source.io");
+    if (s.type == "test-pattern" && s.io != "mmap" && s.io != "userptr")
+      r.fail(*v, "source.io of a test-pattern must be userptr (frames in the board's frame memory) or mmap (host "
+                 "memory, as a driver's own buffers)");
     if (s.io != "mmap" && s.io != "dmabuf" && s.io != "userptr")
       r.fail(*v, "source.io must be mmap, dmabuf or userptr");
   }

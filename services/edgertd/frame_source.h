@@ -20,7 +20,9 @@ struct SourceConfig {
   int width = 640, height = 480, fps = 30;
   PixelFormat format = PixelFormat::YUYV;
   // v4l2: "mmap" | "dmabuf" (mmap buffers exported with VIDIOC_EXPBUF) | "userptr" (the driver
-  // writes into page-aligned memory the daemon allocates, which a reader then uses in place)
+  // writes into page-aligned memory the daemon allocates, which a reader then uses in place).
+  // test-pattern: "userptr" (the config's default: frames in the board's frame memory) | "mmap"
+  // (host memory on a GPU board, standing in for driver-owned buffers a GPU reads by a copy).
   std::string io = "mmap";
   int buffers = 4;                    // v4l2 buffer count
   bool triggered = false;             // only deliver a frame after trigger() (GPIO trigger input)

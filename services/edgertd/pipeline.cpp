@@ -18,10 +18,15 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// The source's configuration with its frame buffers' memory: host-mapped on a GPU board
-// (host_mapped_frame_memory.h); `note` says which.
-SourceConfig with_frame_memory(SourceConfig config, const DaemonConfig& daemon, std::string* note) {
-  config.memory = frame_memory_for_board(daemon.board_profile, daemon.plugin_path, note);
+// The source's configuration with its frame buffers' memory: `memory` (the board's frame
+// memory, host-mapped on a GPU board: host_mapped_frame_memory.h) but where the test pattern
+// stands in for driver-owned buffers (io mmap: host memory, a GPU reads it by a copy).
+SourceConfig with_frame_memory(SourceConfig config, const std::shared_ptr<FrameMemory>& memory, std::string* note) {
+  config.memory = memory;
+  if (config.type == "test-pattern" && config.io == "mmap" && memory->device_mapped()) {
+    config.memory = FrameMemory::host();
+    *note = "host (test pattern io mmap: as a driver's own buffers)";
+  }
   return config;
 }
 
@@ -69,9 +74,11 @@ std::string trial_frame(const PipelineConfig& config, EngineHandle& engine) {
       const std::string mismatch = camera_frame_mismatch(*camera, source.format, source.width, source.height);
       if (!mismatch.empty()) return mismatch;
       Frame frame;
-      std::vector<uint8_t> grey = grey_frame(source, &frame), scratch;
+      std::vector<uint8_t> grey = grey_frame(source, &frame);
+      FrameStaging staging(FrameMemory::host());
       uint32_t copies = 0;
-      const std::vector<edgert_tensor>& outputs = engine.run(camera_frame_tensor(frame, *camera, scratch, &copies));
+      const std::vector<edgert_tensor>& outputs =
+          engine.run(camera_frame_tensor(frame, *camera, staging, false, &copies));
       Result result;
       Postprocessor(config.postprocess).run(outputs, engine.output_names(), source.width, source.height, &result);
       return "";
@@ -143,7 +150,9 @@ Pipeline::Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, Mem
     : config_(config),
       budget_(budget),
       results_(results),
-      source_(make_source(with_frame_memory(config.source, daemon, &frame_memory_))),
+      board_frame_memory_(frame_memory_for_board(daemon.board_profile, daemon.plugin_path, &frame_memory_)),
+      source_(make_source(with_frame_memory(config.source, board_frame_memory_, &frame_memory_))),
+      frame_staging_(board_frame_memory_),
       preprocessor_(config.preprocess),
       postprocessor_(config.postprocess) {
   uint64_t frames = frame_buffer_bytes(config.source);
@@ -294,14 +303,15 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
   const edgert_tensor_info& info = engine->input();
   if (std::optional<CameraFrameInput> camera = camera_frame_input(info)) {
     // The engine converts the frame itself: its buffer stays with the frame until the run ends.
+    // On a GPU board the frame is bound in host-mapped memory, where the engine's first kernel
+    // reads it: the capture buffer itself, else one copy into the staging buffer.
+    const bool in_place = frame_staging_.device_mapped() && engine->can_run_in_place();
     uint32_t copies = 0;
-    const edgert_tensor frame = camera_frame_tensor(*frame_ref, *camera, frame_scratch_, &copies);
+    const edgert_tensor frame = camera_frame_tensor(*frame_ref, *camera, frame_staging_, in_place, &copies);
     result.frame_copies = copies;
     const int image_width = frame_ref->width, image_height = frame_ref->height;
     const uint64_t ready = now_ns();
     result.times.preprocess_us = (ready - picked) / 1000.0;
-    // A frame in host-mapped memory is bound where it lies: the engine's first kernel reads it.
-    const bool in_place = frame_ref->device_mapped && frame.data == frame_ref->planes[0] && engine->can_run_in_place();
     const uint64_t copies_before = engine->device_copies();
     const std::vector<edgert_tensor>& outputs = in_place ? engine->run_in_place(frame) : engine->run(frame);
     result.device_copies = static_cast<uint32_t>(engine->device_copies() - copies_before);

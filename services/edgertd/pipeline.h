@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "camera_frame_input.h"
 #include "config.h"
 #include "engine_handle.h"
 #include "frame_source.h"
@@ -100,7 +101,9 @@ class Pipeline {
   MemoryBudget& budget_;
   ResultQueue& results_;
   std::string frame_memory_;
+  std::shared_ptr<FrameMemory> board_frame_memory_;  // host-mapped on a GPU board
   std::unique_ptr<FrameSource> source_;
+  FrameStaging frame_staging_;  // worker thread only: a camera engine's frame packed or copied
   Preprocessor preprocessor_;
   Postprocessor postprocessor_;
   std::vector<std::unique_ptr<Sink>> sinks_;
@@ -114,7 +117,6 @@ class Pipeline {
   std::string last_error_;
   std::thread worker_;
   std::vector<float> input_buffer_;    // worker thread only
-  std::vector<uint8_t> frame_scratch_;  // worker thread only: a camera engine's packed frame
 
   // Loop-thread statistics.
   uint64_t processed_ = 0, frame_copies_ = 0, device_copies_ = 0;
