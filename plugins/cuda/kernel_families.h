@@ -13,6 +13,7 @@
   X(tensor_layout)                     \
   X(resize)                            \
   X(reduce)                            \
+  X(topk)                              \
   X(normalization)                     \
   X(reformat)                          \
   X(image)
