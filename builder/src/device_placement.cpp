@@ -25,8 +25,13 @@ bool is_integer_dtype(int32_t dtype) {
 
 // Shape arithmetic and index bookkeeping: every output an integer. Its results feed shape
 // operands that kernels read on the host, and a GPU gains nothing on a handful of int64s.
+// ArgMax and ArgMin are the exception: they reduce float data (a segmenter's scores to its
+// class map), and on the device only the reduced result crosses to the host.
 bool computes_integers(const Graph& graph, const Node& node) {
   if (node.outputs.empty()) return false;
+  if (node.domain.empty() && (node.op_type == "ArgMax" || node.op_type == "ArgMin") && !node.inputs.empty() &&
+      !is_integer_dtype(graph.values[node.inputs[0]].dtype))
+    return false;
   for (int32_t t : node.outputs)
     if (!is_integer_dtype(graph.values[t].dtype)) return false;
   return true;
