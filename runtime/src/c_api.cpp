@@ -228,6 +228,10 @@ edgert_status edgert_context_set_priority(edgert_context* context, int32_t prior
   return context->context->set_priority(priority, error);
 }
 
+uint64_t edgert_context_device_copies(const edgert_context* context) {
+  return context ? context->context->device_copies() : 0;
+}
+
 uint64_t edgert_engine_device_copies(const edgert_engine* engine) {
   return engine && engine->engine->device() ? engine->engine->device()->copies_made() : 0;
 }

@@ -241,6 +241,7 @@ edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_
                                      [&](const CapturedGraph& g) { return same_inputs(g.inputs, graph_inputs); });
   if (captured != graphs_.end()) {
     s = device_->graph_launch(captured->graph, stream, error);
+    if (s == EDGERT_OK) device_run_.copies += captured->copies;
     device_run_.pending = true;
     replayed_ = s == EDGERT_OK;
   } else {
@@ -260,7 +261,9 @@ edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_
     device_run_.used_allocator = false;
     if (capture && device_->graph_begin(stream, error) == EDGERT_OK) {
       seen_inputs_.erase(seen);
+      const uint64_t copies_before = device_run_.copies;
       s = main_.run(graph_inputs.data(), graph_inputs.size(), error);
+      const uint64_t captured_copies = device_run_.copies - copies_before;
       edgert_error end_error{};
       void* graph = nullptr;
       const edgert_status ended = device_->graph_end(stream, &graph, &end_error);
@@ -269,11 +272,12 @@ edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_
           device_->graph_free(graphs_.front().graph);
           graphs_.erase(graphs_.begin());
         }
-        graphs_.push_back(CapturedGraph{graph_inputs, graph});
+        graphs_.push_back(CapturedGraph{graph_inputs, graph, captured_copies});
         s = device_->graph_launch(graph, stream, error);
         replayed_ = s == EDGERT_OK;
       } else {
         if (graph) device_->graph_free(graph);
+        device_run_.copies = copies_before;  // nothing captured ran: the run below makes them
         graphs_allowed_ = graphs_allowed_ && s != EDGERT_OK;  // a run that cannot be captured is not tried again
         if (s == EDGERT_OK) s = main_.run(graph_inputs.data(), graph_inputs.size(), error);
       }
@@ -340,6 +344,7 @@ edgert_status ExecutionContext::run(const edgert_tensor* inputs, int32_t num_inp
       if (edgert_status s = device_->copy(staged_inputs_[b].data, space, value.data, EDGERT_MEMORY_HOST, bytes,
                                           own_stream_, error))
         return s;
+      ++device_run_.copies;
       device_run_.pending = true;
       value.data = staged_inputs_[b].data;
     }
@@ -367,6 +372,7 @@ edgert_status ExecutionContext::run(const edgert_tensor* inputs, int32_t num_inp
     if (edgert_status s = device_->copy(host_outputs_[o].data, EDGERT_MEMORY_HOST, value.data, EDGERT_MEMORY_DEVICE,
                                         bytes, own_stream_, error))
       return s;
+    ++device_run_.copies;
     host_output_views_[o] = value;
     host_output_views_[o].data = host_outputs_[o].data;
     use_host_outputs_ = true;
@@ -428,6 +434,7 @@ edgert_status ExecutionContext::enqueue(void* stream, edgert_error* error) {
       if (edgert_status s = device_->copy(staged_inputs_[b].data, space, value.data, bound_input_spaces_[b], bytes,
                                           stream, error))
         return s;
+      ++device_run_.copies;
       device_run_.pending = true;
       value.data = staged_inputs_[b].data;
     }
@@ -457,6 +464,7 @@ edgert_status ExecutionContext::enqueue(void* stream, edgert_error* error) {
     if (edgert_status s = device_->copy(bound_outputs_[o].first, graph.tensors[t].space, value.data,
                                         graph.tensors[t].space, bytes, stream, error))
       return s;
+    ++device_run_.copies;
   }
   return EDGERT_OK;
 }

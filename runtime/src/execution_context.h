@@ -55,6 +55,9 @@ class ExecutionContext {
   void set_device_timing(bool on) { device_timing_ = on; }
   bool device_timing() const { return device_timing_; }
   double device_ms() const { return device_ms_; }
+  // Copies between memory spaces this context's runs made (staging, outputs, copy nodes; a
+  // replayed graph its captured ones): 0 a run where every binding is where its kernels read.
+  uint64_t device_copies() const { return device_run_.copies; }
   void set_cuda_graphs(bool on);
   // Priority of the context's own stream on its device (larger: scheduled first; 0 default);
   // a no-op for host-only engines.
@@ -121,6 +124,7 @@ class ExecutionContext {
   struct CapturedGraph {
     std::vector<edgert_tensor> inputs;
     void* graph = nullptr;
+    uint64_t copies = 0;  // copies between memory spaces in it: each replay makes them again
   };
   static constexpr size_t kMaxGraphs = 8;
   bool graphs_allowed_ = true, replayed_ = false;

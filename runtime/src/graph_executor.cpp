@@ -244,6 +244,7 @@ edgert_status GraphExecutor::run_copy(size_t index, edgert_error* error) {
     prefix_error(error, "node '%s' (copy of '%s')", node.node.name, graph_.tensors[from].name);
     return s;
   }
+  ++device_->copies;
   device_->pending = true;
   return EDGERT_OK;
 }

@@ -23,6 +23,9 @@ struct DeviceRun {
   TensorAllocator* unified_memory = nullptr;
   bool pending = false;
   bool used_allocator = false;  // a run placed a tensor outside the plan (no graph capture then)
+  // Copies between memory spaces this context's runs made: what a pipeline reports per frame.
+  // A replayed CUDA graph counts the copies captured in it.
+  uint64_t copies = 0;
 
   // Waits for the enqueued work, if any.
   edgert_status synchronize(edgert_error* error);

@@ -96,8 +96,8 @@ class EngineHandle {
     const double ms = edgert_context_device_ms(context_);
     return ms < 0 ? -1 : ms * 1000;
   }
-  // Copies the engine's device has made in this process (0 without a device).
-  uint64_t device_copies() const { return edgert_engine_device_copies(engine_); }
+  // Copies between memory spaces this pipeline's runs made (0 without a device).
+  uint64_t device_copies() const { return edgert_context_device_copies(context_); }
 
   // Runs the engine's self-test vector `runs` times (the first runs warm up: arena, caches)
   // and compares the last outputs with the stored ones. Returns "" when they match (or when

@@ -95,7 +95,8 @@ class GpuEngine : public ::testing::Test {
   }
 
   builder::BuildResult build_result(const onnx::ModelProto& model, const std::string& board, bool fp16,
-                                    double fp16_tolerance = builder::BuildOptions{}.fp16_tolerance) {
+                                    double fp16_tolerance = builder::BuildOptions{}.fp16_tolerance,
+                                    const std::string& postprocess = "") {
     save_model(model, dir_.file("model.onnx"));
     builder::BuildOptions options;
     options.model_path = dir_.file("model.onnx");
@@ -106,6 +107,7 @@ class GpuEngine : public ::testing::Test {
     options.fp16 = fp16;
     options.fp16_tolerance = fp16_tolerance;
     options.tactics = builder::TacticPolicy::kFirst;
+    if (!postprocess.empty()) options.postprocess = builder::parse_output_postprocess(postprocess);
     return builder::build_engine(options);
   }
 
@@ -139,6 +141,13 @@ class GpuEngine : public ::testing::Test {
       den += want[i] * double(want[i]);
     }
     return got.size() == want.size() && std::isfinite(num) ? std::sqrt(num / std::max(den, 1e-30)) : 1e30;
+  }
+
+  // The plugin running the main graph's node of `op_type` ("" when there is none).
+  static std::string plugin_of(const LoadedEngine& engine, const std::string& op_type) {
+    for (const LoadedNode& node : engine.main_graph().nodes)
+      if (node.node.op_type && op_type == node.node.op_type && node.plugin) return node.plugin->name;
+    return "";
   }
 
   static size_t nodes_on(const LoadedEngine& engine, const std::string& plugin) {
@@ -193,6 +202,59 @@ TEST_F(GpuEngine, Fp16AccuracyCheckKeepsLeadingLayersFloat32UntilWithinTheTolera
   ExecutionContext c(*cpu), h(*half);
   const std::vector<float> x = seeded(2 * 3 * 16 * 16, 29);
   EXPECT_LE(relative_l2(run(h, shape, x), run(c, shape, x)), 2 * tolerance);
+}
+
+TEST_F(GpuEngine, PostprocessInTheEngineRunsOnTheGpuAndComputesWhatTheCpuComputes) {
+  // Classification: softmax and top-3 of each row of [2, 10] scores.
+  const Shape shape = {2, 3, 16, 16};
+  const onnx::ModelProto classifier = small_net(shape, false);
+  auto cpu = load(build_result(classifier, "x86_64-generic", false, 0, "classification:3").engine);
+  auto gpu = load(build_result(classifier, "x86_64-cuda-sm90", false, 0, "classification:3").engine);
+  ASSERT_TRUE(cpu && gpu);
+  EXPECT_EQ(plugin_of(*gpu, "TopK"), "cuda");
+  EXPECT_EQ(plugin_of(*gpu, "Softmax"), "cuda");
+  EXPECT_EQ(nodes_on(*gpu, "cpu"), 0u);
+  for (uint32_t seed = 0; seed < 4; ++seed) {
+    std::vector<float> x = seeded(2 * 3 * 16 * 16, 40 + seed);
+    ExecutionContext c(*cpu), g(*gpu);
+    edgert_tensor t{EDGERT_DTYPE_FLOAT32, 4, {2, 3, 16, 16}, x.data()};
+    edgert_error error{};
+    ASSERT_EQ(c.run(&t, 1, &error), EDGERT_OK) << error.message;
+    ASSERT_EQ(g.run(&t, 1, &error), EDGERT_OK) << error.message;
+    ASSERT_EQ(g.output(1).dtype, EDGERT_DTYPE_INT64);
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(static_cast<const int64_t*>(g.output(1).data)[i], static_cast<const int64_t*>(c.output(1).data)[i])
+          << "seed " << seed << ", entry " << i;
+      EXPECT_NEAR(static_cast<const float*>(g.output(0).data)[i], static_cast<const float*>(c.output(0).data)[i], 1e-5f);
+    }
+  }
+  // Segmentation: the class map of [1, 7, 20, 23] scores, an int64 per pixel.
+  GraphMaker m;
+  m.input("image", {1, 3, 20, 23});
+  m.floats("w", {7, 3, 3, 3}, seeded(7 * 27, 9, 0.5f));
+  GraphMaker::attr(m.node("Conv", {"image", "w"}, {"scores"}, "conv"), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  m.output("scores");
+  auto cpu_map = load(build_result(m.model(), "x86_64-generic", false, 0, "segmentation").engine);
+  auto gpu_map = load(build_result(m.model(), "x86_64-cuda-sm90", false, 0, "segmentation").engine);
+  ASSERT_TRUE(cpu_map && gpu_map);
+  EXPECT_EQ(plugin_of(*gpu_map, "ArgMax"), "cuda") << "the class map is computed on the GPU";
+  std::vector<float> image = seeded(3 * 20 * 23, 61);
+  ExecutionContext c(*cpu_map), g(*gpu_map);
+  edgert_tensor t{EDGERT_DTYPE_FLOAT32, 4, {1, 3, 20, 23}, image.data()};
+  edgert_error error{};
+  ASSERT_EQ(c.run(&t, 1, &error), EDGERT_OK) << error.message;
+  ASSERT_EQ(g.run(&t, 1, &error), EDGERT_OK) << error.message;
+  ASSERT_EQ(g.output(0).dtype, EDGERT_DTYPE_INT64);
+  const int64_t* want = static_cast<const int64_t*>(c.output(0).data);
+  const int64_t* got = static_cast<const int64_t*>(g.output(0).data);
+  EXPECT_EQ(std::vector<int64_t>(got, got + 460), std::vector<int64_t>(want, want + 460));
+  // FP16 with its accuracy check: measured on the scores, the top-k appended after.
+  builder::BuildResult half = build_result(classifier, "x86_64-cuda-sm90", true, 3e-3, "classification:3");
+  EXPECT_GT(half.fp16_nodes, 0);
+  EXPECT_LE(half.fp16_rel_l2, 3e-3) << "measured on the scores, not the class indices";
+  auto half_engine = load(std::move(half.engine));
+  ASSERT_TRUE(half_engine);
+  EXPECT_EQ(half_engine->output_names(), (std::vector<std::string>{"scores", "classes"}));
 }
 
 TEST_F(GpuEngine, InputsAndOutputsBoundToUnifiedMemoryRunWithZeroCopies) {
@@ -292,6 +354,7 @@ TEST_F(GpuEngine, RotatingBoundBuffersEachReplayTheirOwnGraphWithNoCopies) {
     }
   EXPECT_EQ(context.captured_graphs(), frames.size());
   EXPECT_EQ(device->copies_made(), copies_before) << "a run bound in place copied";
+  EXPECT_EQ(context.device_copies(), 0u) << "the context counts no copy either";
   context.set_cuda_graphs(false);
   EXPECT_EQ(context.captured_graphs(), 0u);
   for (void* f : frames) device->free(EDGERT_MEMORY_UNIFIED, f);
@@ -320,10 +383,18 @@ TEST_F(GpuEngine, AHostOnlyNodeBetweenGpuNodesRunsWithCopiesOrInUnifiedMemory) {
   ExecutionContext c(*cpu), d(*discrete), u(*unified);
   const std::vector<float> x = seeded(2 * 3 * 16 * 16, 15);
   const std::vector<float> want = run(c, shape, x);
+  // Each context counts its own copies, the process's counter every context's: per run of the
+  // discrete engine, the input in, the two copy nodes, the output out.
+  const uint64_t process_before = discrete->device()->copies_made();
+  const uint64_t d_before = d.device_copies(), u_before = u.device_copies();
   for (int i = 0; i < 2; ++i) {
+    const uint64_t before = d.device_copies();
     EXPECT_LE(relative_l2(run(d, shape, x), want), 1e-4);
+    EXPECT_EQ(d.device_copies() - before, 4u) << "run " << i;
     EXPECT_LE(relative_l2(run(u, shape, x), want), 1e-4);
   }
+  EXPECT_EQ(discrete->device()->copies_made() - process_before,
+            (d.device_copies() - d_before) + (u.device_copies() - u_before));
 }
 
 }  // namespace

@@ -143,6 +143,7 @@ TEST(CApi, NullArgumentsAreRefusedWithAMessage) {
   EXPECT_EQ(edgert_engine_board(nullptr), nullptr);
   EXPECT_EQ(edgert_context_output(nullptr, 0, &out), EDGERT_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(edgert_engine_device_copies(nullptr), 0u);
+  EXPECT_EQ(edgert_context_device_copies(nullptr), 0u);
   edgert_engine_release(nullptr);
   edgert_context_release(nullptr);
   edgert_context_set_cuda_graphs(nullptr, 1);
@@ -238,8 +239,9 @@ TEST(CApi, OutOfRangeAndWrongSizedArgumentsAreRefused) {
   EXPECT_EQ(edgert_engine_allocate(e, EDGERT_MEMORY_DEVICE, 16, nullptr, &error), EDGERT_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(edgert_engine_device_copies(e), 0u);
 
-  // After all that the context still runs.
+  // After all that the context still runs, and without a device copies nothing.
   ASSERT_EQ(edgert_context_run(c, &good, 1, &error), EDGERT_OK) << error.message;
+  EXPECT_EQ(edgert_context_device_copies(c), 0u);
   ASSERT_EQ(edgert_context_output(c, 0, &out), EDGERT_OK);
   EXPECT_FLOAT_EQ(static_cast<const float*>(out.data)[0], 1.25f);
   edgert_context_release(c);

@@ -120,6 +120,10 @@ EDGERT_API edgert_status edgert_context_set_priority(edgert_context* context, in
  * `edgert bench` reports as GPU compute). -1 without a device, or with timing off. */
 EDGERT_API void edgert_context_set_device_timing(edgert_context* context, int32_t enabled);
 EDGERT_API double edgert_context_device_ms(const edgert_context* context);
+/* Copies between memory spaces the context's runs have made (staged inputs, host outputs, copy
+ * nodes between host and device kernels; a replayed CUDA graph counts those captured in it):
+ * per-pipeline, where edgert_engine_device_copies counts the whole process's. */
+EDGERT_API uint64_t edgert_context_device_copies(const edgert_context* context);
 
 /* Memory of the engine's device (DEVICE or UNIFIED); fails with EDGERT_ERR_UNSUPPORTED for an
  * engine without one. Free with edgert_engine_free before the engine is released. */
