@@ -153,51 +153,64 @@ class TestPatternSource : public FrameSource {
     }));
   }
 
-  Rgb pixel(int x, int y, uint64_t sequence) const {
-    int w = config_.width, h = config_.height;
+  // The colour of pixel x in a row that crosses the square (`in_square`) or not: every row is
+  // one of those two, so a frame is two rows drawn and copied (a 1080p frame in about a
+  // millisecond, where drawing each pixel took tens).
+  Rgb pixel(int x, bool in_square, uint64_t sequence) const {
+    int w = config_.width;
     int shift = static_cast<int>((sequence * 4) % static_cast<uint64_t>(w));
     Rgb c = kBars[((x + shift) % w) * 8 / w];
-    int side = std::max(8, h / 6);
-    int sx = static_cast<int>((sequence * 7) % static_cast<uint64_t>(std::max(1, w - side)));
-    int sy = static_cast<int>((sequence * 5) % static_cast<uint64_t>(std::max(1, h - side)));
-    if (x >= sx && x < sx + side && y >= sy && y < sy + side) c = {255, 128, 0};
+    int sx = static_cast<int>((sequence * 7) % static_cast<uint64_t>(std::max(1, w - square_side())));
+    if (in_square && x >= sx && x < sx + square_side()) c = {255, 128, 0};
     return c;
   }
 
-  void draw(uint8_t* out, uint64_t sequence) const {
-    int w = config_.width, h = config_.height;
-    for (int y = 0; y < h; ++y) {
-      for (int x = 0; x < w; x += 2) {
-        Rgb a = pixel(x, y, sequence), b = pixel(x + 1, y, sequence);
-        switch (config_.format) {
-          case PixelFormat::RGB24: {
-            uint8_t* p = out + (static_cast<size_t>(y) * w + x) * 3;
-            p[0] = a.r, p[1] = a.g, p[2] = a.b, p[3] = b.r, p[4] = b.g, p[5] = b.b;
-            break;
-          }
-          case PixelFormat::YUYV: {
-            uint8_t y0, y1, u0, v0, u1, v1;
-            rgb_to_yuv(a, &y0, &u0, &v0);
-            rgb_to_yuv(b, &y1, &u1, &v1);
-            uint8_t* p = out + (static_cast<size_t>(y) * w + x) * 2;
-            p[0] = y0, p[1] = static_cast<uint8_t>((u0 + u1) / 2), p[2] = y1, p[3] = static_cast<uint8_t>((v0 + v1) / 2);
-            break;
-          }
-          case PixelFormat::NV12: {
-            uint8_t y0, y1, u, v;
-            rgb_to_yuv(a, &y0, &u, &v);
-            rgb_to_yuv(b, &y1, &u, &v);
-            out[static_cast<size_t>(y) * w + x] = y0;
-            out[static_cast<size_t>(y) * w + x + 1] = y1;
-            if (y % 2 == 0) {
-              uint8_t* uv = out + static_cast<size_t>(w) * h + static_cast<size_t>(y / 2) * w + x;
-              uv[0] = u, uv[1] = v;
-            }
-            break;
-          }
-          default: break;
+  int square_side() const { return std::max(8, config_.height / 6); }
+
+  // One row of the frame's first plane into `row` and, for NV12, of its chroma plane into `uv`.
+  void draw_row(uint8_t* row, uint8_t* uv, bool in_square, uint64_t sequence) const {
+    for (int x = 0; x < config_.width; x += 2) {
+      Rgb a = pixel(x, in_square, sequence), b = pixel(x + 1, in_square, sequence);
+      switch (config_.format) {
+        case PixelFormat::RGB24: {
+          uint8_t* p = row + static_cast<size_t>(x) * 3;
+          p[0] = a.r, p[1] = a.g, p[2] = a.b, p[3] = b.r, p[4] = b.g, p[5] = b.b;
+          break;
         }
+        case PixelFormat::YUYV: {
+          uint8_t y0, y1, u0, v0, u1, v1;
+          rgb_to_yuv(a, &y0, &u0, &v0);
+          rgb_to_yuv(b, &y1, &u1, &v1);
+          uint8_t* p = row + static_cast<size_t>(x) * 2;
+          p[0] = y0, p[1] = static_cast<uint8_t>((u0 + u1) / 2), p[2] = y1, p[3] = static_cast<uint8_t>((v0 + v1) / 2);
+          break;
+        }
+        case PixelFormat::NV12: {
+          uint8_t y0, y1, u, v;
+          rgb_to_yuv(a, &y0, &u, &v);
+          rgb_to_yuv(b, &y1, &u, &v);
+          row[x] = y0, row[x + 1] = y1;
+          uv[x] = u, uv[x + 1] = v;
+          break;
+        }
+        default: break;
       }
+    }
+  }
+
+  void draw(uint8_t* out, uint64_t sequence) const {
+    const int w = config_.width, h = config_.height;
+    const int sy = static_cast<int>((sequence * 5) % static_cast<uint64_t>(std::max(1, h - square_side())));
+    const size_t stride = config_.format == PixelFormat::YUYV ? w * 2u
+                          : config_.format == PixelFormat::NV12 ? static_cast<size_t>(w)
+                                                                : w * 3u;
+    std::vector<uint8_t> rows(stride * 2), uv(static_cast<size_t>(w) * 2);
+    for (int band = 0; band < 2; ++band) draw_row(rows.data() + stride * band, uv.data() + w * band, band == 1, sequence);
+    for (int y = 0; y < h; ++y) {
+      const int band = y >= sy && y < sy + square_side();
+      std::memcpy(out + static_cast<size_t>(y) * stride, rows.data() + stride * band, stride);
+      if (config_.format == PixelFormat::NV12 && y % 2 == 0)
+        std::memcpy(out + static_cast<size_t>(w) * h + static_cast<size_t>(y / 2) * w, uv.data() + w * band, w);
     }
   }
 
