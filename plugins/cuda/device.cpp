@@ -1,5 +1,7 @@
 #include "device.h"
 
+#include "sm_partition.h"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -104,14 +106,7 @@ edgert_status stream_create(void** stream, edgert_error* error) {
 // edgert priorities grow with urgency; CUDA's shrink (its greatest priority is the most
 // negative), within the range the device reports.
 edgert_status stream_create_with_priority(int32_t priority, void** stream, edgert_error* error) {
-  int least = 0, greatest = 0;
-  EDGERT_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest), EDGERT_ERR_PLUGIN, "cudaDeviceGetStreamPriorityRange");
-  const int cuda_priority = std::clamp(-priority, greatest, least);
-  cudaStream_t s = nullptr;
-  EDGERT_CUDA_TRY(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, cuda_priority), EDGERT_ERR_PLUGIN,
-                  "cudaStreamCreateWithPriority");
-  *stream = s;
-  return EDGERT_OK;
+  return stream_create_partitioned(priority, 100, stream, error);
 }
 
 edgert_status memory_info(uint64_t* free_bytes, uint64_t* total_bytes, edgert_error* error) {
@@ -226,6 +221,7 @@ const edgert_device* device_table() {
     d.timer_free = timer_free;
     d.stream_create_with_priority = stream_create_with_priority;
     d.memory_info = memory_info;
+    d.stream_create_partitioned = stream_create_partitioned;
     return d;
   }();
   return &table;

@@ -228,6 +228,11 @@ edgert_status edgert_context_set_priority(edgert_context* context, int32_t prior
   return context->context->set_priority(priority, error);
 }
 
+edgert_status edgert_context_set_gpu_share(edgert_context* context, int32_t percent, edgert_error* error) {
+  if (!context) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "context must not be NULL");
+  return context->context->set_gpu_share(percent, error);
+}
+
 uint64_t edgert_context_device_copies(const edgert_context* context) {
   return context ? context->context->device_copies() : 0;
 }

@@ -185,24 +185,43 @@ void ExecutionContext::set_cuda_graphs(bool on) {
 }
 
 edgert_status ExecutionContext::create_own_stream(edgert_error* error) {
+  if (gpu_share_ != 100) return device_->stream_create_partitioned(priority_, gpu_share_, &own_stream_, error);
   if (priority_ != 0 && EDGERT_DEVICE_HAS(device_, stream_create_with_priority))
     return device_->stream_create_with_priority(priority_, &own_stream_, error);
   return device_->stream_create(&own_stream_, error);
 }
 
-edgert_status ExecutionContext::set_priority(int32_t priority, edgert_error* error) {
-  if (!device_ || priority == priority_) {
-    priority_ = priority;
-    return EDGERT_OK;
-  }
-  // The next run makes the stream anew; graphs captured on the old one go with it.
+edgert_status ExecutionContext::drop_own_stream(edgert_error* error) {
+  // Graphs captured on the old stream go with it.
   if (own_stream_) {
     if (edgert_status s = device_run_.synchronize(error)) return s;
     drop_graph();
     device_->stream_destroy(own_stream_);
     own_stream_ = nullptr;
   }
+  return EDGERT_OK;
+}
+
+edgert_status ExecutionContext::set_priority(int32_t priority, edgert_error* error) {
+  if (device_ && priority != priority_)
+    if (edgert_status s = drop_own_stream(error)) return s;
   priority_ = priority;
+  return EDGERT_OK;
+}
+
+edgert_status ExecutionContext::set_gpu_share(int32_t percent, edgert_error* error) {
+  if (percent < 1 || percent > 100)
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "GPU share must be 1-100 percent of the device, got %d",
+                     percent);
+  if (!device_ || percent == gpu_share_) {
+    gpu_share_ = percent;
+    return EDGERT_OK;
+  }
+  if (percent != 100 && !EDGERT_DEVICE_HAS(device_, stream_create_partitioned))
+    return set_error(error, EDGERT_ERR_UNSUPPORTED, "the engine's device plugin cannot confine a stream to %d%% of "
+                     "the device (no stream_create_partitioned)", percent);
+  if (edgert_status s = drop_own_stream(error)) return s;
+  gpu_share_ = percent;
   return EDGERT_OK;
 }
 

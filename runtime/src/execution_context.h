@@ -62,6 +62,10 @@ class ExecutionContext {
   // Priority of the context's own stream on its device (larger: scheduled first; 0 default);
   // a no-op for host-only engines.
   edgert_status set_priority(int32_t priority, edgert_error* error);
+  // Share of the device's multiprocessors the context's kernels may use (1-100 percent; 100,
+  // the default, all): a heavy context confined to part of the GPU leaves the rest to others.
+  // EDGERT_ERR_UNSUPPORTED where the device cannot partition; a no-op for host-only engines.
+  edgert_status set_gpu_share(int32_t percent, edgert_error* error);
   // Whether the last run was a CUDA graph launch (a replay, or the launch right after capture).
   bool replaying_graph() const { return replayed_; }
   size_t captured_graphs() const { return graphs_.size(); }
@@ -106,7 +110,10 @@ class ExecutionContext {
   DeviceRun device_run_;
   void* own_stream_ = nullptr;
   int32_t priority_ = 0;
+  int32_t gpu_share_ = 100;
   edgert_status create_own_stream(edgert_error* error);
+  // Lets the stream go (after its work) so the next run makes it anew as configured.
+  edgert_status drop_own_stream(edgert_error* error);
   GraphExecutor main_;
   std::vector<edgert_tensor> graph_inputs_;
   // Device staging of host inputs (run) and host copies of device outputs (run).

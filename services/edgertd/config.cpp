@@ -230,7 +230,8 @@ DaemonConfig load_daemon_config(const std::string& path) {
     r.fail(pipelines, "'pipelines' must be a non-empty list");
   for (const auto& item : pipelines.items) {
     const YamlNode& n = *item;
-    r.expect_keys(n, {"name", "source", "preprocess", "engine", "queue_depth", "priority", "postprocess", "sinks"},
+    r.expect_keys(n, {"name", "source", "preprocess", "engine", "queue_depth", "priority", "gpu_share", "postprocess",
+                      "sinks"},
                   "pipeline");
     PipelineConfig p;
     p.name = r.string_value(r.require(n, "name", "pipeline"), "name");
@@ -243,7 +244,10 @@ DaemonConfig load_daemon_config(const std::string& path) {
     p.engine = r.string_value(r.require(n, "engine", "pipeline '" + p.name + "'"), "engine");
     if (const YamlNode* v = n.get("queue_depth"))
       p.queue_depth = static_cast<int>(r.int_value(*v, "pipeline.queue_depth", 1, 8));
-    if (const YamlNode* v = n.get("priority")) p.priority = static_cast<int>(r.int_value(*v, "pipeline.priority", 0, 10));
+    if (const YamlNode* v = n.get("priority"))
+      p.gpu.priority = static_cast<int>(r.int_value(*v, "pipeline.priority", 0, 10));
+    if (const YamlNode* v = n.get("gpu_share"))
+      p.gpu.gpu_share = static_cast<int>(r.int_value(*v, "pipeline.gpu_share", 1, 100));
     p.postprocess = parse_postprocess(r, r.require(n, "postprocess", "pipeline '" + p.name + "'"));
     if (const YamlNode* v = n.get("sinks")) {
       parse_sinks(r, *v, p);

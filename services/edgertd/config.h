@@ -50,15 +50,23 @@ struct JournalSinkConfig {
   int every_n = 30;  // log one result in N
 };
 
+// How a pipeline's engine shares the GPU with the others' (engine_handle.h applies it).
+struct GpuScheduling {
+  // Stream priority (0-10, larger first; 0 the default): a higher pipeline's kernels are
+  // scheduled ahead of the others' waiting ones.
+  int priority = 0;
+  // Percent of the GPU's multiprocessors its kernels may use (1-100; 100 the default): a heavy
+  // pipeline confined to part of the GPU cannot hold back the others' kernels.
+  int gpu_share = 100;
+};
+
 struct PipelineConfig {
   std::string name;
   SourceConfig source;
   PreprocessConfig preprocess;
   std::string engine;  // engine file path
   int queue_depth = 2;  // frames that may wait for the worker; beyond that the oldest is dropped
-  // GPU stream priority of the pipeline's engine (0-10, larger first; 0 the default): where
-  // pipelines share a GPU, a higher one's kernels are scheduled ahead of the others'.
-  int priority = 0;
+  GpuScheduling gpu;
   PostprocessConfig postprocess;
   SocketSinkConfig socket;
   SqliteSinkConfig sqlite;

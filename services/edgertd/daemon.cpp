@@ -33,6 +33,7 @@ std::string fingerprint(const PipelineConfig& p) {
                                   pixel_format_name(p.source.format), p.source.io, p.source.buffers, p.source.triggered}},
                       {"preprocess", {p.preprocess.channel_order, p.preprocess.mean, p.preprocess.std}},
                       {"engine", p.engine},
+                      {"gpu", {p.gpu.priority, p.gpu.gpu_share}},
                       {"postprocess", {p.postprocess.type, p.postprocess.top_k, p.postprocess.labels,
                                        p.postprocess.score_threshold, p.postprocess.iou_threshold}},
                       {"socket", {p.socket.enabled, p.socket.path}},
@@ -328,7 +329,8 @@ nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
     if (std::shared_ptr<EngineHandle> engine = p.engine())
       j["frame_input"] = camera_frame_input(engine->input()) ? "camera-engine" : "cpu-preprocess";
     j["frame_memory"] = p.frame_memory();
-    j["priority"] = p.config().priority;
+    j["priority"] = p.config().gpu.priority;
+    j["gpu_share"] = p.config().gpu.gpu_share;
     j["latency"] = {{"total", latency_json(s.total)}, {"queue", latency_json(s.queue)},
                     {"preprocess", latency_json(s.preprocess)}, {"inference", latency_json(s.inference)},
                     {"postprocess", latency_json(s.postprocess)}};

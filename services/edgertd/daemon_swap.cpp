@@ -201,12 +201,12 @@ void Daemon::swap_verified(const std::shared_ptr<SwapJob>& job) {
   std::string plugin_path = config_.plugin_path, board = config_.board_profile.name;
   bool mlock_weights = config_.mlock_weights;
   j.pipeline = pipeline_named(j.name).config();
-  const int priority = j.pipeline.priority;
+  const GpuScheduling gpu = j.pipeline.gpu;
   worker_->run(
-      [job, plugin_path, board, mlock_weights, priority] {
+      [job, plugin_path, board, mlock_weights, gpu] {
         double t = monotonic_ms();
         try {
-          job->next = std::make_shared<EngineHandle>(job->path, plugin_path, board, mlock_weights, job->sha, priority);
+          job->next = std::make_shared<EngineHandle>(job->path, plugin_path, board, mlock_weights, job->sha, gpu);
         } catch (const std::exception& e) {
           job->load_error = e.what();
           return;
@@ -244,7 +244,7 @@ void Daemon::swap_loaded(const std::shared_ptr<SwapJob>& job) {
     if (!j.stop_first || j.old_path.empty()) return "";
     try {
       auto old = std::make_shared<EngineHandle>(j.old_path, config_.plugin_path, config_.board_profile.name, config_.mlock_weights,
-                                                j.current_sha, j.pipeline.priority);
+                                                j.current_sha, j.pipeline.gpu);
       budget_->reserve("pipeline:" + j.name, old->footprint().total(), "engine " + short_sha(j.current_sha));
       pipeline_named(j.name).swap_engine(old);
       return "; the previous engine was loaded again";

@@ -137,7 +137,7 @@ std::vector<std::string> missing_plugins(const std::vector<std::string>& plugins
 }
 
 EngineHandle::EngineHandle(const std::string& path, const std::string& plugin_path, const std::string& board,
-                           bool mlock_weights, const std::string& id, int priority)
+                           bool mlock_weights, const std::string& id, const GpuScheduling& gpu)
     : path_(path), id_(id.empty() ? signing::sha256_file(path) : id) {
   footprint_ = read_engine_footprint(path);
   edgert_load_options options;
@@ -156,7 +156,8 @@ EngineHandle::EngineHandle(const std::string& path, const std::string& plugin_pa
     throw std::runtime_error("engine '" + path + "' has " + std::to_string(edgert_engine_num_inputs(engine_)) +
                              " inputs; a camera pipeline needs exactly one image input");
   }
-  if (edgert_context_set_priority(context_, priority, &error) != EDGERT_OK) {
+  if (edgert_context_set_priority(context_, gpu.priority, &error) != EDGERT_OK ||
+      edgert_context_set_gpu_share(context_, gpu.gpu_share, &error) != EDGERT_OK) {
     edgert_context_release(context_);
     edgert_engine_release(engine_);
     throw std::runtime_error(error.message);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "config.h"
 #include "edgert/edgert.h"
 #include "engine_signing.h"
 
@@ -66,9 +67,9 @@ class EngineHandle {
   // Loads `path` (plugins from plugin_path, may be empty) and makes one context.
   // Throws std::runtime_error with the runtime's message.
   // `id` names the engine in results (its sha256); empty: computed from the file.
-  // `priority`: its context's GPU stream priority (edgert_context_set_priority).
+  // `gpu`: how its context shares the GPU (edgert_context_set_priority, _set_gpu_share).
   EngineHandle(const std::string& path, const std::string& plugin_path, const std::string& board, bool mlock_weights,
-               const std::string& id = "", int priority = 0);
+               const std::string& id = "", const GpuScheduling& gpu = {});
   ~EngineHandle();
   EngineHandle(const EngineHandle&) = delete;
   EngineHandle& operator=(const EngineHandle&) = delete;

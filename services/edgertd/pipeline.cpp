@@ -181,7 +181,7 @@ Pipeline::Pipeline(const PipelineConfig& config, const DaemonConfig& daemon, Mem
   }
   try {
     engine_ = std::make_shared<EngineHandle>(config.engine, daemon.plugin_path, daemon.board_profile.name, daemon.mlock_weights,
-                                             "", config.priority);
+                                             "", config.gpu);
   } catch (...) {
     budget_.release("pipeline:" + config.name);
     budget_.release("frames:" + config.name);

@@ -10,9 +10,10 @@ from every result the pipelines publish (after a warm-up):
   alone         the four pipelines; then --swaps hot swaps of the mobilenet_v2 pipeline between
                 its FP32 and FP16 engines while all four stream (RSS and GPU memory sampled:
                 flat = no leak; every missing sequence number must be a counted drop)
-  slow, prio 0  the four beside a fifth, deliberately slow pipeline (a stack of wide 3x3
-                convolutions on 1024x1024 that cannot keep up with 60 fps) at priority 0
-  slow, prio 5  the same with the slow pipeline at the others' priority
+  slow_prio5    the four beside a fifth, deliberately slow pipeline (a stack of wide 3x3
+                convolutions on 1024x1024 that cannot keep up with 60 fps) at their priority
+  slow_prio0    the same with the slow pipeline at priority 0
+  slow_prio0_shareN  and confined to N% of the GPU's multiprocessors (gpu_share: N)
 
 and reports each pipeline's fps, drops, copies per frame and latency percentiles (total and
 GPU), and the ratio of the four's p99 beside the slow pipeline to their p99 alone.
@@ -114,8 +115,8 @@ for name, model, extra in (("mnv2", f"{zoo}/mobilenet_v2.onnx", top5), ("mnv2_fp
 
 POSTPROCESS = {"classification": "{type: classification, top_k: 5}", "detection": "{type: detection, score_threshold: 0.3}",
                "segmentation": "{type: segmentation}"}
-FOUR = [("cls_mnv2", "mnv2", "classification", 5), ("cls_r18", "r18", "classification", 5),
-        ("detector", "ssd", "detection", 5), ("segmenter", "seg", "segmentation", 5)]
+FOUR = [("cls_mnv2", "mnv2", "classification", 5, 100), ("cls_r18", "r18", "classification", 5, 100),
+        ("detector", "ssd", "detection", 5, 100), ("segmenter", "seg", "segmentation", 5, 100)]
 
 
 class Daemon:
@@ -126,11 +127,12 @@ class Daemon:
         config = f"{work}/{phase}.yaml"
         with open(config, "w") as f:
             f.write(f"board: {BOARD}\ncontrol_socket: {work}/control.sock\nstate_dir: {work}/state-{phase}\npipelines:\n")
-            for name, engine, post, priority in pipelines:
+            for name, engine, post, priority, share in pipelines:
                 f.write(f"""  - name: {name}
     source: {{type: test-pattern, width: {WIDTH}, height: {HEIGHT}, fps: {a.fps}, format: nv12}}
     engine: {engines[engine]}
     priority: {priority}
+    gpu_share: {share}
     postprocess: {POSTPROCESS[post]}
     sinks:
       socket: {{path: {work}/{phase}-{name}.sock}}
@@ -276,16 +278,18 @@ check("no frame copied on the host-mapped path" if GPU else "no frame copied on 
       json.dumps({n: r["frame_copies_per_frame"] for n, r in alone.items()}))
 check("no device copy in engines wholly on the GPU", all(alone[n]["device_copies_per_frame"] == 0 for n in ON_GPU),
       json.dumps({n: [alone[n]["device_copies_per_frame"], alone[n]["copying_results"]] for n in ON_GPU}))
-for phase, priority in (("slow_prio0", 0), ("slow_prio5", 5)):
-    d = Daemon(phase, FOUR + [("slow", "slow", "classification", priority)])
+for phase, priority, share in (("slow_prio5", 5, 100), ("slow_prio0", 0, 100), ("slow_prio0_share50", 0, 50),
+                               ("slow_prio0_share25", 0, 25)):
+    d = Daemon(phase, FOUR + [("slow", "slow", "classification", priority, share)])
     try:
         time.sleep(a.warmup)
         out["phases"][phase] = d.measure(a.seconds)
     finally:
         d.close()
     rows = out["phases"][phase]
-    check(f"{phase}: the slow pipeline cannot keep up (it drops its own frames)", rows["slow"]["fps"] < 0.9 * a.fps,
-          f"{rows['slow']['fps']} fps")
+    check(f"{phase}: the slow pipeline runs but cannot keep up (it drops its own frames)",
+          0 < rows["slow"]["fps"] < 0.9 * a.fps and rows["slow"]["dropped"] > 0,
+          f"{rows['slow']['fps']} fps, {rows['slow']['dropped']} dropped")
     check(f"{phase}: the classifiers and the segmenter keep up with the source beside it",
           all(rows[n]["fps"] >= 0.9 * a.fps for n in ON_GPU), json.dumps({n: rows[n]["fps"] for n in alone}))
     ratios = {n: round(rows[n]["p99_ms"] / alone[n]["p99_ms"], 3) for n in alone}

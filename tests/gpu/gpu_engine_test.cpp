@@ -361,6 +361,27 @@ TEST_F(GpuEngine, RotatingBoundBuffersEachReplayTheirOwnGraphWithNoCopies) {
   device->free(EDGERT_MEMORY_UNIFIED, y);
 }
 
+TEST_F(GpuEngine, AContextConfinedToAShareOfTheSmsComputesTheSameAndReplaysItsGraph) {
+  const Shape shape = {2, 3, 16, 16};
+  auto gpu = load(build(small_net(shape, false), "x86_64-cuda-sm90"));
+  ASSERT_TRUE(gpu);
+  ExecutionContext whole(*gpu), part(*gpu);
+  edgert_error error{};
+  ASSERT_EQ(part.set_priority(3, &error), EDGERT_OK) << error.message;
+  ASSERT_EQ(part.set_gpu_share(25, &error), EDGERT_OK) << error.message;
+  const std::vector<float> x = seeded(2 * 3 * 16 * 16, 71);
+  const std::vector<float> want = run(whole, shape, x);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(run(part, shape, x), want) << "run " << i << ": the same kernels on fewer SMs";
+    EXPECT_EQ(part.replaying_graph(), i > 0) << "run " << i;
+  }
+  // Back to the whole GPU: a new stream, graphs captured anew.
+  ASSERT_EQ(part.set_gpu_share(100, &error), EDGERT_OK) << error.message;
+  EXPECT_EQ(part.captured_graphs(), 0u);
+  EXPECT_EQ(run(part, shape, x), want);
+  EXPECT_EQ(part.set_gpu_share(0, &error), EDGERT_ERR_INVALID_ARGUMENT);
+}
+
 TEST_F(GpuEngine, AHostOnlyNodeBetweenGpuNodesRunsWithCopiesOrInUnifiedMemory) {
   const Shape shape = {2, 3, 16, 16};
   auto cpu = load(build(small_net(shape, true), "x86_64-generic"));

@@ -61,7 +61,7 @@ TEST(CApi, DeviceMemoryWithoutAnEngineNeedsAPluginWithADevice) {
   edgert_device_free(plugins.c_str(), "cpu", EDGERT_MEMORY_UNIFIED, nullptr);  // a no-op, not a crash
 }
 
-TEST(CApi, APriorityOnAHostOnlyEngineIsKeptAndChangesNothing) {
+TEST(CApi, APriorityOrGpuShareOnAHostOnlyEngineIsKeptAndChangesNothing) {
   TempDir dir;
   write_file(dir.file("small.engine"), build_engine_bytes(make_small_model(), dir.path()));
   edgert_load_options options;
@@ -73,6 +73,12 @@ TEST(CApi, APriorityOnAHostOnlyEngineIsKeptAndChangesNothing) {
   edgert_error error{};
   EXPECT_EQ(edgert_context_set_priority(context.get(), 5, &error), EDGERT_OK) << error.message;
   EXPECT_EQ(edgert_context_set_priority(nullptr, 5, &error), EDGERT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(edgert_context_set_gpu_share(context.get(), 25, &error), EDGERT_OK) << error.message;
+  for (int32_t bad : {0, -5, 101}) {
+    EXPECT_EQ(edgert_context_set_gpu_share(context.get(), bad, &error), EDGERT_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(error.message).find("1-100 percent"), std::string::npos) << error.message;
+  }
+  EXPECT_EQ(edgert_context_set_gpu_share(nullptr, 50, &error), EDGERT_ERR_INVALID_ARGUMENT);
   edgert_context_set_device_timing(context.get(), 1);  // no device: no device time
   EXPECT_EQ(edgert_context_device_ms(context.get()), -1);
   EXPECT_EQ(edgert_context_device_ms(nullptr), -1);

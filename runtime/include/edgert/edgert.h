@@ -115,6 +115,12 @@ EDGERT_API void edgert_context_set_cuda_graphs(edgert_context* context, int32_t 
  * default, is the device's lowest), so a latency-critical pipeline's kernels go ahead of a
  * background one's on a shared GPU. Clamped to what the device offers; no effect without one. */
 EDGERT_API edgert_status edgert_context_set_priority(edgert_context* context, int32_t priority, edgert_error* error);
+/* Share of the device's multiprocessors the context's kernels may use, 1-100 percent (100, the
+ * default: all). A spatial partition (CUDA green contexts): a heavy, low-priority pipeline
+ * confined to part of the GPU cannot hold back the kernels of those beside it, which priorities
+ * alone only reorder. EDGERT_ERR_UNSUPPORTED where the device cannot partition; no effect on
+ * a host-only engine. Applies from the next run. */
+EDGERT_API edgert_status edgert_context_set_gpu_share(edgert_context* context, int32_t percent, edgert_error* error);
 /* Device timing: with `enabled`, each run records device timers at its start and end on the
  * stream; edgert_context_device_ms gives the last run's device time in milliseconds (what
  * `edgert bench` reports as GPU compute). -1 without a device, or with timing off. */

@@ -277,6 +277,10 @@ typedef struct edgert_device {
   edgert_status (*stream_create_with_priority)(int32_t priority, void** stream, edgert_error* error);
   /* DEVICE memory free and in total now. */
   edgert_status (*memory_info)(uint64_t* free_bytes, uint64_t* total_bytes, edgert_error* error);
+  /* A stream at `priority` whose kernels run on about `sm_percent` (1-100) of the device's
+   * multiprocessors: a spatial partition, so a heavy pipeline leaves the rest to the others
+   * (CUDA green contexts). EDGERT_ERR_UNSUPPORTED where the device cannot partition. */
+  edgert_status (*stream_create_partitioned)(int32_t priority, int32_t sm_percent, void** stream, edgert_error* error);
 } edgert_device;
 
 /* Whether `device` (struct_size as its plugin set it) has the member `field`. */
