@@ -161,7 +161,10 @@ void add_bench_command(CLI::App& app) {
                  sorted.front(), sorted.back(), runs_ms.size());
     std::fprintf(text, "latency: mean %.3f ms, p90 %.3f ms, p99 %.3f ms; throughput %.2f inferences/s (%zu runs in %.3f s, "
                  "after %d warm-up run(s))\n", mean, p90, p99, throughput, runs_ms.size(), wall_s, warmups);
-    if (device) {
+    if (device && !device_ms.empty() && device_ms.front() < 0) {
+      std::fprintf(text, "gpu compute: not measured (host kernels in the run wait for the device; latency above is "
+                   "the whole run)\n");
+    } else if (device) {
       std::vector<double> sorted_device = device_ms;
       std::sort(sorted_device.begin(), sorted_device.end());
       // As trtexec's "GPU Compute Time": the device's time from the run's first kernel to its
@@ -183,7 +186,8 @@ void add_bench_command(CLI::App& app) {
         {"throughput_ips", throughput},
         {"layers", nullptr}};
     if (device) {
-      j["gpu_compute_ms"] = latency_json(device_ms);
+      j["gpu_compute_ms"] = device_ms.empty() || device_ms.front() < 0 ? nlohmann::ordered_json(nullptr)
+                                                                       : latency_json(device_ms);
       j["cuda_graph"] = context.replaying_graph();
       j["device"] = engine->device()->describe();
     }

@@ -249,6 +249,7 @@ edgert_status ExecutionContext::execute(const std::vector<edgert_tensor>& graph_
                                         edgert_error* error) {
   if (!device_) return main_.run(graph_inputs.data(), graph_inputs.size(), error);
   device_run_.stream = stream;
+  device_run_.waits = 0;
   if (device_timing_) {
     if (!timer_start_ && device_->timer_create(&timer_start_, error)) return error->status;
     if (!timer_end_ && device_->timer_create(&timer_end_, error)) return error->status;
@@ -328,12 +329,16 @@ edgert_status ExecutionContext::synchronize(edgert_error* error) {
 
 edgert_status ExecutionContext::wait_for_run(edgert_error* error) {
   if (!device_) return EDGERT_OK;
-  const bool timed = device_timing_ && device_run_.pending;
+  // Device time is what the two timers span when nothing waited between them: host kernels
+  // that waited for the device mid-run (or at its end) put their own time in that span.
+  const bool timed = device_timing_ && device_run_.pending && device_run_.waits == 0;
   if (edgert_status s = device_run_.synchronize(error)) return s;
   if (timed && timer_start_ && timer_end_) {
     float ms = 0;
     if (edgert_status s = device_->timer_elapsed(timer_start_, timer_end_, &ms, error)) return s;
     device_ms_ = ms;
+  } else if (device_timing_) {
+    device_ms_ = -1;
   }
   return main_.finish_layer_times(error);
 }

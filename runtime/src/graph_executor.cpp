@@ -57,6 +57,7 @@ GraphExecutor::~GraphExecutor() {
 edgert_status DeviceRun::synchronize(edgert_error* error) {
   if (!pending) return EDGERT_OK;
   pending = false;
+  ++waits;
   return device->synchronize(stream, error);
 }
 

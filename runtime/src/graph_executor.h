@@ -26,6 +26,8 @@ struct DeviceRun {
   // Copies between memory spaces this context's runs made: what a pipeline reports per frame.
   // A replayed CUDA graph counts the copies captured in it.
   uint64_t copies = 0;
+  // Waits for the device since the run began: host kernels between device ones wait mid-run.
+  uint32_t waits = 0;
 
   // Waits for the enqueued work, if any.
   edgert_status synchronize(edgert_error* error);

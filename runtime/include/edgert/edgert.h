@@ -123,7 +123,8 @@ EDGERT_API edgert_status edgert_context_set_priority(edgert_context* context, in
 EDGERT_API edgert_status edgert_context_set_gpu_share(edgert_context* context, int32_t percent, edgert_error* error);
 /* Device timing: with `enabled`, each run records device timers at its start and end on the
  * stream; edgert_context_device_ms gives the last run's device time in milliseconds (what
- * `edgert bench` reports as GPU compute). -1 without a device, or with timing off. */
+ * `edgert bench` reports as GPU compute). -1 without a device, with timing off, or where host
+ * kernels between device ones waited for the device (their time would count as the device's). */
 EDGERT_API void edgert_context_set_device_timing(edgert_context* context, int32_t enabled);
 EDGERT_API double edgert_context_device_ms(const edgert_context* context);
 /* Copies between memory spaces the context's runs have made (staged inputs, host outputs, copy
