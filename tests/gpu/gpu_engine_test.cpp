@@ -416,6 +416,17 @@ TEST_F(GpuEngine, AHostOnlyNodeBetweenGpuNodesRunsWithCopiesOrInUnifiedMemory) {
   }
   EXPECT_EQ(discrete->device()->copies_made() - process_before,
             (d.device_copies() - d_before) + (u.device_copies() - u_before));
+  // Device time: none to tell where the host kernel waited for the device mid-run; a run all
+  // on the device has its own.
+  d.set_device_timing(true);
+  run(d, shape, x);
+  EXPECT_EQ(d.device_ms(), -1);
+  auto all_gpu = load(build(small_net(shape, false), "x86_64-cuda-sm90"));
+  ASSERT_TRUE(all_gpu);
+  ExecutionContext g(*all_gpu);
+  g.set_device_timing(true);
+  run(g, shape, x);
+  EXPECT_GT(g.device_ms(), 0);
 }
 
 }  // namespace
