@@ -175,12 +175,14 @@ check("a swap to a camera engine for other frames is refused with what it takes"
       refused is not None and refused.returncode == 1 and f"takes yuyv {WIDTH + 2}x{HEIGHT} frames" in refused.stderr and
       f"nv12 {WIDTH}x{HEIGHT}" in refused.stderr, refused.stderr if refused else "")
 
-for name, results, state in (("camera engine", by_camera, pipeline), ("cpu preprocess", by_cpu, cpu_pipeline)):
+copy_state = (copy_status or {"pipelines": [{}]})["pipelines"][0]
+for name, results, state in (("camera engine", by_camera, pipeline), ("camera engine, io mmap", by_copy, copy_state),
+                             ("cpu preprocess", by_cpu, cpu_pipeline)):
     def median(stage):
         values = sorted(r["latency_us"][stage] for r in results.values())
         return values[len(values) // 2] if values else float("nan")
     print(f"{BOARD} {name}: median us preprocess {median('preprocess'):.0f}, inference {median('inference'):.0f}, "
-          f"total {median('total'):.0f} over {len(results)} frames; device copies per frame "
-          f"{state.get('device_copies_per_frame')}")
+          f"total {median('total'):.0f} over {len(results)} frames; frame copies per frame "
+          f"{state.get('frame_copies_per_frame')}, device copies per frame {state.get('device_copies_per_frame')}")
 print(f"{len(failures)} failure(s)" if failures else "all checks passed")
 sys.exit(1 if failures else 0)
