@@ -7,12 +7,13 @@
 #include <string>
 
 #include "kernel.h"
+#include "non_max_suppression.h"
 
 namespace edgert::cpu {
 namespace {
 
-// NonMaxSuppression's output shape is the number of boxes kept, so the selection is made in
-// prepare (data_dependent) and execute copies it out.
+// NonMaxSuppression's output shape is the number of boxes kept, so the selection
+// (non_max_suppression.h) is made in prepare (data_dependent) and execute copies it out.
 class NonMaxSuppressionOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
@@ -47,30 +48,18 @@ class NonMaxSuppressionOp : public Op {
     const int64_t batches = boxes.dims[0], classes = scores.dims[1], count = boxes.dims[1];
     const float* box_data = data_as<const float>(boxes);
     const float* score_data = data_as<const float>(scores);
+    NmsParams params;
+    params.center_point_box = center_point_box != 0;
+    params.iou_threshold = iou_threshold;
+    params.has_score_threshold = has_score_threshold;
+    params.score_threshold = score_threshold;
+    params.max_output_boxes = max_per_class;
     selected_.clear();
-    std::vector<int64_t> order;
-    std::vector<int64_t> kept;
     for (int64_t b = 0; b < batches && max_per_class > 0; ++b) {
-      const float* bb = box_data + b * count * 4;
       for (int64_t c = 0; c < classes; ++c) {
-        const float* sc = score_data + (b * classes + c) * count;
-        order.clear();
-        for (int64_t i = 0; i < count; ++i)
-          if (!has_score_threshold || sc[i] > score_threshold) order.push_back(i);
-        // Highest score first; equal scores keep the lower index first.
-        std::stable_sort(order.begin(), order.end(), [sc](int64_t l, int64_t r) { return sc[l] > sc[r]; });
-        kept.clear();
-        for (int64_t i : order) {
-          if (static_cast<int64_t>(kept.size()) >= max_per_class) break;
-          bool keep = true;
-          for (int64_t k : kept)
-            if (suppresses(bb + i * 4, bb + k * 4, center_point_box != 0, iou_threshold)) {
-              keep = false;
-              break;
-            }
-          if (keep) kept.push_back(i);
-        }
-        for (int64_t k : kept) selected_.insert(selected_.end(), {b, c, k});
+        kept_.clear();
+        nms_.select(box_data + b * count * 4, score_data + (b * classes + c) * count, count, params, kept_);
+        for (int64_t k : kept_) selected_.insert(selected_.end(), {b, c, k});
       }
     }
     set_output(out[0], EDGERT_DTYPE_INT64, {static_cast<int64_t>(selected_.size() / 3), 3});
@@ -81,37 +70,8 @@ class NonMaxSuppressionOp : public Op {
   }
 
  private:
-  // Corners (x_min, y_min, x_max, y_max) of a box in either encoding.
-  static void corners(const float* box, bool center, float c[4]) {
-    if (center) {
-      float half_w = box[2] / 2, half_h = box[3] / 2;
-      c[0] = box[0] - half_w;
-      c[1] = box[1] - half_h;
-      c[2] = box[0] + half_w;
-      c[3] = box[1] + half_h;
-    } else {  // [y1, x1, y2, x2], any diagonal pair
-      c[0] = std::min(box[1], box[3]);
-      c[1] = std::min(box[0], box[2]);
-      c[2] = std::max(box[1], box[3]);
-      c[3] = std::max(box[0], box[2]);
-    }
-  }
-
-  static bool suppresses(const float* a, const float* b, bool center, float threshold) {
-    float ca[4], cb[4];
-    corners(a, center, ca);
-    corners(b, center, cb);
-    float iw = std::min(ca[2], cb[2]) - std::max(ca[0], cb[0]);
-    float ih = std::min(ca[3], cb[3]) - std::max(ca[1], cb[1]);
-    if (iw <= 0 || ih <= 0) return false;
-    float inter = iw * ih;
-    float area_a = (ca[2] - ca[0]) * (ca[3] - ca[1]);
-    float area_b = (cb[2] - cb[0]) * (cb[3] - cb[1]);
-    float uni = area_a + area_b - inter;
-    if (area_a <= 0 || area_b <= 0 || uni <= 0) return false;
-    return inter / uni > threshold;
-  }
-
+  SweepNms nms_;
+  std::vector<int64_t> kept_;
   std::vector<int64_t> selected_;  // (batch, class, box) triples
 };
 
