@@ -17,6 +17,17 @@ void fail(edgert_status status, const char* format, ...) {
   throw KernelError(status, buffer);
 }
 
+edgert_status set_error(edgert_error* error, edgert_status status, const char* format, ...) {
+  if (error) {
+    error->status = status;
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(error->message, sizeof error->message, format, args);
+    va_end(args);
+  }
+  return status;
+}
+
 int64_t numel(const edgert_tensor& t) {
   int64_t n = 1;
   for (int32_t i = 0; i < t.rank; ++i) n *= t.dims[i];

@@ -28,6 +28,11 @@ class KernelError : public std::runtime_error {
 [[noreturn]] void fail(edgert_status status, const char* format, ...)
     __attribute__((format(printf, 2, 3)));
 
+// For the C ABI's functions that return a status (a device table's): fills `error` (when not
+// NULL) with `status` and the printf-style message, and returns `status`.
+edgert_status set_error(edgert_error* error, edgert_status status, const char* format, ...)
+    __attribute__((format(printf, 3, 4)));
+
 using Shape = std::vector<int64_t>;
 
 int64_t numel(const edgert_tensor& t);

@@ -1,31 +1,18 @@
 #include "sm_partition.h"
 
+#include "op_support.h"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cstdarg>
-#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
 
 namespace edgert::cuda {
 namespace {
-
-edgert_status fail(edgert_error* error, edgert_status status, const char* format, ...)
-    __attribute__((format(printf, 3, 4)));
-edgert_status fail(edgert_error* error, edgert_status status, const char* format, ...) {
-  if (error) {
-    error->status = status;
-    va_list args;
-    va_start(args, format);
-    std::vsnprintf(error->message, sizeof error->message, format, args);
-    va_end(args);
-  }
-  return status;
-}
 
 #if CUDA_VERSION >= 12040
 // The driver's green-context entry points, looked up through the runtime: the plugin links no
@@ -56,9 +43,10 @@ struct GreenContextApi {
     if (address) {
       *fn = reinterpret_cast<Fn>(address);
     } else if (missing.empty()) {
-      missing = std::string(symbol) + (e != cudaSuccess                                  ? std::string(": ") + cudaGetErrorString(e)
-                                       : found == cudaDriverEntryPointVersionNotSufficent ? " needs a newer driver"
-                                                                                          : " not in the driver");
+      const std::string why = e != cudaSuccess ? std::string(": ") + cudaGetErrorString(e)
+                              : found == cudaDriverEntryPointVersionNotSufficent ? " needs a newer driver"
+                                                                                 : " not in the driver";
+      missing = symbol + why;
     }
   }
 };
@@ -79,7 +67,8 @@ const GreenContextApi& api() {
 #define EDGERT_CU_TRY(call, what)                                                                          \
   do {                                                                                                     \
     CUresult r_ = (call);                                                                                  \
-    if (r_ != CUDA_SUCCESS) return fail(error, EDGERT_ERR_PLUGIN, "cuda: %s failed (CUresult %d)", what, r_); \
+    if (r_ != CUDA_SUCCESS)                                                                               \
+      return plugin::set_error(error, EDGERT_ERR_PLUGIN, "cuda: %s failed (CUresult %d)", what, r_);     \
   } while (0)
 
 // The green context of `sm_count` SMs (as the split rounds it) on `device`, made once.
@@ -98,7 +87,7 @@ edgert_status green_context(CUdevice device, unsigned sm_count, CUgreenCtx* cont
   unsigned groups = 1;
   EDGERT_CU_TRY(api().split(&part, &groups, &all, &rest, 0, sm_count), "cuDevSmResourceSplitByCount");
   if (groups < 1)
-    return fail(error, EDGERT_ERR_UNSUPPORTED, "cuda: no partition of %u of the device's %u SMs", sm_count,
+    return plugin::set_error(error, EDGERT_ERR_UNSUPPORTED, "cuda: no partition of %u of the device's %u SMs", sm_count,
                 all.sm.smCount);
   CUdevResourceDesc desc = nullptr;
   EDGERT_CU_TRY(api().describe(&desc, &part, 1), "cuDevResourceGenerateDesc");
@@ -114,33 +103,37 @@ edgert_status cuda_stream_priority(int32_t priority, int* cuda_priority, edgert_
   int least = 0, greatest = 0;
   const cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
   if (e != cudaSuccess)
-    return fail(error, EDGERT_ERR_PLUGIN, "cuda: cudaDeviceGetStreamPriorityRange: %s", cudaGetErrorString(e));
+    return plugin::set_error(error, EDGERT_ERR_PLUGIN, "cuda: cudaDeviceGetStreamPriorityRange: %s",
+                             cudaGetErrorString(e));
   *cuda_priority = std::clamp(-priority, greatest, least);
   return EDGERT_OK;
 }
 
 edgert_status stream_create_partitioned(int32_t priority, int32_t sm_percent, void** stream, edgert_error* error) {
   if (sm_percent < 1 || sm_percent > 100)
-    return fail(error, EDGERT_ERR_INVALID_ARGUMENT, "cuda: the share of SMs must be 1-100 percent, got %d", sm_percent);
+    return plugin::set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "cuda: the share of SMs must be 1-100 percent, got %d",
+                             sm_percent);
   int cuda_priority = 0;
   if (edgert_status s = cuda_stream_priority(priority, &cuda_priority, error)) return s;
   if (sm_percent == 100) {
     cudaStream_t s = nullptr;
     const cudaError_t e = cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, cuda_priority);
     if (e != cudaSuccess)
-      return fail(error, EDGERT_ERR_PLUGIN, "cuda: cudaStreamCreateWithPriority: %s", cudaGetErrorString(e));
+      return plugin::set_error(error, EDGERT_ERR_PLUGIN, "cuda: cudaStreamCreateWithPriority: %s",
+                               cudaGetErrorString(e));
     *stream = s;
     return EDGERT_OK;
   }
 #if CUDA_VERSION >= 12040
   if (!api().complete())
-    return fail(error, EDGERT_ERR_UNSUPPORTED,
-                "cuda: no green contexts (CUDA 12.4 and later) to confine a stream to %d%% of the SMs: %s", sm_percent,
-                api().missing.c_str());
+    return plugin::set_error(error, EDGERT_ERR_UNSUPPORTED,
+                             "cuda: no green contexts (CUDA 12.4 and later) to confine a stream to %d%% of the SMs: %s",
+                             sm_percent, api().missing.c_str());
   int ordinal = 0, sm_total = 0;
   if (cudaGetDevice(&ordinal) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sm_total, cudaDevAttrMultiProcessorCount, ordinal) != cudaSuccess || cudaFree(nullptr) != cudaSuccess)
-    return fail(error, EDGERT_ERR_PLUGIN, "cuda: no usable current device (%d)", ordinal);
+      cudaDeviceGetAttribute(&sm_total, cudaDevAttrMultiProcessorCount, ordinal) != cudaSuccess ||
+      cudaFree(nullptr) != cudaSuccess)
+    return plugin::set_error(error, EDGERT_ERR_PLUGIN, "cuda: no usable current device (%d)", ordinal);
   const unsigned wanted = static_cast<unsigned>(std::max(1, (sm_total * sm_percent + 99) / 100));
   CUgreenCtx green = nullptr;
   // A CUdevice is the runtime's device ordinal.
@@ -150,8 +143,10 @@ edgert_status stream_create_partitioned(int32_t priority, int32_t sm_percent, vo
   *stream = s;
   return EDGERT_OK;
 #else
-  return fail(error, EDGERT_ERR_UNSUPPORTED,
-              "cuda: built with CUDA before 12.4: no green contexts to confine a stream to %d%% of the SMs", sm_percent);
+  return plugin::set_error(error, EDGERT_ERR_UNSUPPORTED,
+                           "cuda: built with CUDA before 12.4: no green contexts to confine a stream to %d%% of "
+                           "the SMs",
+                           sm_percent);
 #endif
 }
 

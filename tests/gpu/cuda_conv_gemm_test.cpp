@@ -16,27 +16,15 @@
 namespace edgert::gpu_test {
 namespace {
 
-constexpr edgert_dtype kF32 = EDGERT_DTYPE_FLOAT32;
-constexpr edgert_dtype kF16 = EDGERT_DTYPE_FLOAT16;
-
 GpuCase make(const std::string& op, std::vector<CaseInput> inputs, NodeSpec attributes, const std::string& label) {
-  GpuCase c;
-  c.op_type = op;
-  c.inputs = std::move(inputs);
-  c.attributes = std::move(attributes);
-  c.opset = 13;
+  GpuCase c = make_case(op, std::move(inputs), std::move(attributes), 13);
   c.label = label;
   // Library kernels reassociate sums (Winograd, FFT, split-K): looser than element-wise ones.
   c.atol = c.rtol = 1e-4;
   return c;
 }
 
-void run_both(GpuCase c) {
-  for (edgert_dtype dtype : {kF32, kF16}) {
-    c.dtype = dtype;
-    run_case(c);
-  }
-}
+void run_both(GpuCase c) { run_float32_and_float16(std::move(c)); }
 
 CaseInput weights(HostTensor t) {
   CaseInput c = constant(std::move(t));

@@ -19,21 +19,10 @@ constexpr edgert_dtype kF32 = EDGERT_DTYPE_FLOAT32;
 constexpr edgert_dtype kF16 = EDGERT_DTYPE_FLOAT16;
 
 GpuCase make(const std::string& op, std::vector<CaseInput> inputs, NodeSpec attributes = {}, int32_t opset = 17) {
-  GpuCase c;
-  c.op_type = op;
-  c.inputs = std::move(inputs);
-  c.attributes = std::move(attributes);
-  c.opset = opset;
-  return c;
+  return make_case(op, std::move(inputs), std::move(attributes), opset);
 }
 
-// float32, then float16.
-void run_both(GpuCase c) {
-  for (edgert_dtype dtype : {kF32, kF16}) {
-    c.dtype = dtype;
-    run_case(c);
-  }
-}
+void run_both(GpuCase c) { run_float32_and_float16(std::move(c)); }
 
 // Both dtypes, row-major and channels-last.
 void run_layouts(GpuCase c) {

@@ -17,25 +17,11 @@
 namespace edgert::gpu_test {
 namespace {
 
-constexpr edgert_dtype kF32 = EDGERT_DTYPE_FLOAT32;
-constexpr edgert_dtype kF16 = EDGERT_DTYPE_FLOAT16;
-
 GpuCase make(const std::string& op, std::vector<CaseInput> inputs, NodeSpec attributes = {}, int32_t opset = 13) {
-  GpuCase c;
-  c.op_type = op;
-  c.inputs = std::move(inputs);
-  c.attributes = std::move(attributes);
-  c.opset = opset;
-  return c;
+  return make_case(op, std::move(inputs), std::move(attributes), opset);
 }
 
-// float32, then float16.
-void run_both(GpuCase c) {
-  for (edgert_dtype dtype : {kF32, kF16}) {
-    c.dtype = dtype;
-    run_case(c);
-  }
-}
+void run_both(GpuCase c) { run_float32_and_float16(std::move(c)); }
 
 int64_t count_of(const Dims& dims) {
   int64_t n = 1;

@@ -773,4 +773,20 @@ void run_case(const GpuCase& c) {
   }
 }
 
+GpuCase make_case(const std::string& op, std::vector<CaseInput> inputs, NodeSpec attributes, int32_t opset) {
+  GpuCase c;
+  c.op_type = op;
+  c.inputs = std::move(inputs);
+  c.attributes = std::move(attributes);
+  c.opset = opset;
+  return c;
+}
+
+void run_float32_and_float16(GpuCase c) {
+  for (edgert_dtype dtype : {EDGERT_DTYPE_FLOAT32, EDGERT_DTYPE_FLOAT16}) {
+    c.dtype = dtype;
+    run_case(c);
+  }
+}
+
 }  // namespace edgert::gpu_test

@@ -151,6 +151,11 @@ struct GpuCase {
 // Runs the case as the header comment says; reports through gtest (EXPECT/ADD_FAILURE).
 void run_case(const GpuCase& c);
 
+// A case of `op` on `inputs` with `attributes`, at `opset`.
+GpuCase make_case(const std::string& op, std::vector<CaseInput> inputs, NodeSpec attributes, int32_t opset);
+// Runs the case in float32, then in float16.
+void run_float32_and_float16(GpuCase c);
+
 // Microseconds per execute() of the CUDA kernel's first tactic on the case's inputs (CUDA events
 // around `iterations` back-to-back runs on one stream, after one warm-up); no reference run, no
 // comparison. Negative when the kernel cannot run the case (a gtest failure says why).
