@@ -9,7 +9,8 @@ from every result the pipelines publish (after a warm-up):
 
   alone         the four pipelines; then --swaps hot swaps of the mobilenet_v2 pipeline between
                 its FP32 and FP16 engines while all four stream (RSS and GPU memory sampled:
-                flat = no leak; every missing sequence number must be a counted drop)
+                flat = no leak; every missing sequence number must be a counted drop), and a deploy
+                refused for want of GPU memory (taken by this script) while the pipelines stream on
   slow_prio5    the four beside a fifth, deliberately slow pipeline (a stack of wide 3x3
                 convolutions on 1024x1024 that cannot keep up with 60 fps) at their priority
   slow_prio0    the same with the slow pipeline at priority 0
@@ -259,12 +260,38 @@ def hot_swaps(d, out):
           f"{gaps} missing, {dropped} dropped")
 
 
+def over_budget_refusal(d, out):
+    """With the GPU's memory taken but for 64 MiB, a deploy of the slow engine (hundreds of MiB of
+    device arena) is refused with the numbers, and the pipeline streams on."""
+    try:
+        import torch
+    except ImportError:
+        print("no torch here: the over-budget refusal is not exercised", flush=True)
+        return
+    free, _ = torch.cuda.mem_get_info()
+    hog = torch.empty(max(0, free - (64 << 20)), dtype=torch.uint8, device="cuda")
+    try:
+        r = ctl("--json", "deploy", engines["slow"], "--pipeline", "cls_mnv2")
+    finally:
+        del hog
+        torch.cuda.empty_cache()
+    out["over_budget_refusal"] = r.stderr.strip()[-400:]
+    check("a deploy that does not fit the GPU's free memory is refused with the numbers",
+          r.returncode != 0 and "MiB of GPU memory" in r.stderr and "are free" in r.stderr, r.stderr[-400:])
+    before = len(d.results["cls_mnv2"])
+    time.sleep(1)
+    check("the pipeline streams on after the refusal", len(d.results["cls_mnv2"]) - before >= 0.9 * a.fps,
+          f"{len(d.results['cls_mnv2']) - before} results in 1 s")
+
+
 out = {"board": BOARD, "size": a.size, "fps": a.fps, "seconds": a.seconds, "phases": {}}
 d = Daemon("alone", FOUR)
 try:
     time.sleep(a.warmup)
     out["phases"]["alone"] = d.measure(a.seconds)
     hot_swaps(d, out)
+    if GPU:
+        over_budget_refusal(d, out)
 finally:
     d.close()
 alone = out["phases"]["alone"]
