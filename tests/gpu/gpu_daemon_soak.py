@@ -36,6 +36,10 @@ ap.add_argument("--size", default="1920x1080")
 ap.add_argument("--fps", type=int, default=60)
 ap.add_argument("--slow-layers", type=int, default=12)
 ap.add_argument("--slow-size", type=int, default=1024)
+ap.add_argument("--slow-phases", default="prio5,prio0,share50,share25")
+# Threads of the CPU kernels (the detector's NMS runs in them): EDGERT_CPU_THREADS for edgertd;
+# 0 leaves the CPU plugin's default, every core.
+ap.add_argument("--cpu-threads", type=int, default=0)
 ap.add_argument("--json", default="")
 a = ap.parse_args()
 WIDTH, HEIGHT = (int(v) for v in a.size.split("x"))
@@ -141,7 +145,8 @@ class Daemon:
         # The daemon's log goes to a file: a pipe nobody drains fills up and blocks its loop.
         self.log_path = f"{work}/{phase}.log"
         self.log = open(self.log_path, "w")
-        self.process = subprocess.Popen([edgertd, "--config", config], stderr=self.log, text=True)
+        env = dict(os.environ, **({"EDGERT_CPU_THREADS": str(a.cpu_threads)} if a.cpu_threads else {}))
+        self.process = subprocess.Popen([edgertd, "--config", config], stderr=self.log, text=True, env=env)
         self.results = {n: [] for n in self.names}
         self.stop = threading.Event()
         deadline = time.time() + 60
@@ -305,8 +310,9 @@ check("no frame copied on the host-mapped path" if GPU else "no frame copied on 
       json.dumps({n: r["frame_copies_per_frame"] for n, r in alone.items()}))
 check("no device copy in engines wholly on the GPU", all(alone[n]["device_copies_per_frame"] == 0 for n in ON_GPU),
       json.dumps({n: [alone[n]["device_copies_per_frame"], alone[n]["copying_results"]] for n in ON_GPU}))
-for phase, priority, share in (("slow_prio5", 5, 100), ("slow_prio0", 0, 100), ("slow_prio0_share50", 0, 50),
-                               ("slow_prio0_share25", 0, 25)):
+SLOW_PHASES = {"prio5": ("slow_prio5", 5, 100), "prio0": ("slow_prio0", 0, 100),
+               "share50": ("slow_prio0_share50", 0, 50), "share25": ("slow_prio0_share25", 0, 25)}
+for phase, priority, share in (SLOW_PHASES[p] for p in a.slow_phases.split(",")):
     d = Daemon(phase, FOUR + [("slow", "slow", "classification", priority, share)])
     try:
         time.sleep(a.warmup)
