@@ -44,8 +44,8 @@ void nms_reference(const float* boxes, const float* scores, int64_t count, const
                    std::vector<int64_t>& kept);
 
 // The same selection as nms_reference, checking each candidate only against the kept boxes near
-// it in x (and in y, by blocks) rather than against every kept box. Holds scratch memory between calls, so one instance per
-// kernel and no sharing between threads.
+// it in x (and in y, by blocks) rather than against every kept box. Holds scratch memory between
+// calls, so one instance per kernel and no sharing between threads.
 class SweepNms {
  public:
   void select(const float* boxes, const float* scores, int64_t count, const NmsParams& params,
