@@ -11,6 +11,7 @@
 #include "board_catalog.h"
 #include "board_profile.h"
 #include "board_tuning.h"
+#include "build_precisions.h"
 #include "build_error.h"
 #include "commands.h"
 #include "engine_builder.h"
@@ -101,6 +102,7 @@ void add_build_command(CLI::App& app) {
     std::string sign_key;
     bool verbose = false, no_optimize = false, no_self_test = false, no_prepared_weights = false;
     bool fp16 = false, tf32 = false, no_gpu = false;
+    PrecisionFlags precision;
     double fp16_tolerance = builder::BuildOptions{}.fp16_tolerance;
     std::string camera, camera_order = "rgb", postprocess;
     std::vector<float> camera_mean, camera_std;
@@ -142,6 +144,30 @@ void add_build_command(CLI::App& app) {
                   "random inputs, on this machine); past it the leading float16 layers stay float32 until "
                   "within. 0: no check")
       ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_flag("--int8", options->precision.int8,
+                "Run convolutions, residual adds and pools in int8 (uint8 activations, per-channel int8 weights) "
+                "where the board's precisions allow it, with activation ranges from --calib or --calib-cache");
+  cmd->add_flag("--best", options->precision.best,
+                "Every precision the board allows: --fp16 on a GPU board, --int8 when calibration is given");
+  cmd->add_option("--calib", options->precision.calib,
+                  "Directory of calibration inputs for --int8: NumPy .npy files, one input tensor each (float32, "
+                  "the model's input shape), read in name order");
+  cmd->add_option("--calib-cache", options->precision.calib_cache,
+                  "Calibration cache: read when it exists (refused when made for another model, calibrator or "
+                  "edgert version), written after calibrating with --calib");
+  cmd->add_option("--calibrator", options->precision.calibrator,
+                  "entropy (KL divergence, as TensorRT's EntropyCalibrator2), minmax, or percentile[:P] (default "
+                  "99.99)")
+      ->capture_default_str();
+  cmd->add_option("--layer-precisions,--layerPrecisions", options->precision.layer_precisions,
+                  "NAME:fp32 keeps a layer in float32, NAME:int8 asks for int8 (comma-separated or repeated; "
+                  "names as inspect lists them)")
+      ->delimiter(',');
+  cmd->add_option("--precision-constraints,--precisionConstraints", options->precision.precision_constraints,
+                  "obey: a layer --layer-precisions names that cannot run in that precision is an error; prefer: "
+                  "a warning")
+      ->check(CLI::IsMember({"obey", "prefer"}))
       ->capture_default_str();
   cmd->add_flag("--tf32", options->tf32, "Let float32 GPU convolutions and GEMMs use TF32 tensor cores");
   cmd->add_option("--gpu-layout", options->gpu_layout,
@@ -217,6 +243,7 @@ void add_build_command(CLI::App& app) {
     build.prepared_weights = !options->no_prepared_weights;
     build.fp16 = options->fp16;
     build.fp16_tolerance = options->fp16_tolerance;
+    apply_precision_flags(options->precision, build);
     if (!options->camera.empty()) {
       build.camera = builder::parse_camera_input(options->camera);
       build.camera->channel_order = options->camera_order;

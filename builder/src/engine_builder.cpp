@@ -70,8 +70,19 @@ std::string seconds_text(double s) {
   return text;
 }
 
-// One build as the options say (the FP16 check runs several).
-BuildResult build_once(const BuildOptions& options) {
+std::string precisions_text(const config::BoardProfile& board) {
+  std::string list;
+  for (const std::string& p : board.precisions) list += (list.empty() ? "" : ", ") + p;
+  return list;
+}
+
+bool board_allows(const config::BoardProfile& board, const char* precision) {
+  return std::find(board.precisions.begin(), board.precisions.end(), precision) != board.precisions.end();
+}
+
+// One build as the options say (the FP16 check runs several); `precision`: the precision pass
+// (PassOptions::precision), empty for none.
+BuildResult build_once(const BuildOptions& options, const std::function<int(PassContext&)>& precision = {}) {
   BuildResult result;
   result.model = import_onnx(options.model_path);
   if (options.camera) prepend_camera_input(result.model, *options.camera);
@@ -112,14 +123,9 @@ BuildResult build_once(const BuildOptions& options) {
     plugins.erase(std::remove_if(plugins.begin(), plugins.end(), [](const LoadedPlugin* p) { return p->table->device; }),
                   plugins.end());
   have_device = have_device && board_gpu && options.use_device;
-  if (options.fp16 && std::find(options.board.precisions.begin(), options.board.precisions.end(), "fp16") ==
-                          options.board.precisions.end())
+  if (options.fp16 && !board_allows(options.board, "fp16"))
     build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--fp16: board %s allows precisions %s only (its profile's precisions:)",
-               options.board.name.c_str(), [&] {
-                 std::string list;
-                 for (const std::string& p : options.board.precisions) list += (list.empty() ? "" : ", ") + p;
-                 return list;
-               }().c_str());
+               options.board.name.c_str(), precisions_text(options.board).c_str());
 
   Graph& main = result.model.graphs[0];
   if (options.postprocess) {
@@ -140,6 +146,7 @@ BuildResult build_once(const BuildOptions& options) {
     pass_options.log = options.log;
     pass_options.profiles = options.profiles;
     pass_options.target_device = have_device;
+    pass_options.precision = precision;
     result.passes = PassManager::standard(pass_options).run(result.model);
   } else if (!options.profiles.empty()) {
     infer_profile_shapes(main, plugins, options.profiles, 0, ProfilePoint::kOpt);
@@ -317,22 +324,104 @@ BuildResult build_once(const BuildOptions& options) {
   return result;
 }
 
+
+// The INT8 precision pass: activation ranges calibrated (or read from the cache) once, then
+// the rewrite in every build that follows.
+std::function<int(PassContext&)> int8_pass(const BuildOptions& options, Int8RewriteReport* report,
+                                           CalibrationSummary* summary) {
+  if (!options.int8) {
+    if (!options.int8_layers.empty())
+      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--layer-precisions %s:int8 needs --int8 (or --best)",
+                 options.int8_layers.begin()->c_str());
+    return {};
+  }
+  if (!board_allows(options.board, "int8"))
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--int8: board %s allows precisions %s only (its profile's precisions:)",
+               options.board.name.c_str(), precisions_text(options.board).c_str());
+  if (options.optimize == false)
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--int8 needs the graph passes (it is one of them): drop --no-optimize");
+  auto calibration_engine = [&options](const std::function<int(PassContext&)>& expose) {
+    // The float32 model as the user gave it, every activation an output, on the CPU (the
+    // values are the same on any plugin), untimed and without what only deployment needs.
+    BuildOptions float32 = options;
+    float32.int8 = false;
+    float32.fp16 = false;
+    float32.camera.reset();
+    float32.postprocess.reset();
+    float32.use_device = false;
+    float32.self_test = false;
+    float32.prepared_weights = false;
+    float32.tactics = TacticPolicy::kFirst;
+    float32.timing_cache_path.clear();
+    return build_once(float32, expose).engine;
+  };
+  auto quantization = std::make_shared<QuantizationTable>(
+      calibrate_activations(options.model_path, options.calibration, options.plugin_path, calibration_engine, summary));
+  if (options.log)
+    options.log(std::string("int8: ") + std::to_string(summary->tensors) + " activation ranges (" +
+                summary->calibrator + ", " + std::to_string(summary->samples) + " samples) " +
+                (summary->from_cache ? "read from " : "calibrated") +
+                (summary->from_cache ? summary->cache_path
+                                     : summary->cache_path.empty() ? std::string() : ", saved to " + summary->cache_path));
+  return [quantization, report, &options](PassContext& context) {
+    for (const std::set<std::string>* names : {&options.float32_layers, &options.int8_layers})
+      for (const std::string& name : *names)
+        if (std::none_of(context.graph.nodes.begin(), context.graph.nodes.end(),
+                         [&](const Node& n) { return n.name == name; }))
+          build_fail(EDGERT_ERR_INVALID_ARGUMENT,
+                     "--layer-precisions: no layer named '%s' in %s (edgert inspect --layers on a float32 engine "
+                     "lists them)",
+                     name.c_str(), options.model_path.c_str());
+    *report = Int8RewriteReport();
+    Int8RewriteOptions rewrite;
+    rewrite.keep_float = options.float32_layers;
+    return rewrite_int8(context.graph, *quantization, rewrite, report);
+  };
+}
+
+// Layers --layer-precisions names int8 that the rewrite left in float32: an error with
+// --precision-constraints obey, else a warning.
+void check_int8_layers(const BuildOptions& options, BuildResult& result) {
+  for (const std::string& name : options.int8_layers) {
+    bool made = false;
+    for (const auto& [int8_node, replaced] : result.int8.replaced) made = made || replaced == name;
+    if (made) continue;
+    std::string why = "no int8 kernel takes it";
+    for (const std::string& kept : result.int8.kept_float)
+      if (kept.rfind(name + ": ", 0) == 0) why = kept.substr(name.size() + 2);
+    if (options.precision_constraints_obey)
+      build_fail(EDGERT_ERR_UNSUPPORTED, "--layer-precisions %s:int8 with --precision-constraints obey: %s",
+                 name.c_str(), why.c_str());
+    result.warnings.push_back("--layer-precisions " + name + ":int8: runs in float32 (" + why + ")");
+  }
+}
+
 }  // namespace
 
 BuildResult build_engine(const BuildOptions& options) {
-  if (!options.fp16) return build_once(options);
+  Int8RewriteReport int8_report;
+  CalibrationSummary calibration;
+  const std::function<int(PassContext&)> precision = int8_pass(options, &int8_report, &calibration);
+  auto build = [&](const BuildOptions& o) {
+    BuildResult result = build_once(o, precision);
+    result.int8 = int8_report;
+    result.calibration = calibration;
+    check_int8_layers(o, result);
+    return result;
+  };
+  if (!options.fp16) return build(options);
   if (!options.postprocess || options.fp16_tolerance <= 0)
-    return keep_fp16_accuracy(options, build_once(options), build_once);
+    return keep_fp16_accuracy(options, build(options), build);
   // The FP16 check measures the model's scores: the reduced outputs (class indices, a class
   // map) jump wherever two scores nearly tie, whatever the precision. The layers it keeps in
   // float32 are counted from the front, so they are the same layers with the postprocess
   // appended.
   BuildOptions scores = options;
   scores.postprocess.reset();
-  const BuildResult checked = keep_fp16_accuracy(scores, build_once(scores), build_once);
+  const BuildResult checked = keep_fp16_accuracy(scores, build(scores), build);
   BuildOptions with_postprocess = options;
   with_postprocess.fp16_float32_prefix = checked.fp16_kept_float32;
-  BuildResult result = build_once(with_postprocess);
+  BuildResult result = build(with_postprocess);
   result.fp16_kept_float32 = checked.fp16_kept_float32;
   result.fp16_tolerance = checked.fp16_tolerance;
   result.fp16_rel_l2 = checked.fp16_rel_l2;

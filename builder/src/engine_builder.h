@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "camera_input.h"
 #include "output_postprocess.h"
 #include "engine_writer.h"
+#include "int8_calibration.h"
+#include "int8_rewrite.h"
 #include "ir.h"
 #include "memory_planner.h"
 #include "passes/pass_manager.h"
@@ -59,6 +62,17 @@ struct BuildOptions {
   double fp16_tolerance = 3e-3;
   int32_t fp16_float32_prefix = 0;
   bool tf32 = false;
+  // INT8 (--int8): convolutions, residual adds and pools run on uint8 activations and int8
+  // weights where the board's precisions list int8 (int8_rewrite.h), quantized with activation
+  // ranges calibrated on the float32 model or read from a calibration cache (int8_calibration.h).
+  bool int8 = false;
+  Int8Calibration calibration;
+  // --layer-precisions: nodes (by name, as inspect lists them) kept in float32, and nodes that
+  // must run in int8. precision_constraints_obey: a node that cannot take its named precision is
+  // an error (--precision-constraints obey), else a warning (prefer).
+  std::set<std::string> float32_layers;
+  std::set<std::string> int8_layers;
+  bool precision_constraints_obey = false;
   GpuLayout gpu_layout = GpuLayout::kAuto;
   // SQLite timing cache to read and update (see timing_cache.h); empty: timings last one build.
   std::string timing_cache_path;
@@ -92,6 +106,9 @@ struct BuildResult {
   double fp16_tolerance = 0;
   double fp16_rel_l2 = std::numeric_limits<double>::quiet_NaN();
   double fp16_rel_l2_all_half = std::numeric_limits<double>::quiet_NaN();
+  // INT8: what the rewrite made and kept float, and where the activation ranges came from.
+  Int8RewriteReport int8;
+  CalibrationSummary calibration;
 };
 
 // Throws BuildError (or config::ConfigError) with a message naming the file and node at fault.

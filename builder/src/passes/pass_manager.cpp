@@ -168,6 +168,7 @@ PassManager PassManager::standard(PassOptions options) {
   manager.add("dead-code", eliminate_dead_code);
   manager.add("batchnorm-folding", fold_batchnorm);
   manager.add("pattern-recognition", recognize_patterns);
+  if (manager.options_.precision) manager.add("precision", manager.options_.precision);
   manager.add("activation-fusion", fuse_activations);
   if (!manager.options_.target_device) {
     manager.add("pool-fusion", fuse_max_pools);

@@ -15,6 +15,8 @@
 
 namespace edgert::builder {
 
+struct PassContext;
+
 struct PassOptions {
   std::vector<const LoadedPlugin*> plugins;     // kernels for shape inference and folding
   std::function<void(const std::string&)> log;  // -v output; may be empty
@@ -29,6 +31,10 @@ struct PassOptions {
   // scale or a 1x1 expansion folded into a convolution) are left out, or they would pull those
   // convolutions off the device.
   bool target_device = false;
+  // Runs after pattern recognition, before the fusions (empty: none): the INT8 rewrite, or the
+  // calibration build's exposure of every activation as an output, on the graph whose tensor
+  // names the calibration cache records.
+  std::function<int(PassContext&)> precision;
 };
 
 // What a pass works on. `pinned` marks values a pass must neither remove nor rename (see

@@ -1,0 +1,82 @@
+#include "build_precisions.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "build_error.h"
+#include "edgert/dtype_info.h"
+#include "tensor_io.h"
+
+namespace edgert::cli {
+
+using builder::build_fail;
+
+void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& build) {
+  auto board_allows = [&](const char* p) {
+    return std::find(build.board.precisions.begin(), build.board.precisions.end(), p) != build.board.precisions.end();
+  };
+  const bool calibrated = !flags.calib.empty() || !flags.calib_cache.empty();
+  build.int8 = flags.int8;
+  if (flags.best) {
+    if (board_allows("fp16") && build.board.gpu_type == "cuda") build.fp16 = true;
+    if (board_allows("int8")) {
+      if (calibrated)
+        build.int8 = true;
+      else
+        std::fprintf(stderr, "edgert: --best: int8 left off: board %s allows it, but no --calib DIR or --calib-cache "
+                     "FILE was given to calibrate it\n", build.board.name.c_str());
+    }
+  }
+  if (!build.int8 && calibrated)
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--calib and --calib-cache calibrate int8: add --int8 (or --best)");
+  if (build.int8 && !calibrated)
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT,
+               "--int8 needs activation ranges: --calib DIR (inputs to calibrate on) or --calib-cache FILE");
+  build.calibration.calibrator = flags.calibrator;
+  build.calibration.cache_path = flags.calib_cache;
+  if (!flags.calib.empty()) build.calibration.next_batch = npy_directory_batches(flags.calib);
+  build.precision_constraints_obey = flags.precision_constraints == "obey";
+  for (const std::string& item : flags.layer_precisions) {
+    const size_t colon = item.rfind(':');
+    const std::string name = colon == std::string::npos ? std::string() : item.substr(0, colon);
+    const std::string precision = colon == std::string::npos ? std::string() : item.substr(colon + 1);
+    if (name.empty() || (precision != "fp32" && precision != "int8"))
+      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--layer-precisions: '%s' must be NAME:fp32 or NAME:int8", item.c_str());
+    (precision == "fp32" ? build.float32_layers : build.int8_layers).insert(name);
+  }
+}
+
+std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  auto files = std::make_shared<std::vector<std::string>>();
+  fs::directory_iterator it(dir, error);
+  if (error) build_fail(EDGERT_ERR_IO, "--calib %s: %s", dir.c_str(), error.message().c_str());
+  for (; it != fs::directory_iterator(); it.increment(error)) {
+    if (error) build_fail(EDGERT_ERR_IO, "--calib %s: %s", dir.c_str(), error.message().c_str());
+    const fs::path& path = it->path();
+    if (path.extension() == ".npy" && it->is_regular_file(error) && !it->is_symlink(error))
+      files->push_back(path.string());
+  }
+  if (files->empty()) build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--calib %s: no .npy file in it", dir.c_str());
+  std::sort(files->begin(), files->end());
+  auto next = std::make_shared<size_t>(0);
+  return [files, next]() -> std::optional<builder::CalibrationBatch> {
+    if (*next >= files->size()) return std::nullopt;
+    const std::string& path = (*files)[(*next)++];
+    HostTensor tensor = read_tensor_npy(path);
+    if (tensor.dtype != EDGERT_DTYPE_FLOAT32)
+      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "calibration input %s holds %s, not float32", path.c_str(),
+                 edgert_dtype_name(tensor.dtype));
+    builder::CalibrationTensor input;
+    input.shape = tensor.shape;
+    input.data.resize(tensor.data.size() / sizeof(float));
+    std::copy(tensor.data.begin(), tensor.data.end(), reinterpret_cast<uint8_t*>(input.data.data()));
+    input.source = path;
+    return builder::CalibrationBatch{std::move(input)};
+  };
+}
+
+}  // namespace edgert::cli

@@ -1,0 +1,31 @@
+// The precision flags of edgert build (--int8, --best, --calib, --calib-cache, --calibrator,
+// --layer-precisions, --precision-constraints) and the calibration inputs --calib names.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine_builder.h"
+
+namespace edgert::cli {
+
+struct PrecisionFlags {
+  bool int8 = false, best = false;
+  std::string calib, calib_cache, calibrator = "entropy", precision_constraints = "prefer";
+  std::vector<std::string> layer_precisions;  // NAME:fp32 | NAME:int8
+};
+
+// Sets build's precision options from the flags (after build.board and build.fp16 are set).
+// --best turns on what the board's precisions list: fp16 where the board has a GPU, int8 where
+// calibration is given (without it, int8 is left off and said so on stderr: a quantization
+// without calibration would be a guess).
+void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& build);
+
+// Calibration inputs from a directory: its regular *.npy files in name order, each one float32
+// tensor for the model's input. Entries that are not regular files (links, directories) are
+// not followed. Throws BuildError when the directory cannot be read or holds no .npy file.
+std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir);
+
+}  // namespace edgert::cli

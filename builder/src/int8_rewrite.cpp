@@ -1,0 +1,371 @@
+#include "int8_rewrite.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "passes/graph_rewrite.h"
+
+namespace edgert::builder {
+namespace {
+
+constexpr const char* kMicrosoft = "com.microsoft";
+
+bool is_float32_activation(const Value& v) { return v.dtype == EDGERT_DTYPE_FLOAT32 && !v.is_constant(); }
+
+int32_t add_constant(Graph& graph, const std::string& name, edgert_dtype dtype, const std::vector<int64_t>& dims,
+                     const void* data, size_t bytes) {
+  Value v;
+  v.name = name;
+  v.dtype = dtype;
+  v.rank_known = true;
+  for (int64_t d : dims) v.shape.push_back(fixed_dim(d));
+  auto storage = std::make_shared<std::vector<uint8_t>>(bytes);
+  if (bytes) std::memcpy(storage->data(), data, bytes);
+  v.data = std::move(storage);
+  return graph.add_value(std::move(v));
+}
+
+class Int8Rewriter {
+ public:
+  Int8Rewriter(Graph& graph, const QuantizationTable& quantization, const Int8RewriteOptions& options,
+               Int8RewriteReport& report)
+      : graph_(graph), uses_(graph), options_(options), report_(report) {
+    const size_t n = graph.values.size();
+    quant_.resize(n);
+    has_quant_.assign(n, false);
+    for (size_t v = 0; v < n; ++v) {
+      auto it = quantization.find(graph.values[v].name);
+      if (it != quantization.end() && is_float32_activation(graph.values[v])) {
+        quant_[v] = it->second;
+        has_quant_[v] = true;
+      }
+    }
+    twin_.assign(n, -1);
+    float_pending_.assign(n, false);
+    absorbed_.assign(graph.nodes.size(), false);
+    for (int32_t o : graph.outputs) graph_output_.insert(o);
+  }
+
+  int run() {
+    unify_concat_inputs();
+    std::vector<Node> nodes = std::move(graph_.nodes);
+    graph_.nodes.clear();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (absorbed_[i]) continue;
+      Node& node = nodes[i];
+      if (!options_.keep_float.count(node.name) && rewrite(nodes, static_cast<int32_t>(i))) continue;
+      for (int32_t v : node.inputs)
+        if (v >= 0) materialize_float(v);
+      graph_.nodes.push_back(std::move(node));
+    }
+    for (int32_t o : graph_.outputs) materialize_float(o);
+    return made_;
+  }
+
+ private:
+  // A Concat's inputs read by nothing else take its output's quantization: their producers
+  // then write the Concat's scale and the Concat copies bytes.
+  void unify_concat_inputs() {
+    for (const Node& node : graph_.nodes) {
+      if (!is_op(node, "Concat") || node.outputs.size() != 1 || !has_quant_[node.outputs[0]]) continue;
+      for (int32_t v : node.inputs)
+        if (v >= 0 && has_quant_[v] && uses_.reader_count(v) == 1 && !graph_output_.count(v))
+          quant_[v] = quant_[node.outputs[0]];
+    }
+  }
+
+  void grow(int32_t v) {
+    const size_t n = static_cast<size_t>(v) + 1;
+    if (quant_.size() < n) {
+      quant_.resize(n);
+      has_quant_.resize(n, false);
+      twin_.resize(n, -1);
+      float_pending_.resize(n, false);
+    }
+  }
+
+  int32_t scale_constant(float scale, const std::string& name) {
+    return add_constant(graph_, name + "::scale", EDGERT_DTYPE_FLOAT32, {}, &scale, sizeof scale);
+  }
+  int32_t zero_point_constant(int32_t zero_point, const std::string& name) {
+    const uint8_t z = static_cast<uint8_t>(zero_point);
+    return add_constant(graph_, name + "::zero_point", EDGERT_DTYPE_UINT8, {}, &z, 1);
+  }
+
+  // The uint8 twin of float value v, quantizing it (a QuantizeLinear after its producer) when
+  // no int8 node made it.
+  int32_t need_uint8(int32_t v) {
+    if (twin_[v] >= 0) return twin_[v];
+    const std::string& name = graph_.values[v].name;
+    Node q;
+    q.name = name + "::quantize";
+    q.op_type = "QuantizeLinear";
+    q.opset = 13;
+    q.inputs = {v, scale_constant(quant_[v].scale, name), zero_point_constant(quant_[v].zero_point, name)};
+    q.outputs = {new_uint8_value(v)};
+    graph_.nodes.push_back(std::move(q));
+    ++report_.quantize;
+    return twin_[v];
+  }
+
+  int32_t new_uint8_value(int32_t v) {
+    Value u;
+    u.name = graph_.values[v].name + "::u8";
+    u.dtype = EDGERT_DTYPE_UINT8;
+    const int32_t index = graph_.add_value(std::move(u));
+    grow(index);
+    twin_[v] = index;
+    return index;
+  }
+
+  // Float value v computed by an int8 node: a DequantizeLinear writes it before its first float
+  // reader (or as an engine output).
+  void materialize_float(int32_t v) {
+    if (!float_pending_[v]) return;
+    float_pending_[v] = false;
+    const std::string& name = graph_.values[v].name;
+    Node dq;
+    dq.name = name + "::dequantize";
+    dq.op_type = "DequantizeLinear";
+    dq.opset = 13;
+    dq.inputs = {twin_[v], scale_constant(quant_[v].scale, name), zero_point_constant(quant_[v].zero_point, name)};
+    dq.outputs = {v};
+    graph_.nodes.push_back(std::move(dq));
+    ++report_.dequantize;
+  }
+
+  // Output v of an int8 node: its uint8 twin, the float value pending.
+  int32_t int8_output(int32_t v) {
+    const int32_t u = new_uint8_value(v);
+    float_pending_[v] = true;
+    return u;
+  }
+
+  bool usable_input(int32_t v) const { return v >= 0 && v < static_cast<int32_t>(has_quant_.size()) && has_quant_[v]; }
+
+  // The Relu or Clip reading y alone, absorbed when y's quantization saturates where it clips.
+  // Returns the value the int8 node writes: the activation's output, or y.
+  int32_t absorb_activation(const std::vector<Node>& nodes, int32_t y) {
+    const int32_t reader = uses_.sole_reader(y);
+    if (reader < 0 || graph_output_.count(y)) return y;
+    const Node& a = nodes[reader];
+    if (a.outputs.size() != 1 || a.inputs.empty() || a.inputs[0] != y || !usable_input(a.outputs[0])) return y;
+    if (options_.keep_float.count(a.name)) return y;
+    double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+    if (is_op(a, "Relu")) {
+      lo = 0;
+    } else if (is_op(a, "Clip")) {
+      if (const Attribute* at = a.attribute("min")) lo = at->f;
+      if (const Attribute* at = a.attribute("max")) hi = at->f;
+      for (size_t slot : {size_t{1}, size_t{2}}) {
+        if (a.inputs.size() <= slot || a.inputs[slot] < 0) continue;
+        const std::vector<double> bound = constant_as_doubles(graph_.values[a.inputs[slot]]);
+        if (bound.size() != 1) return y;
+        (slot == 1 ? lo : hi) = bound[0];
+      }
+    } else {
+      return y;
+    }
+    const ActivationQuantization& q = quant_[a.outputs[0]];
+    const double half = 0.5 * q.scale;
+    if (q.scale * (0.0 - q.zero_point) < lo - half || q.scale * (255.0 - q.zero_point) > hi + half) return y;
+    absorbed_[reader] = true;
+    ++report_.absorbed_activations;
+    return a.outputs[0];
+  }
+
+  void record(const Node& made, const Node& replaced) {
+    report_.replaced.emplace_back(made.name, replaced.name);
+    ++made_;
+  }
+
+  bool rewrite(const std::vector<Node>& nodes, int32_t index) {
+    const Node& node = nodes[index];
+    if (is_op(node, "Conv")) return rewrite_conv(nodes, index);
+    if (is_op(node, "Add")) return rewrite_add(nodes, index);
+    if (is_op(node, "GlobalAveragePool")) return rewrite_global_average(node);
+    if (is_op(node, "MaxPool") || is_op(node, "Concat") || is_op(node, "Reshape") || is_op(node, "Flatten") ||
+        is_op(node, "Transpose") || is_op(node, "Squeeze") || is_op(node, "Unsqueeze") || is_op(node, "Slice") ||
+        is_op(node, "Split"))
+      return rewrite_move(node);
+    return false;
+  }
+
+  void keep(const Node& node, const char* why) { report_.kept_float.push_back(node.name + ": " + why); }
+
+  bool rewrite_conv(const std::vector<Node>& nodes, int32_t index) {
+    const Node& node = nodes[index];
+    if (node.inputs.size() < 2 || node.outputs.size() != 1) return false;
+    const int32_t x = node.inputs[0], w = node.inputs[1];
+    const int32_t b = node.inputs.size() > 2 ? node.inputs[2] : -1;
+    const Value& wv = graph_.values[w];
+    if (!wv.is_constant() || wv.dtype != EDGERT_DTYPE_FLOAT32 || wv.shape.size() != 4) {
+      keep(node, "weights are not a constant float32 4-D tensor");
+      return false;
+    }
+    if (b >= 0 && (!graph_.values[b].is_constant() || graph_.values[b].dtype != EDGERT_DTYPE_FLOAT32)) {
+      keep(node, "bias is not a constant float32 tensor");
+      return false;
+    }
+    if (!usable_input(x) || !usable_input(node.outputs[0])) {
+      keep(node, "input or output not calibrated");
+      return false;
+    }
+    const int32_t y = absorb_activation(nodes, node.outputs[0]);
+    const ActivationQuantization xq = quant_[x], yq = quant_[y];
+    const float* w_data = reinterpret_cast<const float*>(wv.data->data());
+    std::vector<int64_t> w_dims;
+    for (const Dim& d : wv.shape) w_dims.push_back(d.value);
+    const WeightQuantization qw =
+        quantize_weights_per_channel(wv.name, std::vector<float>(w_data, w_data + wv.numel()), w_dims);
+    const int64_t m = wv.shape[0].value;
+    const std::string& name = node.name;
+    Node conv;
+    conv.name = name;
+    conv.op_type = "QLinearConv";
+    conv.opset = 10;
+    conv.attributes = node.attributes;
+    const std::vector<int8_t> zeros(static_cast<size_t>(m), 0);
+    conv.inputs = {need_uint8(x),
+                   scale_constant(xq.scale, graph_.values[x].name),
+                   zero_point_constant(xq.zero_point, graph_.values[x].name),
+                   add_constant(graph_, name + "::w_int8", EDGERT_DTYPE_INT8, w_dims, qw.values.data(), qw.values.size()),
+                   add_constant(graph_, name + "::w_scale", EDGERT_DTYPE_FLOAT32, {m}, qw.scales.data(), m * sizeof(float)),
+                   add_constant(graph_, name + "::w_zero_point", EDGERT_DTYPE_INT8, {m}, zeros.data(), zeros.size()),
+                   scale_constant(yq.scale, graph_.values[y].name),
+                   zero_point_constant(yq.zero_point, graph_.values[y].name)};
+    if (b >= 0) {
+      const Value& bv = graph_.values[b];
+      const float* bias = reinterpret_cast<const float*>(bv.data->data());
+      const std::vector<int32_t> qb =
+          quantize_bias(bv.name, std::vector<float>(bias, bias + bv.numel()), xq.scale, qw.scales);
+      conv.inputs.push_back(
+          add_constant(graph_, name + "::bias_int32", EDGERT_DTYPE_INT32, {m}, qb.data(), qb.size() * sizeof(int32_t)));
+    }
+    conv.outputs = {int8_output(y)};
+    record(conv, node);
+    ++report_.convolutions;
+    graph_.nodes.push_back(std::move(conv));
+    return true;
+  }
+
+  bool rewrite_add(const std::vector<Node>& nodes, int32_t index) {
+    const Node& node = nodes[index];
+    if (node.inputs.size() != 2 || node.outputs.size() != 1) return false;
+    const int32_t a = node.inputs[0], b = node.inputs[1];
+    if (!usable_input(a) || !usable_input(b) || !usable_input(node.outputs[0])) return false;
+    if (!graph_.values[a].same_shape_as(graph_.values[b])) {
+      keep(node, "operands of different shapes");
+      return false;
+    }
+    const int32_t c = absorb_activation(nodes, node.outputs[0]);
+    Node add;
+    add.name = node.name;
+    add.domain = kMicrosoft;
+    add.op_type = "QLinearAdd";
+    add.opset = 1;
+    for (int32_t v : {a, b}) {
+      const std::string& vn = graph_.values[v].name;
+      add.inputs.push_back(need_uint8(v));
+      add.inputs.push_back(scale_constant(quant_[v].scale, vn));
+      add.inputs.push_back(zero_point_constant(quant_[v].zero_point, vn));
+    }
+    add.inputs.push_back(scale_constant(quant_[c].scale, graph_.values[c].name));
+    add.inputs.push_back(zero_point_constant(quant_[c].zero_point, graph_.values[c].name));
+    add.outputs = {int8_output(c)};
+    record(add, node);
+    ++report_.adds;
+    graph_.nodes.push_back(std::move(add));
+    return true;
+  }
+
+  bool rewrite_global_average(const Node& node) {
+    if (node.inputs.size() != 1 || node.outputs.size() != 1) return false;
+    const int32_t x = node.inputs[0], y = node.outputs[0];
+    if (!usable_input(x) || !usable_input(y)) return false;
+    Node pool;
+    pool.name = node.name;
+    pool.domain = kMicrosoft;
+    pool.op_type = "QLinearGlobalAveragePool";
+    pool.opset = 1;
+    pool.attributes.push_back(int_attribute("channels_last", 0));
+    pool.inputs = {need_uint8(x), scale_constant(quant_[x].scale, graph_.values[x].name),
+                   zero_point_constant(quant_[x].zero_point, graph_.values[x].name),
+                   scale_constant(quant_[y].scale, graph_.values[y].name),
+                   zero_point_constant(quant_[y].zero_point, graph_.values[y].name)};
+    pool.outputs = {int8_output(y)};
+    record(pool, node);
+    ++report_.pools;
+    graph_.nodes.push_back(std::move(pool));
+    return true;
+  }
+
+  // Ops that move or select bytes: on uint8 when their data input already is (a Concat when all
+  // its inputs share its quantization), their outputs keeping that quantization.
+  bool rewrite_move(const Node& node) {
+    if (node.inputs.empty() || node.inputs[0] < 0) return false;
+    const bool concat = is_op(node, "Concat");
+    if (is_op(node, "MaxPool") && node.outputs.size() != 1) return false;  // Indices are float-position data
+    const int32_t x = node.inputs[0];
+    if (!usable_input(x)) return false;
+    const ActivationQuantization q = quant_[x];
+    if (concat) {
+      for (int32_t v : node.inputs)
+        if (!usable_input(v) || quant_[v].scale != q.scale || quant_[v].zero_point != q.zero_point) return false;
+    } else if (twin_[x] < 0) {
+      return false;  // quantizing only to move bytes gains nothing
+    }
+    Node moved = node;
+    const size_t data_inputs = concat ? node.inputs.size() : 1;
+    for (size_t i = 0; i < data_inputs; ++i) moved.inputs[i] = need_uint8(node.inputs[i]);
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const int32_t y = node.outputs[o];
+      quant_[y] = q;
+      has_quant_[y] = true;
+      moved.outputs[o] = int8_output(y);
+    }
+    record(moved, node);
+    ++report_.moves;
+    graph_.nodes.push_back(std::move(moved));
+    return true;
+  }
+
+  Graph& graph_;
+  ValueUses uses_;  // of the graph as it was: readers of the original values
+  const Int8RewriteOptions& options_;
+  Int8RewriteReport& report_;
+  std::vector<ActivationQuantization> quant_;
+  std::vector<bool> has_quant_;
+  std::vector<int32_t> twin_;
+  std::vector<bool> float_pending_;
+  std::vector<bool> absorbed_;
+  std::set<int32_t> graph_output_;
+  int made_ = 0;
+};
+
+}  // namespace
+
+int rewrite_int8(Graph& graph, const QuantizationTable& quantization, const Int8RewriteOptions& options,
+                 Int8RewriteReport* report) {
+  Int8RewriteReport local;
+  Int8Rewriter rewriter(graph, quantization, options, report ? *report : local);
+  return rewriter.run();
+}
+
+std::vector<std::string> quantizable_activations(const Graph& graph) {
+  std::vector<std::string> names;
+  std::vector<bool> seen(graph.values.size(), false);
+  auto take = [&](int32_t v) {
+    if (v < 0 || seen[v] || !is_float32_activation(graph.values[v])) return;
+    seen[v] = true;
+    names.push_back(graph.values[v].name);
+  };
+  for (int32_t v : graph.inputs) take(v);
+  for (const Node& node : graph.nodes)
+    for (int32_t v : node.outputs) take(v);
+  return names;
+}
+
+}  // namespace edgert::builder

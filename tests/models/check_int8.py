@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""INT8 engines of zoo models against their float32 engines, the way CTest runs it.
+
+  check_int8.py --zoo DIR --edgert build/bin/edgert --model NAME [--work DIR]
+
+digits_cnn (trained on sklearn's handwritten digits, real data): calibrated on 128 training
+images (entropy), its held-out accuracy in INT8 must be within 0.5 points of float32's. The
+calibration cache it wrote must give the same engine again without the calibration inputs, and
+be refused, with a message, for another model and for another calibrator.
+Classifiers (random weights): calibrated on seeded normal inputs, INT8 must agree with float32
+on the top-1 class of the zoo's sample input and keep its logits within a relative L2 of 0.25
+(what 8 bits leave of a random network's logits; a wrong scale or layout gives ~1).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+MAX_ACCURACY_LOSS = 0.005
+MAX_CLASSIFIER_REL_L2 = 0.25
+
+
+def run(cmd, expect_ok=True):
+    print("$ " + " ".join(cmd), flush=True)
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stdout.write(result.stdout)
+    sys.stdout.write(result.stderr)
+    if expect_ok and result.returncode != 0:
+        raise SystemExit(f"FAIL: exit code {result.returncode}: {' '.join(cmd)}")
+    return result
+
+
+def dims(shape):
+    return "x".join(str(d) for d in shape)
+
+
+def build(args, entry, engine, extra, expect_ok=True):
+    cmd = [args.edgert, "build", os.path.join(args.zoo, entry["file"]), "-o", engine, "--tactics", "first"] + extra
+    ranges = [i for i in entry["inputs"] if i.get("min_shape")]
+    for flag, key in (("--min-shapes", "min_shape"), ("--opt-shapes", "opt_shape"), ("--max-shapes", "max_shape")):
+        if ranges:
+            cmd += [flag, ",".join(f"{i['name']}:{dims(i[key])}" for i in ranges)]
+    return run(cmd, expect_ok)
+
+
+def outputs(args, engine, input_name, x, work, tag):
+    path = os.path.join(work, f"{tag}_x.npy")
+    np.save(path, x)
+    out = os.path.join(work, f"{tag}_out")
+    run([args.edgert, "run", engine, "--input", f"{input_name}={path}", "--npy", "--output-dir", out, "-q"])
+    return {f[:-4]: np.load(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".npy")}
+
+
+def check_digits(args, entry, work):
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = load_digits()
+    x = (digits.images / 16.0).astype(np.float32)[:, None, :, :]
+    x_train, _, _, _ = train_test_split(x, digits.target, test_size=0.25, random_state=0, stratify=digits.target)
+    calib = os.path.join(work, "calib")
+    os.makedirs(calib, exist_ok=True)
+    for i in range(8):
+        np.save(os.path.join(calib, f"{i:03d}.npy"), x_train[16 * i:16 * (i + 1)])
+    cache = os.path.join(work, "digits.calib")
+    if os.path.exists(cache):
+        os.remove(cache)
+    fp32, int8, again = (os.path.join(work, n) for n in ("fp32.engine", "int8.engine", "again.engine"))
+    build(args, entry, fp32, [])
+    build(args, entry, int8, ["--int8", "--calib", calib, "--calib-cache", cache, "-v"])
+    test_x = np.load(os.path.join(args.zoo, entry["test_x"])).astype(np.float32)
+    test_y = np.load(os.path.join(args.zoo, entry["test_y"]))
+    name, out = entry["inputs"][0]["name"], entry["outputs"][0]["name"]
+    acc = {}
+    for tag, engine in (("fp32", fp32), ("int8", int8)):
+        logits = outputs(args, engine, name, test_x, work, tag)[out]
+        acc[tag] = float((logits.argmax(axis=1) == test_y).mean())
+    print(f"digits held-out accuracy on {len(test_y)} images: float32 {acc['fp32']:.4f}, int8 {acc['int8']:.4f}")
+    if acc["fp32"] - acc["int8"] > MAX_ACCURACY_LOSS:
+        raise SystemExit(f"FAIL: int8 loses {100 * (acc['fp32'] - acc['int8']):.2f} points (at most "
+                         f"{100 * MAX_ACCURACY_LOSS:.1f})")
+
+    # The cache alone gives the same engine.
+    build(args, entry, again, ["--int8", "--calib-cache", cache])
+    if open(again, "rb").read() != open(int8, "rb").read():
+        raise SystemExit("FAIL: the engine built from the calibration cache differs from the calibrated one")
+    print("the calibration cache alone gives the same engine, byte for byte")
+
+    # Refusals: another calibrator, another model.
+    refused = build(args, entry, again, ["--int8", "--calib-cache", cache, "--calibrator", "minmax"],
+                    expect_ok=False)
+    for result, what in ((refused, "calibrator"),):
+        if result.returncode == 0 or what not in result.stderr:
+            raise SystemExit(f"FAIL: a cache of another {what} was not refused with a message naming it")
+    other = os.path.join(args.zoo, "resnet18.onnx")
+    if os.path.exists(other):
+        result = run([args.edgert, "build", other, "-o", again, "--int8", "--calib-cache", cache, "--tactics",
+                      "first"], expect_ok=False)
+        if result.returncode == 0 or "sha256" not in result.stderr:
+            raise SystemExit("FAIL: the cache of another model was not refused with a message naming its hash")
+    print("caches of another calibrator and another model refused")
+
+
+def check_classifier(args, entry, work):
+    shape = entry["inputs"][0]["shape"]
+    rng = np.random.default_rng(2026)
+    calib = os.path.join(work, "calib")
+    os.makedirs(calib, exist_ok=True)
+    for i in range(8):
+        np.save(os.path.join(calib, f"{i:03d}.npy"), rng.standard_normal(shape).astype(np.float32))
+    fp32, int8 = os.path.join(work, "fp32.engine"), os.path.join(work, "int8.engine")
+    build(args, entry, fp32, [])
+    build(args, entry, int8, ["--int8", "--calib", calib, "-v"])
+    inputs_dir = os.path.join(args.zoo, entry["name"] + ".inputs")
+    sample = np.load(os.path.join(inputs_dir, sorted(f for f in os.listdir(inputs_dir) if f.endswith(".npy"))[0]))
+    name, out = entry["inputs"][0]["name"], entry["outputs"][0]["name"]
+    ref = outputs(args, fp32, name, sample, work, "fp32")[out]
+    got = outputs(args, int8, name, sample, work, "int8")[out]
+    rel = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    print(f"{entry['name']}: int8 logits relative L2 {rel:.4f} against float32; top-1 float32 "
+          f"{int(ref.argmax())}, int8 {int(got.argmax())}")
+    if rel > MAX_CLASSIFIER_REL_L2 or ref.argmax() != got.argmax():
+        raise SystemExit("FAIL: int8 drifts from float32")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--zoo", required=True)
+    parser.add_argument("--edgert", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--work")
+    args = parser.parse_args()
+    manifest = json.load(open(os.path.join(args.zoo, "manifest.json")))
+    entry = next((m for m in manifest["models"] if m["name"] == args.model), None)
+    if entry is None:
+        raise SystemExit(f"FAIL: {args.model} is not in {args.zoo}/manifest.json")
+    work = args.work or tempfile.mkdtemp(prefix="edgert-int8-")
+    os.makedirs(work, exist_ok=True)
+    (check_digits if entry["kind"] == "digits" else check_classifier)(args, entry, work)
+    print(f"PASS: int8 {entry['name']}")
+
+
+if __name__ == "__main__":
+    main()
