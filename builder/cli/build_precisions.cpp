@@ -48,6 +48,18 @@ void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& b
   }
 }
 
+void print_int8_summary(const builder::BuildResult& result) {
+  const builder::Int8RewriteReport& r = result.int8;
+  const builder::CalibrationSummary& c = result.calibration;
+  std::printf("int8: %d convolution(s), %d add(s), %d pool(s), %d byte move(s) in int8 (%d activation(s) absorbed); "
+              "%d quantize and %d dequantize node(s) at float boundaries; ranges %s %s, %lld sample(s)%s%s\n",
+              r.convolutions, r.adds, r.pools, r.moves, r.absorbed_activations, r.quantize, r.dequantize,
+              c.from_cache ? "read from" : "calibrated", c.from_cache ? c.cache_path.c_str() : c.calibrator.c_str(),
+              static_cast<long long>(c.samples), !c.from_cache && !c.cache_path.empty() ? ", saved to " : "",
+              !c.from_cache ? c.cache_path.c_str() : "");
+  for (const std::string& kept : r.kept_float) std::printf("int8: kept float32: %s\n", kept.c_str());
+}
+
 std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code error;

@@ -23,6 +23,10 @@ struct PrecisionFlags {
 // without calibration would be a guess).
 void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& build);
 
+// One line of what --int8 made: int8 layers by kind, layers left in float32, where the ranges
+// came from.
+void print_int8_summary(const builder::BuildResult& result);
+
 // Calibration inputs from a directory: its regular *.npy files in name order, each one float32
 // tensor for the model's input. Entries that are not regular files (links, directories) are
 // not followed. Throws BuildError when the directory cannot be read or holds no .npy file.

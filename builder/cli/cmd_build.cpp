@@ -317,6 +317,7 @@ void add_build_command(CLI::App& app) {
         std::printf("fp16: %d layer(s) in float16: relative L2 %.2e against float32 (tolerance %.2e)\n",
                     result.fp16_nodes, result.fp16_rel_l2, result.fp16_tolerance);
     }
+    if (build.int8 && result.int8.not_applied.empty()) print_int8_summary(result);
     const builder::TunerStats& t = result.tuning;
     if (t.nodes > 0 && build.tactics == builder::TacticPolicy::kTune)
       std::printf("tactics: %d node(s) with several; timing cache: %d hits, %d misses; %d timed (%.2f s)%s\n", t.nodes,

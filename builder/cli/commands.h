@@ -16,6 +16,7 @@ void add_keygen_command(CLI::App& app);
 void add_deploy_command(CLI::App& app);
 void add_boards_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 
 // Set by a command that wants a specific exit status (e.g. conformance below its pass bar).
 extern int g_exit_status;

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   edgert::cli::add_deploy_command(app);
   edgert::cli::add_boards_command(app);
   edgert::cli::add_tune_command(app);
+  edgert::cli::add_quantize_command(app);
   // -v anywhere: before the command, or after it for every command without a -v of its own
   // (build's logs its steps). CLI11 does not let a subcommand's arguments fall through to the
   // parent's flags by default, so each command gets the flag itself.

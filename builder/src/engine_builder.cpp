@@ -11,6 +11,7 @@
 #include "host_machine.h"
 #include "plugin_loader.h"
 #include "fp16_accuracy.h"
+#include "qdq_export.h"
 #include "self_test.h"
 #include "timing_cache.h"
 
@@ -80,20 +81,33 @@ bool board_allows(const config::BoardProfile& board, const char* precision) {
   return std::find(board.precisions.begin(), board.precisions.end(), precision) != board.precisions.end();
 }
 
-// One build as the options say (the FP16 check runs several); `precision`: the precision pass
-// (PassOptions::precision), empty for none.
-BuildResult build_once(const BuildOptions& options, const std::function<int(PassContext&)>& precision = {}) {
-  BuildResult result;
-  result.model = import_onnx(options.model_path);
-  if (options.camera) prepend_camera_input(result.model, *options.camera);
-  if (options.log) {
-    size_t nodes = 0;
-    for (const Graph& g : result.model.graphs) nodes += g.nodes.size();
-    options.log("imported " + options.model_path + ": " + std::to_string(nodes) + " nodes, " +
-                std::to_string(result.model.graphs.size()) + " graphs, opset " +
-                std::to_string(result.model.opsets[""]));
+// The int8 rewrite with the calibrated ranges and those a Q/DQ model carries (they win):
+// nothing where there are none, on a device, or on a board whose precisions leave out int8.
+int run_int8_rewrite(PassContext& context, const QuantizationTable& calibrated, const BuildOptions& options,
+                     Int8RewriteReport* report) {
+  *report = Int8RewriteReport();
+  QuantizationTable table = calibrated;
+  if (context.options.explicit_quantization)
+    for (const auto& [name, quantization] : *context.options.explicit_quantization) table[name] = quantization;
+  if (table.empty()) return 0;
+  if (context.options.target_device) {
+    // The GPU plugin has no int8 kernels yet: int8 nodes would move the convolutions to the
+    // CPU, slower than the GPU's float16 or float32.
+    report->not_applied = "the GPU plugin has no int8 kernels yet; GPU layers keep their precision";
+    return 0;
   }
+  if (!board_allows(options.board, "int8")) {
+    report->not_applied = "board " + options.board.name + " allows precisions " + precisions_text(options.board) +
+                          " only (its profile's precisions:); the Q/DQ model's tensors run in float32";
+    return 0;
+  }
+  Int8RewriteOptions rewrite;
+  rewrite.keep_float = options.float32_layers;
+  return rewrite_int8(context.graph, table, rewrite, report);
+}
 
+// Every plugin on the search path that runs here, the best-scoring first.
+std::vector<const LoadedPlugin*> usable_plugins(const BuildOptions& options) {
   std::vector<std::string> search_path = plugin_search_path(options.plugin_path);
   edgert_error error{};
   std::vector<const LoadedPlugin*> plugins = load_all_plugins(search_path, &error);
@@ -109,6 +123,24 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
   std::stable_sort(plugins.begin(), plugins.end(), [](const LoadedPlugin* a, const LoadedPlugin* b) {
     return (a->table->score ? a->table->score() : 0) > (b->table->score ? b->table->score() : 0);
   });
+  return plugins;
+}
+
+// One build as the options say (the FP16 check runs several); `precision`: the precision pass
+// (PassOptions::precision), empty for none.
+BuildResult build_once(const BuildOptions& options, const std::function<int(PassContext&)>& precision = {}) {
+  BuildResult result;
+  result.model = import_onnx(options.model_path);
+  if (options.camera) prepend_camera_input(result.model, *options.camera);
+  if (options.log) {
+    size_t nodes = 0;
+    for (const Graph& g : result.model.graphs) nodes += g.nodes.size();
+    options.log("imported " + options.model_path + ": " + std::to_string(nodes) + " nodes, " +
+                std::to_string(result.model.graphs.size()) + " graphs, opset " +
+                std::to_string(result.model.opsets[""]));
+  }
+
+  std::vector<const LoadedPlugin*> plugins = usable_plugins(options);
   // Device plugins only for a board with that device, and not with --no-gpu. A GPU board built
   // where no GPU plugin runs gets a host-only engine, and says so.
   const bool board_gpu = options.board.gpu_type == "cuda";
@@ -146,7 +178,11 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
     pass_options.log = options.log;
     pass_options.profiles = options.profiles;
     pass_options.target_device = have_device;
-    pass_options.precision = precision;
+    // Explicit quantization: Q/DQ pairs become int8 layers with or without --int8.
+    pass_options.explicit_quantization = std::make_shared<QuantizationTable>();
+    pass_options.precision = precision ? precision : [&options, &result](PassContext& context) {
+      return run_int8_rewrite(context, QuantizationTable(), options, &result.int8);
+    };
     result.passes = PassManager::standard(pass_options).run(result.model);
   } else if (!options.profiles.empty()) {
     infer_profile_shapes(main, plugins, options.profiles, 0, ProfilePoint::kOpt);
@@ -325,21 +361,8 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
 }
 
 
-// The INT8 precision pass: activation ranges calibrated (or read from the cache) once, then
-// the rewrite in every build that follows.
-std::function<int(PassContext&)> int8_pass(const BuildOptions& options, Int8RewriteReport* report,
-                                           CalibrationSummary* summary) {
-  if (!options.int8) {
-    if (!options.int8_layers.empty())
-      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--layer-precisions %s:int8 needs --int8 (or --best)",
-                 options.int8_layers.begin()->c_str());
-    return {};
-  }
-  if (!board_allows(options.board, "int8"))
-    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--int8: board %s allows precisions %s only (its profile's precisions:)",
-               options.board.name.c_str(), precisions_text(options.board).c_str());
-  if (options.optimize == false)
-    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--int8 needs the graph passes (it is one of them): drop --no-optimize");
+// The activation ranges of --int8: calibrated on the float32 model, or read from the cache.
+QuantizationTable calibrated_table(const BuildOptions& options, CalibrationSummary* summary) {
   auto calibration_engine = [&options](const std::function<int(PassContext&)>& expose) {
     // The float32 model as the user gave it, every activation an output, on the CPU (the
     // values are the same on any plugin), untimed and without what only deployment needs.
@@ -355,14 +378,33 @@ std::function<int(PassContext&)> int8_pass(const BuildOptions& options, Int8Rewr
     float32.timing_cache_path.clear();
     return build_once(float32, expose).engine;
   };
-  auto quantization = std::make_shared<QuantizationTable>(
-      calibrate_activations(options.model_path, options.calibration, options.plugin_path, calibration_engine, summary));
+  QuantizationTable table =
+      calibrate_activations(options.model_path, options.calibration, options.plugin_path, calibration_engine, summary);
   if (options.log)
     options.log(std::string("int8: ") + std::to_string(summary->tensors) + " activation ranges (" +
                 summary->calibrator + ", " + std::to_string(summary->samples) + " samples) " +
                 (summary->from_cache ? "read from " : "calibrated") +
                 (summary->from_cache ? summary->cache_path
                                      : summary->cache_path.empty() ? std::string() : ", saved to " + summary->cache_path));
+  return table;
+}
+
+// The INT8 precision pass: activation ranges calibrated (or read from the cache) once, then
+// the rewrite in every build that follows.
+std::function<int(PassContext&)> int8_pass(const BuildOptions& options, Int8RewriteReport* report,
+                                           CalibrationSummary* summary) {
+  if (!options.int8) {
+    if (!options.int8_layers.empty())
+      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--layer-precisions %s:int8 needs --int8 (or --best)",
+                 options.int8_layers.begin()->c_str());
+    return {};
+  }
+  if (!board_allows(options.board, "int8"))
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--int8: board %s allows precisions %s only (its profile's precisions:)",
+               options.board.name.c_str(), precisions_text(options.board).c_str());
+  if (options.optimize == false)
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--int8 needs the graph passes (it is one of them): drop --no-optimize");
+  auto quantization = std::make_shared<QuantizationTable>(calibrated_table(options, summary));
   return [quantization, report, &options](PassContext& context) {
     for (const std::set<std::string>* names : {&options.float32_layers, &options.int8_layers})
       for (const std::string& name : *names)
@@ -372,10 +414,7 @@ std::function<int(PassContext&)> int8_pass(const BuildOptions& options, Int8Rewr
                      "--layer-precisions: no layer named '%s' in %s (edgert inspect --layers on a float32 engine "
                      "lists them)",
                      name.c_str(), options.model_path.c_str());
-    *report = Int8RewriteReport();
-    Int8RewriteOptions rewrite;
-    rewrite.keep_float = options.float32_layers;
-    return rewrite_int8(context.graph, *quantization, rewrite, report);
+    return run_int8_rewrite(context, *quantization, options, report);
   };
 }
 
@@ -398,14 +437,43 @@ void check_int8_layers(const BuildOptions& options, BuildResult& result) {
 
 }  // namespace
 
+Model quantized_qdq_model(const BuildOptions& options, Int8RewriteReport* report, CalibrationSummary* summary) {
+  if (!board_allows(options.board, "int8"))
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "quantize: board %s allows precisions %s only (its profile's precisions:)",
+               options.board.name.c_str(), precisions_text(options.board).c_str());
+  const QuantizationTable table = calibrated_table(options, summary);
+  Model model = import_onnx(options.model_path);
+  std::vector<const LoadedPlugin*> plugins = usable_plugins(options);
+  plugins.erase(std::remove_if(plugins.begin(), plugins.end(), [](const LoadedPlugin* p) { return p->table->device; }),
+                plugins.end());
+  PassOptions pass_options;
+  pass_options.plugins = plugins;
+  pass_options.log = options.log;
+  pass_options.profiles = options.profiles;
+  pass_options.stop_after_precision = true;
+  pass_options.explicit_quantization = std::make_shared<QuantizationTable>();
+  pass_options.precision = [&](PassContext& context) {
+    QuantizationTable merged = table;
+    for (const auto& [name, quantization] : *context.options.explicit_quantization) merged[name] = quantization;
+    Int8RewriteOptions rewrite;
+    rewrite.keep_float = options.float32_layers;
+    return insert_qdq(context.graph, merged, rewrite, report);
+  };
+  PassManager::standard(pass_options).run(model);
+  return model;
+}
+
 BuildResult build_engine(const BuildOptions& options) {
   Int8RewriteReport int8_report;
   CalibrationSummary calibration;
   const std::function<int(PassContext&)> precision = int8_pass(options, &int8_report, &calibration);
   auto build = [&](const BuildOptions& o) {
     BuildResult result = build_once(o, precision);
-    result.int8 = int8_report;
-    result.calibration = calibration;
+    if (o.int8) {
+      result.int8 = int8_report;
+      result.calibration = calibration;
+    }
+    if (!result.int8.not_applied.empty()) result.warnings.push_back("int8 not applied: " + result.int8.not_applied);
     check_int8_layers(o, result);
     return result;
   };

@@ -114,4 +114,11 @@ struct BuildResult {
 // Throws BuildError (or config::ConfigError) with a message naming the file and node at fault.
 BuildResult build_engine(const BuildOptions& options);
 
+// The model the options' INT8 build would run, written back in explicit quantization: the
+// graph after the passes that precede the int8 rewrite, with a QuantizeLinear ->
+// DequantizeLinear pair on every activation the rewrite puts in uint8 and each int8 layer's
+// weights and bias as int8 / int32 constants behind a DequantizeLinear (qdq_export.h).
+// Calibrates as build_engine does (options.calibration).
+Model quantized_qdq_model(const BuildOptions& options, Int8RewriteReport* report, CalibrationSummary* summary);
+
 }  // namespace edgert::builder

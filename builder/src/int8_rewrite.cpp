@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "passes/graph_rewrite.h"
 
@@ -117,6 +118,7 @@ class Int8Rewriter {
     const int32_t index = graph_.add_value(std::move(u));
     grow(index);
     twin_[v] = index;
+    report_.uint8_tensors[graph_.values[v].name] = quant_[v];
     return index;
   }
 
@@ -145,14 +147,15 @@ class Int8Rewriter {
 
   bool usable_input(int32_t v) const { return v >= 0 && v < static_cast<int32_t>(has_quant_.size()) && has_quant_[v]; }
 
-  // The Relu or Clip reading y alone, absorbed when y's quantization saturates where it clips.
-  // Returns the value the int8 node writes: the activation's output, or y.
-  int32_t absorb_activation(const std::vector<Node>& nodes, int32_t y) {
+  // The Relu or Clip reading y alone whose output's quantization saturates where it clips
+  // (the int8 node then writes that output and the activation is absorbed): its node index, or
+  // -1 when there is none (the int8 node writes y).
+  int32_t absorbable_activation(const std::vector<Node>& nodes, int32_t y) const {
     const int32_t reader = uses_.sole_reader(y);
-    if (reader < 0 || graph_output_.count(y)) return y;
+    if (reader < 0 || graph_output_.count(y)) return -1;
     const Node& a = nodes[reader];
-    if (a.outputs.size() != 1 || a.inputs.empty() || a.inputs[0] != y || !usable_input(a.outputs[0])) return y;
-    if (options_.keep_float.count(a.name)) return y;
+    if (a.outputs.size() != 1 || a.inputs.empty() || a.inputs[0] != y || !usable_input(a.outputs[0])) return -1;
+    if (options_.keep_float.count(a.name)) return -1;
     double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
     if (is_op(a, "Relu")) {
       lo = 0;
@@ -162,18 +165,30 @@ class Int8Rewriter {
       for (size_t slot : {size_t{1}, size_t{2}}) {
         if (a.inputs.size() <= slot || a.inputs[slot] < 0) continue;
         const std::vector<double> bound = constant_as_doubles(graph_.values[a.inputs[slot]]);
-        if (bound.size() != 1) return y;
+        if (bound.size() != 1) return -1;
         (slot == 1 ? lo : hi) = bound[0];
       }
     } else {
-      return y;
+      return -1;
     }
     const ActivationQuantization& q = quant_[a.outputs[0]];
     const double half = 0.5 * q.scale;
-    if (q.scale * (0.0 - q.zero_point) < lo - half || q.scale * (255.0 - q.zero_point) > hi + half) return y;
-    absorbed_[reader] = true;
+    if (q.scale * (0.0 - q.zero_point) < lo - half || q.scale * (255.0 - q.zero_point) > hi + half) return -1;
+    return reader;
+  }
+
+  // The value an int8 node producing y writes (y, or the output of the activation it absorbs)
+  // and the absorbed node (-1: none); -1 as the value when that value has no quantization.
+  std::pair<int32_t, int32_t> int8_destination(const std::vector<Node>& nodes, int32_t y) const {
+    const int32_t activation = absorbable_activation(nodes, y);
+    if (activation >= 0) return {nodes[activation].outputs[0], activation};
+    return {usable_input(y) ? y : -1, -1};
+  }
+
+  void absorb(int32_t activation) {
+    if (activation < 0) return;
+    absorbed_[activation] = true;
     ++report_.absorbed_activations;
-    return a.outputs[0];
   }
 
   void record(const Node& made, const Node& replaced) {
@@ -209,11 +224,12 @@ class Int8Rewriter {
       keep(node, "bias is not a constant float32 tensor");
       return false;
     }
-    if (!usable_input(x) || !usable_input(node.outputs[0])) {
-      keep(node, "input or output not calibrated");
+    const auto [y, activation] = int8_destination(nodes, node.outputs[0]);
+    if (!usable_input(x) || y < 0) {
+      keep(node, "input or output not quantized");
       return false;
     }
-    const int32_t y = absorb_activation(nodes, node.outputs[0]);
+    absorb(activation);
     const ActivationQuantization xq = quant_[x], yq = quant_[y];
     const float* w_data = reinterpret_cast<const float*>(wv.data->data());
     std::vector<int64_t> w_dims;
@@ -255,12 +271,13 @@ class Int8Rewriter {
     const Node& node = nodes[index];
     if (node.inputs.size() != 2 || node.outputs.size() != 1) return false;
     const int32_t a = node.inputs[0], b = node.inputs[1];
-    if (!usable_input(a) || !usable_input(b) || !usable_input(node.outputs[0])) return false;
+    const auto [c, activation] = int8_destination(nodes, node.outputs[0]);
+    if (!usable_input(a) || !usable_input(b) || c < 0) return false;
     if (!graph_.values[a].same_shape_as(graph_.values[b])) {
       keep(node, "operands of different shapes");
       return false;
     }
-    const int32_t c = absorb_activation(nodes, node.outputs[0]);
+    absorb(activation);
     Node add;
     add.name = node.name;
     add.domain = kMicrosoft;

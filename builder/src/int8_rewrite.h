@@ -43,6 +43,11 @@ struct Int8RewriteReport {
   int quantize = 0, dequantize = 0;  // boundary nodes inserted
   // Int8 candidates left in float: "node: why".
   std::vector<std::string> kept_float;
+  // Why nothing was rewritten although int8 was asked for (empty otherwise).
+  std::string not_applied;
+  // The float tensors held in uint8, with the quantization they were given (a Concat's inputs
+  // and a byte move's outputs take another tensor's).
+  std::map<std::string, ActivationQuantization> uint8_tensors;
   // Each int8 node's name and the name of the node it replaced.
   std::vector<std::pair<std::string, std::string>> replaced;
 };

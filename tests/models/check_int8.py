@@ -6,7 +6,10 @@
 digits_cnn (trained on sklearn's handwritten digits, real data): calibrated on 128 training
 images (entropy), its held-out accuracy in INT8 must be within 0.5 points of float32's. The
 calibration cache it wrote must give the same engine again without the calibration inputs, and
-be refused, with a message, for another model and for another calibrator.
+be refused, with a message, for another model and for another calibrator. `edgert quantize
+--export-qdq` writes the same quantization as a Q/DQ model: edgert builds it back into an engine
+whose outputs equal the calibrated engine's, and ONNX Runtime running the Q/DQ model agrees with
+it (relative L2 <= 1e-4).
 Classifiers (random weights): calibrated on seeded normal inputs, INT8 must agree with float32
 on the top-1 class of the zoo's sample input and keep its logits within a relative L2 of 0.25
 (what 8 bits leave of a random network's logits; a wrong scale or layout gives ~1).
@@ -103,6 +106,20 @@ def check_digits(args, entry, work):
         if result.returncode == 0 or "sha256" not in result.stderr:
             raise SystemExit("FAIL: the cache of another model was not refused with a message naming its hash")
     print("caches of another calibrator and another model refused")
+
+    # Explicit quantization: the same ranges as a Q/DQ model, built back without --int8.
+    qdq, qdq_engine = os.path.join(work, "digits_qdq.onnx"), os.path.join(work, "qdq.engine")
+    run([args.edgert, "quantize", os.path.join(args.zoo, entry["file"]), "--calib-cache", cache, "--export-qdq", qdq])
+    qdq_entry = dict(entry, file=qdq)
+    build(args, dict(qdq_entry, file=os.path.relpath(qdq, args.zoo)), qdq_engine, [])
+    got = outputs(args, qdq_engine, name, test_x, work, "qdq")[out]
+    want = outputs(args, int8, name, test_x, work, "int8")[out]
+    if not np.array_equal(got, want):
+        raise SystemExit(f"FAIL: the Q/DQ model's engine differs from the calibrated engine by "
+                         f"{np.abs(got - want).max()}")
+    print("the exported Q/DQ model builds into an engine equal to the calibrated one")
+    run([args.edgert, "compare", qdq, qdq_engine, "--inputs", os.path.join(args.zoo, entry["name"] + ".inputs"),
+         "--max-rel-l2", "1e-4"])
 
 
 def check_classifier(args, entry, work):

@@ -174,6 +174,8 @@ std::vector<double> constant_as_doubles(const Value& value) {
       case EDGERT_DTYPE_FLOAT64: std::memcpy(&out[i], e, 8); break;
       case EDGERT_DTYPE_INT64: { int64_t x; std::memcpy(&x, e, 8); out[i] = static_cast<double>(x); break; }
       case EDGERT_DTYPE_INT32: { int32_t x; std::memcpy(&x, e, 4); out[i] = x; break; }
+      case EDGERT_DTYPE_UINT8: out[i] = *e; break;
+      case EDGERT_DTYPE_INT8: out[i] = static_cast<int8_t>(*e); break;
       default: return {};
     }
   }

@@ -55,7 +55,7 @@ void remove_nodes(Graph& graph, const std::vector<bool>& dead);
 // values by name, so renumbering is invisible to them.
 void compact_values(Graph& graph, const std::vector<bool>& pinned);
 
-// A constant's values as doubles (float and integer dtypes); empty when not a constant or of
+// A constant's values as doubles (float32/64, int64/32, uint8, int8); empty when not a constant or of
 // another dtype.
 std::vector<double> constant_as_doubles(const Value& value);
 // True when `value` is a constant holding exactly one element equal to `x`.

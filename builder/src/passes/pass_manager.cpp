@@ -161,6 +161,7 @@ Node fused_conv_of(const Node& conv) {
 
 PassManager PassManager::standard(PassOptions options) {
   PassManager manager(std::move(options));
+  if (manager.options_.explicit_quantization) manager.add("qdq-folding", fold_qdq_pairs);
   manager.add("constant-folding", fold_constants);
   manager.add("identity-elimination", eliminate_identities);
   manager.add("shuffle-elimination", eliminate_shuffles);
@@ -169,6 +170,7 @@ PassManager PassManager::standard(PassOptions options) {
   manager.add("batchnorm-folding", fold_batchnorm);
   manager.add("pattern-recognition", recognize_patterns);
   if (manager.options_.precision) manager.add("precision", manager.options_.precision);
+  if (manager.options_.stop_after_precision) return manager;
   manager.add("activation-fusion", fuse_activations);
   if (!manager.options_.target_device) {
     manager.add("pool-fusion", fuse_max_pools);

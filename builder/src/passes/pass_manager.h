@@ -5,10 +5,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "graph_rewrite.h"
+#include "int8_rewrite.h"
 #include "ir.h"
 #include "plugin_loader.h"
 #include "shape_profiles.h"
@@ -35,6 +37,11 @@ struct PassOptions {
   // calibration build's exposure of every activation as an output, on the graph whose tensor
   // names the calibration cache records.
   std::function<int(PassContext&)> precision;
+  // Filled by the Q/DQ folding pass with the quantization of each activation a
+  // QuantizeLinear -> DequantizeLinear pair carried (null: pairs are left in the graph).
+  std::shared_ptr<QuantizationTable> explicit_quantization;
+  // The pipeline ends with the precision pass (edgert quantize exports the graph there).
+  bool stop_after_precision = false;
 };
 
 // What a pass works on. `pinned` marks values a pass must neither remove nor rename (see
@@ -89,6 +96,7 @@ int fold_constants(PassContext& context);            // constant_folding.cpp
 int eliminate_dead_code(PassContext& context);       // dead_code.cpp
 int eliminate_common_subexpressions(PassContext& context);  // common_subexpression.cpp
 int fold_batchnorm(PassContext& context);            // batchnorm_folding.cpp
+int fold_qdq_pairs(PassContext& context);            // qdq_folding.cpp
 int eliminate_shuffles(PassContext& context);        // shuffle_elimination.cpp
 int recognize_patterns(PassContext& context);        // pattern_recognition.cpp
 int fuse_activations(PassContext& context);          // activation_fusion.cpp
