@@ -39,12 +39,15 @@ inline __mmask16 lanes(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
-// R rows x V vectors of 16 channels.
+// R rows x V vectors of 16 channels. Every loop over r and v is unrolled, the epilogue's too: with
+// one index not constant GCC kept acc[][] in memory and copied all 24 accumulators to the stack
+// on every k step (at 40% of the speed).
 template <int R, int V>
 void tile(const PackedQWeights& w, const QActivations& a, int64_t i0, int64_t j0, int64_t cols, const QOutput& y) {
   __mmask16 mask[V];
   __m512i init[V];
   const __m512i neg_zero_point = _mm512_set1_epi32(-a.zero_point);
+#pragma GCC unroll 2
   for (int v = 0; v < V; ++v) {
     mask[v] = lanes(cols - 16 * v);
     const __m512i sums = _mm512_loadu_si512(w.column_sums.data() + j0 + 16 * v);
@@ -73,9 +76,12 @@ void tile(const PackedQWeights& w, const QActivations& a, int64_t i0, int64_t j0
   }
   if (tail) {
     __m512i b[V];
+#pragma GCC unroll 2
     for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_si512(panel + full_groups * 4 * kQgemmPanelColumns + 64 * v);
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512i av = broadcast_partial(rows + r * lda + 4 * full_groups, tail);
+#pragma GCC unroll 2
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, b[v]);
     }
   }
@@ -83,15 +89,19 @@ void tile(const PackedQWeights& w, const QActivations& a, int64_t i0, int64_t j0
   switch (y.kind) {
     case QOutput::Kind::Int32: {
       int32_t* out = static_cast<int32_t*>(y.data) + i0 * y.row_stride + j0;
+#pragma GCC unroll 12
       for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
         for (int v = 0; v < V; ++v) _mm512_mask_storeu_epi32(out + r * y.row_stride + 16 * v, mask[v], acc[r][v]);
       return;
     }
     case QOutput::Kind::Float32: {
       float* out = static_cast<float*>(y.data) + i0 * y.row_stride + j0;
       const __m512 lo = _mm512_set1_ps(y.f_min), hi = _mm512_set1_ps(y.f_max);
+#pragma GCC unroll 2
       for (int v = 0; v < V; ++v) {
         const __m512 scale = _mm512_maskz_loadu_ps(mask[v], y.scale + j0 + 16 * v);
+#pragma GCC unroll 12
         for (int r = 0; r < R; ++r) {
           __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), scale);
           f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
@@ -108,8 +118,10 @@ void tile(const PackedQWeights& w, const QActivations& a, int64_t i0, int64_t j0
       const __m512 lo = _mm512_set1_ps(static_cast<float>(y.q_min - y.zero_point));
       const __m512 hi = _mm512_set1_ps(static_cast<float>(y.q_max - y.zero_point));
       const __m512i zero_point = _mm512_set1_epi32(y.zero_point);
+#pragma GCC unroll 2
       for (int v = 0; v < V; ++v) {
         const __m512 scale = _mm512_maskz_loadu_ps(mask[v], y.scale + j0 + 16 * v);
+#pragma GCC unroll 12
         for (int r = 0; r < R; ++r) {
           __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), scale);
           f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
