@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fast/qlinear_conv_tactics.h"
 #include "kernel.h"
 #include "nn_common.h"
 
@@ -187,12 +188,14 @@ class QLinearConvOp : public Op {
              shape_string(shape_of(*b)).c_str(), static_cast<long long>(m));
     }
     set_output(out[0], in[7].dtype, out_shape);
-    info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(int32_t);
+    fast_ = tactic() != 0 && fast_conv_.prepare(tactic(), node, g_, group_, in, info);
+    if (!fast_) info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(int32_t);
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
     const edgert_tensor* b = optional_input(node, in, 8);
     const int32_t* bias = b ? data_as<int32_t>(*b) : nullptr;
+    if (fast_) return fast_conv_.execute(in, bias, data_as<uint8_t>(out[0]), workspace);
     const float x_scale = scale_at(in[1], 0), y_scale = scale_at(in[6], 0);
     const int32_t x_zero = zero_point_at(&in[2], 0), y_zero = zero_point_at(&in[7], 0);
     dispatch_8bit(in[0].dtype, [&](auto xtag) {
@@ -218,6 +221,11 @@ class QLinearConvOp : public Op {
  private:
   WindowGeometry g_;
   int64_t group_ = 1;
+  bool fast_ = false;
+  FastQLinearConv fast_conv_;
+
+ public:
+  size_t state_bytes() const override { return fast_conv_.state_bytes(); }
 };
 
 // Refuses what opset 19+/21 added and these kernels do not do: float8 / 4-bit types and
@@ -237,7 +245,7 @@ void register_quantize_kernels(KernelRegistry& r) {
   r.add<QuantizeLinearOp>("QuantizeLinear", "ref-quantize-linear", quantize_supports);
   r.add<DequantizeLinearOp>("DequantizeLinear", "ref-dequantize-linear", quantize_supports);
   r.add<DynamicQuantizeLinearOp>("DynamicQuantizeLinear", "ref-dynamic-quantize-linear");
-  r.add<QLinearConvOp>("QLinearConv", "ref-qlinear-conv");
+  r.add<QLinearConvOp>("QLinearConv", "ref-qlinear-conv", nullptr, qlinear_conv_tactics);
 }
 
 }  // namespace edgert::cpu

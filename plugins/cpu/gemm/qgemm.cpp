@@ -1,10 +1,9 @@
-// Packing, the scalar reference and the blocking loops of qgemm.h; the VNNI tile is in
-// x86/qgemm_avx512vnni.cpp.
+// Packing, the scalar reference and the blocking loops of qgemm.h; the VNNI tile and the
+// activation packing are in x86/qgemm_avx512vnni.cpp.
 #include "gemm/qgemm.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "thread_pool.h"
 
@@ -12,11 +11,12 @@ namespace edgert::cpu::gemm {
 
 namespace {
 
-// Rows of A per block: the block's rows (12 KB of A at K 128) stay in L1/L2 while every weight
-// panel passes over them, and each panel (4 KB at K 128) stays in L1 while the block's tiles use it.
-constexpr int64_t kRowBlock = 8 * kQgemmTileRows;
-
 int32_t wrap_to_int32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
+
+size_t round_up_64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+size_t packed_panel_bytes(int64_t k) { return round_up_64(static_cast<size_t>((k + 3) / 4 * 4 * kQgemmPanelPixels)); }
+size_t scratch_bytes(int64_t k) { return round_up_64(static_cast<size_t>(k * kQgemmPanelPixels)); }
 
 }  // namespace
 
@@ -26,7 +26,7 @@ bool qgemm_isa_available(QgemmIsa isa) {
     case QgemmIsa::Avx512Vnni:
 #if defined(__x86_64__)
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vnni");
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #else
       return false;
 #endif
@@ -34,105 +34,95 @@ bool qgemm_isa_available(QgemmIsa isa) {
   return false;
 }
 
-QgemmIsa qgemm_best_isa() {
-  static const QgemmIsa isa =
-      qgemm_isa_available(QgemmIsa::Avx512Vnni) ? QgemmIsa::Avx512Vnni : QgemmIsa::Reference;
-  return isa;
-}
-
-bool pack_qweights(const int8_t* src, int64_t n, int64_t k, int64_t n_stride, int64_t k_stride, PackedQWeights& out) {
+bool pack_qrows(const int8_t* src, int64_t m, int64_t k, PackedQRows& out) {
   out.data.clear();
-  out.column_sums.clear();
-  out.n = out.k = 0;
-  if (n < 0 || k < 0 || k > kQgemmMaxDepth) return false;
-  out.n = n;
+  out.row_sums.clear();
+  out.m = out.k = 0;
+  if (m < 0 || k < 0 || k > kQgemmMaxDepth) return false;
+  out.m = m;
   out.k = k;
-  const int64_t panels = (n + kQgemmPanelColumns - 1) / kQgemmPanelColumns;
-  out.data.assign(static_cast<size_t>(panels * out.panel_bytes()), 0);
-  out.column_sums.assign(static_cast<size_t>(panels * kQgemmPanelColumns), 0);
-  for (int64_t j = 0; j < n; ++j) {
-    int8_t* column = out.data.data() + (j / kQgemmPanelColumns) * out.panel_bytes() + (j % kQgemmPanelColumns) * 4;
+  out.data.assign(static_cast<size_t>(out.panels() * out.panel_bytes()), 0);
+  out.row_sums.assign(static_cast<size_t>(m), 0);
+  for (int64_t r = 0; r < m; ++r) {
+    int8_t* row = out.data.data() + (r / kQgemmPanelRows) * out.panel_bytes() + (r % kQgemmPanelRows) * 4;
     int32_t sum = 0;
     for (int64_t p = 0; p < k; ++p) {
-      const int8_t v = src[j * n_stride + p * k_stride];
-      column[(p / 4) * 4 * kQgemmPanelColumns + p % 4] = v;
+      const int8_t v = src[r * k + p];
+      row[(p / 4) * 4 * kQgemmPanelRows + p % 4] = v;
       sum += v;
     }
-    out.column_sums[static_cast<size_t>(j)] = sum;
+    out.row_sums[static_cast<size_t>(r)] = sum;
   }
   return true;
 }
 
-void qgemm_rows_reference(const PackedQWeights& w, const QActivations& a, int64_t i_begin, int64_t i_end,
-                          const QOutput& y) {
-  for (int64_t i = i_begin; i < i_end; ++i) {
-    const uint8_t* row = a.data + i * a.row_stride;
-    for (int64_t j = 0; j < w.n; ++j) {
-      int64_t sum = y.bias ? y.bias[j] : 0;
-      for (int64_t p = 0; p < w.k; ++p) sum += (static_cast<int64_t>(row[p]) - a.zero_point) * w.at(j, p);
-      // Modulo 2^32, as the vector kernels' wrapping adds (only a bias near the int32 limits
-      // can make the sum leave int32).
-      const int32_t acc = wrap_to_int32(sum);
-      const int64_t at = i * y.row_stride + j;
-      switch (y.kind) {
-        case QOutput::Kind::Int32: static_cast<int32_t*>(y.data)[at] = acc; break;
-        case QOutput::Kind::Float32: {
-          float v = static_cast<float>(acc) * y.scale[j];
-          v = std::min(std::max(v, y.f_min), y.f_max);
-          static_cast<float*>(y.data)[at] = v;
-          break;
-        }
-        case QOutput::Kind::Uint8: {
-          // Clamping before rounding, to bounds that are whole numbers, gives the same result as
-          // after it, and keeps the float within int32 for the conversion.
-          float v = static_cast<float>(acc) * y.scale[j];
-          v = std::min(std::max(v, static_cast<float>(y.q_min - y.zero_point)), static_cast<float>(y.q_max - y.zero_point));
-          static_cast<uint8_t*>(y.data)[at] = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v)) + y.zero_point);
-          break;
-        }
-      }
+uint8_t QPixels::at(int64_t k, int64_t p) const {
+  if (kind == Kind::Rows) return data[k * row_stride + p];
+  const int64_t taps = kernel_h * kernel_w, c = k / taps, ky = (k % taps) / kernel_w, kx = k % kernel_w;
+  const int64_t iy = (p / out_w) * stride_h - pad_top + ky * dilation_h;
+  const int64_t ix = (p % out_w) * stride_w - pad_left + kx * dilation_w;
+  if (iy < 0 || iy >= in_h || ix < 0 || ix >= in_w) return static_cast<uint8_t>(zero_point);
+  return data[(c * in_h + iy) * in_w + ix];
+}
+
+uint8_t requantize(int32_t acc, float multiplier, int32_t zero_point) {
+  // saturate_round (nn_common.h): round half to even, add the zero point, clamp.
+  const double q = static_cast<double>(std::nearbyint(static_cast<float>(acc) * multiplier)) + zero_point;
+  if (std::isnan(q)) return 0;
+  return static_cast<uint8_t>(std::min(255.0, std::max(0.0, q)));
+}
+
+void qgemm_reference(const PackedQRows& w, const QPixels& b, int64_t r_begin, int64_t r_end, int64_t p_begin,
+                     int64_t p_end, const QRequant& y) {
+  for (int64_t r = r_begin; r < r_end; ++r) {
+    for (int64_t p = p_begin; p < p_end; ++p) {
+      int64_t sum = y.bias ? y.bias[r] : 0;
+      for (int64_t k = 0; k < w.k; ++k) sum += (static_cast<int64_t>(b.at(k, p)) - b.zero_point) * w.at(r, k);
+      // Modulo 2^32, as the vector kernels' wrapping adds (only a bias near the int32 limits can
+      // make the sum leave int32).
+      y.data[r * y.row_stride + p] = requantize(wrap_to_int32(sum), y.multiplier[r], y.zero_point);
     }
   }
 }
 
-void qgemm(QgemmIsa isa, const PackedQWeights& w, const QActivations& a, int64_t m, const QOutput& y,
-           int max_threads) {
-  if (m <= 0 || w.n == 0) return;
+size_t qgemm_workspace_bytes(int64_t k, int threads) {
+  return static_cast<size_t>(std::max(threads, 1)) * (packed_panel_bytes(k) + scratch_bytes(k));
+}
+
+void qgemm(QgemmIsa isa, const PackedQRows& w, const QPixels& b, int64_t pixels, const QRequant& y,
+           int32_t* row_bias, void* workspace, int max_threads) {
+  if (pixels <= 0 || w.m == 0) return;
   ThreadPool& pool = ThreadPool::instance();
   if (isa == QgemmIsa::Reference) {
-    pool.parallel_ranges(m, [&](int64_t i0, int64_t i1, int) { qgemm_rows_reference(w, a, i0, i1, y); }, max_threads);
+    pool.parallel_ranges(w.m, [&](int64_t r0, int64_t r1, int) { qgemm_reference(w, b, r0, r1, 0, pixels, y); },
+                         max_threads);
     return;
   }
 #if defined(__x86_64__)
-  const int64_t panels = (w.n + kQgemmPanelColumns - 1) / kQgemmPanelColumns;
-  const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
-  // Row blocks split over the threads, or, with fewer blocks than threads (a 7x7 image has 49
-  // rows), weight panels: each task then reads all of A, which is small.
+  for (int64_t r = 0; r < w.m; ++r)
+    row_bias[r] = wrap_to_int32(static_cast<int64_t>(y.bias ? y.bias[r] : 0) -
+                                static_cast<int64_t>(b.zero_point) * w.row_sums[static_cast<size_t>(r)]);
+  const int64_t pixel_panels = (pixels + kQgemmPanelPixels - 1) / kQgemmPanelPixels, row_panels = w.panels();
+  // A task packs one pixel panel and runs rows over it. With fewer panels than two per thread (a
+  // 7x7 image has 2), the rows are split too, each part packing the panel again (k x 32 bytes
+  // against 12 k x 32 multiply-adds per row panel).
   const int64_t threads = std::max(1, std::min(pool.num_threads(), max_threads));
-  const bool split_panels = blocks < threads && panels > 1;
-  const auto run_block = [&](int64_t block, int64_t panel_begin, int64_t panel_end) {
-    const int64_t i_begin = block * kRowBlock, i_end = std::min(m, i_begin + kRowBlock);
-    for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
-      const int64_t j0 = panel * kQgemmPanelColumns, cols = std::min(kQgemmPanelColumns, w.n - j0);
-      for (int64_t i0 = i_begin; i0 < i_end; i0 += kQgemmTileRows)
-        qgemm_u8s8_12x32_avx512vnni(w, a, i0, std::min(kQgemmTileRows, i_end - i0), j0, cols, y);
-    }
-  };
-  if (split_panels) {
-    pool.parallel_ranges(
-        panels,
-        [&](int64_t p0, int64_t p1, int) {
-          for (int64_t block = 0; block < blocks; ++block) run_block(block, p0, p1);
-        },
-        max_threads);
-  } else {
-    pool.parallel_ranges(
-        blocks,
-        [&](int64_t b0, int64_t b1, int) {
-          for (int64_t block = b0; block < b1; ++block) run_block(block, 0, panels);
-        },
-        max_threads);
-  }
+  const int64_t row_parts =
+      std::min(row_panels, std::max<int64_t>(1, (2 * threads + pixel_panels - 1) / pixel_panels));
+  const size_t per_thread = packed_panel_bytes(w.k) + scratch_bytes(w.k);
+  pool.parallel_for(
+      pixel_panels * row_parts,
+      [&](int64_t task, int thread) {
+        const int64_t panel = task / row_parts, part = task % row_parts;
+        const int64_t p0 = panel * kQgemmPanelPixels, count = std::min(kQgemmPanelPixels, pixels - p0);
+        uint8_t* packed = static_cast<uint8_t*>(workspace) + static_cast<size_t>(thread) * per_thread;
+        qgemm_pack_pixels_avx512(b, w.k, p0, count, packed + packed_panel_bytes(w.k), packed);
+        qgemm_panel_12x32_avx512vnni(w, part * row_panels / row_parts, (part + 1) * row_panels / row_parts, packed,
+                                     p0, count, row_bias, y);
+      },
+      max_threads);
+#else
+  (void)row_bias, (void)workspace;
 #endif
 }
 

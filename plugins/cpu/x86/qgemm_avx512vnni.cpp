@@ -1,18 +1,21 @@
-// The AVX-512 VNNI tile of qgemm: 12 rows x 32 output channels in 24 zmm accumulators. Each
-// step broadcasts 4 bytes of one row of A (4 consecutive k) against a packed weight group, 16
-// channels x 4 k per vector; vpdpbusd multiplies u8 by s8 and adds the 4 products to each int32
-// lane without saturating, so the sums are exact as the reference's (modulo 2^32). The epilogue
-// runs on the accumulators in registers. Compiled for AVX-512 VNNI through the target pragma
-// only; qgemm calls it only when the CPU reports avx512vnni.
+// The AVX-512 VNNI family of qgemm (NCHW form): activations packed 32 pixels x 4 k per pair of
+// vectors, and a 12-row x 32-pixel tile in 24 zmm accumulators. Each k group loads two vectors of
+// pixels and, for each of the 12 rows, broadcasts that row's 4 weight bytes straight from the
+// packed panel (vpdpbusd's m32bcst operand, the signed one); vpdpbusd adds the 4 u8 x s8
+// products to each int32 lane without saturating, so the sums are exact as the reference's
+// (modulo 2^32). The requantisation runs on the accumulators in registers and vpmovusdb stores
+// 16 bytes per vector. Compiled for AVX-512 VNNI through the target pragma only; qgemm calls it
+// only when the CPU reports avx512vnni, bw and vl.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "gemm/qgemm.h"
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512vnni")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
 // GCC 12 takes the masked intrinsics' undefined pass-through operand for an uninitialized read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -21,134 +24,141 @@ namespace edgert::cpu::gemm {
 
 namespace {
 
-inline __m512i broadcast_4_bytes(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return _mm512_set1_epi32(v);
+inline __mmask16 lanes16(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
+                     : count <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << count) - 1u);
 }
 
-// The first `bytes` (0 to 3) bytes at p, the others zero: a row's last, partial k group,
-// without reading past the row (the weights of the missing k are zero in the packing).
-inline __m512i broadcast_partial(const uint8_t* p, int64_t bytes) {
-  int32_t v = 0;
-  std::memcpy(&v, p, static_cast<size_t>(bytes));
-  return _mm512_set1_epi32(v);
-}
-
-inline __mmask16 lanes(int64_t count) {
-  return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << count) - 1u);
-}
-
-// R rows x V vectors of 16 channels. Every loop over r and v is unrolled, the epilogue's too: with
-// one index not constant GCC kept acc[][] in memory and copied all 24 accumulators to the stack
-// on every k step (at 40% of the speed).
-template <int R, int V>
-void tile(const PackedQWeights& w, const QActivations& a, int64_t i0, int64_t j0, int64_t cols, const QOutput& y) {
-  __mmask16 mask[V];
-  __m512i init[V];
-  const __m512i neg_zero_point = _mm512_set1_epi32(-a.zero_point);
+// 4 rows of 32 bytes (row r at rows + r * stride; rows past `valid_rows` read as zero, pixels
+// past `count` too) interleaved into [32][4]: 128 bytes at out.
+inline void interleave_4_rows(const uint8_t* rows, int64_t stride, int64_t valid_rows, int64_t count, uint8_t* out) {
 #pragma GCC unroll 2
-  for (int v = 0; v < V; ++v) {
-    mask[v] = lanes(cols - 16 * v);
-    const __m512i sums = _mm512_loadu_si512(w.column_sums.data() + j0 + 16 * v);
-    const __m512i bias = y.bias ? _mm512_maskz_loadu_epi32(mask[v], y.bias + j0 + 16 * v) : _mm512_setzero_si512();
-    init[v] = _mm512_add_epi32(bias, _mm512_mullo_epi32(neg_zero_point, sums));
+  for (int v = 0; v < 2; ++v) {
+    const __mmask16 mask = lanes16(count - 16 * v);
+    __m512i lanes = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      if (r >= valid_rows) break;
+      const __m128i bytes = _mm_maskz_loadu_epi8(mask, rows + r * stride + 16 * v);
+      lanes = _mm512_or_si512(lanes, _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 8 * r));
+    }
+    _mm512_storeu_si512(out + 64 * v, lanes);
   }
-  __m512i acc[R][V];
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) acc[r][v] = init[v];
+}
 
-  const uint8_t* rows = a.data + i0 * a.row_stride;
-  const int64_t lda = a.row_stride, full_groups = w.k / 4, tail = w.k % 4;
-  const int8_t* panel = w.data.data() + (j0 / kQgemmPanelColumns) * w.panel_bytes();
-  for (int64_t g = 0; g < full_groups; ++g) {
+// Row k of B's im2col expansion for pixels [p0, p0 + count): `count` bytes at out.
+void im2col_row(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t* out) {
+  const int64_t taps = b.kernel_h * b.kernel_w, c = k / taps, ky = (k % taps) / b.kernel_w, kx = k % b.kernel_w;
+  const uint8_t zero = static_cast<uint8_t>(b.zero_point);
+  const uint8_t* plane = b.data + c * b.in_h * b.in_w;
+  for (int64_t done = 0; done < count;) {
+    const int64_t p = p0 + done, oy = p / b.out_w, ox = p % b.out_w;
+    const int64_t len = std::min(b.out_w - ox, count - done);
+    uint8_t* dst = out + done;
+    done += len;
+    const int64_t iy = oy * b.stride_h - b.pad_top + ky * b.dilation_h;
+    if (iy < 0 || iy >= b.in_h) {
+      std::memset(dst, zero, static_cast<size_t>(len));
+      continue;
+    }
+    const uint8_t* row = plane + iy * b.in_w;
+    const int64_t ix0 = ox * b.stride_w - b.pad_left + kx * b.dilation_w, s = b.stride_w;
+    // Pixels j in [j_lo, j_hi) read inside the row; the others are padding.
+    const int64_t j_lo = std::min(len, ix0 >= 0 ? 0 : (-ix0 + s - 1) / s);
+    const int64_t j_hi = std::max(j_lo, std::min(len, b.in_w - ix0 <= 0 ? 0 : (b.in_w - ix0 + s - 1) / s));
+    std::memset(dst, zero, static_cast<size_t>(j_lo));
+    std::memset(dst + j_hi, zero, static_cast<size_t>(len - j_hi));
+    const int64_t n = j_hi - j_lo;
+    const uint8_t* src = row + ix0 + j_lo * s;
+    if (s == 1) {
+      std::memcpy(dst + j_lo, src, static_cast<size_t>(n));
+    } else if (s == 2 && n <= 32) {
+      // The even bytes of 2n - 1: the low bytes of n 16-bit lanes.
+      const __mmask64 load = n == 0 ? 0 : (~0ull >> (64 - (2 * n - 1)));
+      const __m256i even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(load, src));
+      _mm256_mask_storeu_epi8(dst + j_lo, n >= 32 ? ~0u : ((1u << n) - 1u), even);
+    } else {
+      for (int64_t j = 0; j < n; ++j) dst[j_lo + j] = src[j * s];
+    }
+  }
+}
+
+// The 12 rows of one weight panel (rows < `rows` stored) over V vectors of packed pixels.
+template <int V>
+void tile(const int8_t* weights, int64_t groups, const uint8_t* packed, int64_t rows, const int32_t* bias,
+          const float* multiplier, const __mmask16* mask, uint8_t* out, int64_t row_stride, int32_t zero_point) {
+  __m512i acc[kQgemmPanelRows][V];
+#pragma GCC unroll 12
+  for (int r = 0; r < kQgemmPanelRows; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_set1_epi32(r < rows ? bias[r] : 0);
+  for (int64_t g = 0; g < groups; ++g) {
     __m512i b[V];
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_si512(panel + g * 4 * kQgemmPanelColumns + 64 * v);
+    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_si512(packed + g * 4 * kQgemmPanelPixels + 64 * v);
+    const int8_t* wg = weights + g * 4 * kQgemmPanelRows;
 #pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) {
-      const __m512i av = broadcast_4_bytes(rows + r * lda + 4 * g);
+    for (int r = 0; r < kQgemmPanelRows; ++r) {
+      int32_t four;
+      std::memcpy(&four, wg + 4 * r, sizeof four);
+      const __m512i wv = _mm512_set1_epi32(four);
 #pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, b[v]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], b[v], wv);
     }
   }
-  if (tail) {
-    __m512i b[V];
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_si512(panel + full_groups * 4 * kQgemmPanelColumns + 64 * v);
+  // As the reference: clamp to whole-number bounds (the same result as clamping after rounding,
+  // and a NaN product becomes the lower bound, as saturate_round's 0), round half to even (the
+  // default MXCSR mode of vcvtps2dq), add the zero point; the saturating store changes nothing.
+  const __m512 lo = _mm512_set1_ps(static_cast<float>(-zero_point));
+  const __m512 hi = _mm512_set1_ps(static_cast<float>(255 - zero_point));
+  const __m512i zp = _mm512_set1_epi32(zero_point);
 #pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) {
-      const __m512i av = broadcast_partial(rows + r * lda + 4 * full_groups, tail);
+  for (int r = 0; r < kQgemmPanelRows; ++r) {
+    if (r >= rows) break;
+    const __m512 scale = _mm512_set1_ps(multiplier[r]);
 #pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], av, b[v]);
-    }
-  }
-
-  switch (y.kind) {
-    case QOutput::Kind::Int32: {
-      int32_t* out = static_cast<int32_t*>(y.data) + i0 * y.row_stride + j0;
-#pragma GCC unroll 12
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-        for (int v = 0; v < V; ++v) _mm512_mask_storeu_epi32(out + r * y.row_stride + 16 * v, mask[v], acc[r][v]);
-      return;
-    }
-    case QOutput::Kind::Float32: {
-      float* out = static_cast<float*>(y.data) + i0 * y.row_stride + j0;
-      const __m512 lo = _mm512_set1_ps(y.f_min), hi = _mm512_set1_ps(y.f_max);
-#pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) {
-        const __m512 scale = _mm512_maskz_loadu_ps(mask[v], y.scale + j0 + 16 * v);
-#pragma GCC unroll 12
-        for (int r = 0; r < R; ++r) {
-          __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), scale);
-          f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
-          _mm512_mask_storeu_ps(out + r * y.row_stride + 16 * v, mask[v], f);
-        }
-      }
-      return;
-    }
-    case QOutput::Kind::Uint8: {
-      uint8_t* out = static_cast<uint8_t*>(y.data) + i0 * y.row_stride + j0;
-      // As the reference: clamp to whole-number bounds, round half to even (the default MXCSR
-      // mode of vcvtps2dq), add the zero point; the result is in [q_min, q_max], so the
-      // saturating narrowing store changes nothing.
-      const __m512 lo = _mm512_set1_ps(static_cast<float>(y.q_min - y.zero_point));
-      const __m512 hi = _mm512_set1_ps(static_cast<float>(y.q_max - y.zero_point));
-      const __m512i zero_point = _mm512_set1_epi32(y.zero_point);
-#pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) {
-        const __m512 scale = _mm512_maskz_loadu_ps(mask[v], y.scale + j0 + 16 * v);
-#pragma GCC unroll 12
-        for (int r = 0; r < R; ++r) {
-          __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), scale);
-          f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
-          const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zero_point);
-          _mm512_mask_cvtusepi32_storeu_epi8(out + r * y.row_stride + 16 * v, mask[v], q);
-        }
-      }
-      return;
+    for (int v = 0; v < V; ++v) {
+      __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), scale);
+      f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+      const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+      _mm512_mask_cvtusepi32_storeu_epi8(out + r * row_stride + 16 * v, mask[v], q);
     }
   }
 }
-
-using TileFn = void (*)(const PackedQWeights&, const QActivations&, int64_t, int64_t, int64_t, const QOutput&);
 
 }  // namespace
 
-void qgemm_u8s8_12x32_avx512vnni(const PackedQWeights& w, const QActivations& a, int64_t i0, int64_t rows,
-                                  int64_t j0, int64_t cols, const QOutput& y) {
-  // Edge tiles (rows of M past the last multiple of 12, a last panel of 16 channels or fewer)
-  // get their own unrolled instance: a row loop not known at compile time would keep the
-  // accumulators in memory.
-  static constexpr TileFn kTiles[kQgemmTileRows][2] = {
-      {tile<1, 1>, tile<1, 2>},   {tile<2, 1>, tile<2, 2>},   {tile<3, 1>, tile<3, 2>},
-      {tile<4, 1>, tile<4, 2>},   {tile<5, 1>, tile<5, 2>},   {tile<6, 1>, tile<6, 2>},
-      {tile<7, 1>, tile<7, 2>},   {tile<8, 1>, tile<8, 2>},   {tile<9, 1>, tile<9, 2>},
-      {tile<10, 1>, tile<10, 2>}, {tile<11, 1>, tile<11, 2>}, {tile<12, 1>, tile<12, 2>}};
-  kTiles[rows - 1][cols > 16 ? 1 : 0](w, a, i0, j0, cols, y);
+void qgemm_pack_pixels_avx512(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t* scratch,
+                              uint8_t* packed) {
+  const uint8_t* rows = nullptr;
+  int64_t stride = 0;
+  if (b.kind == QPixels::Kind::Rows) {
+    rows = b.data + p0;
+    stride = b.row_stride;
+  } else {
+    for (int64_t r = 0; r < k; ++r) im2col_row(b, r, p0, count, scratch + r * kQgemmPanelPixels);
+    rows = scratch;
+    stride = kQgemmPanelPixels;
+  }
+  for (int64_t g = 0; g < (k + 3) / 4; ++g)
+    interleave_4_rows(rows + 4 * g * stride, stride, std::min<int64_t>(4, k - 4 * g), count,
+                      packed + g * 4 * kQgemmPanelPixels);
+}
+
+void qgemm_panel_12x32_avx512vnni(const PackedQRows& w, int64_t panel_begin, int64_t panel_end,
+                                  const uint8_t* packed, int64_t p0, int64_t count, const int32_t* row_bias,
+                                  const QRequant& y) {
+  const __mmask16 mask[2] = {lanes16(count), lanes16(count - 16)};
+  for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
+    const int64_t r0 = panel * kQgemmPanelRows, rows = std::min(kQgemmPanelRows, w.m - r0);
+    uint8_t* out = y.data + r0 * y.row_stride + p0;
+    if (count > 16)
+      tile<2>(w.panel(panel), w.groups(), packed, rows, row_bias + r0, y.multiplier + r0, mask, out, y.row_stride,
+              y.zero_point);
+    else
+      tile<1>(w.panel(panel), w.groups(), packed, rows, row_bias + r0, y.multiplier + r0, mask, out, y.row_stride,
+              y.zero_point);
+  }
 }
 
 }  // namespace edgert::cpu::gemm
