@@ -8,6 +8,8 @@
 // what this CPU offers: the reference always, each tactic the plugin lists here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -183,6 +185,132 @@ TEST(CpuInt8Tactics, QLinearConvListsNoTacticForAsymmetricWeights) {
   const edgert_kernel& k = kernel_named(plugin(), "ref-qlinear-conv");
   const edgert_node node = qconv_node(c).node();
   for (const edgert_tactic& t : list_tactics(k, node, in)) EXPECT_EQ(t.id, 0) << t.name;
+}
+
+// Floats around the u8 range of scale 0.05 and zero point 37: exact ties (k + 0.5 steps),
+// values past both ends, infinities and NaN.
+std::vector<float> awkward_floats(std::mt19937& rng, int64_t n) {
+  std::vector<float> v = random_values<float>(rng, n, -3.0, 12.0);
+  std::uniform_int_distribution<int> step(-60, 240);
+  for (int64_t i = 0; i < n; i += 3) v[static_cast<size_t>(i)] = (static_cast<float>(step(rng)) + 0.5f) * 0.05f;
+  const float specials[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), 1e30f, -1e30f, 0.0f, -0.0f};
+  for (size_t i = 0; i < std::size(specials) && static_cast<int64_t>(i * 7) < n; ++i) v[i * 7] = specials[i];
+  return v;
+}
+
+TEST(CpuInt8Tactics, QuantizeAndDequantizeTacticsMatchTheReferenceBitForBit) {
+  std::mt19937 rng(11);
+  size_t ran = 0;
+  for (const std::vector<int64_t>& dims :
+       std::vector<std::vector<int64_t>>{{1}, {15}, {17}, {2, 3, 7, 5}, {1, 33, 29, 31}, {3, 40000}}) {
+    const int64_t n = count_of(dims);
+    for (bool with_zero_point : {true, false}) {
+      std::vector<Tensor> q = {Tensor::of(EDGERT_DTYPE_FLOAT32, dims, awkward_floats(rng, n)), scalar_f32(0.05f)};
+      if (with_zero_point) q.push_back(scalar_u8(37));
+      ran += check_all_tactics("ref-quantize-linear", NodeSpec("", "QuantizeLinear", static_cast<int>(q.size())), q,
+                               "QuantizeLinear " + std::to_string(n))
+                 .size();
+      std::vector<Tensor> dq = {Tensor::of(EDGERT_DTYPE_UINT8, dims, random_values<uint8_t>(rng, n, 0, 255)),
+                                scalar_f32(0.0371f)};
+      if (with_zero_point) dq.push_back(scalar_u8(129));
+      ran += check_all_tactics("ref-dequantize-linear", NodeSpec("", "DequantizeLinear", static_cast<int>(dq.size())),
+                               dq, "DequantizeLinear " + std::to_string(n))
+                 .size();
+    }
+  }
+  if (cpu_has_avx512_bw()) {
+    EXPECT_GT(ran, 0u) << "this CPU has AVX-512 BW, but no Quantize/DequantizeLinear tactic ran";
+  }
+}
+
+std::vector<Tensor> qlinear_add_inputs(std::mt19937& rng, const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                                       float a_scale, float b_scale, float c_scale) {
+  return {Tensor::of(EDGERT_DTYPE_UINT8, a, random_values<uint8_t>(rng, count_of(a), 0, 255)),
+          scalar_f32(a_scale),
+          scalar_u8(119),
+          Tensor::of(EDGERT_DTYPE_UINT8, b, random_values<uint8_t>(rng, count_of(b), 0, 255)),
+          scalar_f32(b_scale),
+          scalar_u8(3),
+          scalar_f32(c_scale),
+          scalar_u8(140)};
+}
+
+TEST(CpuInt8Tactics, QLinearAddTacticsMatchTheReferenceBitForBit) {
+  std::mt19937 rng(12);
+  struct Shapes {
+    std::vector<int64_t> a, b;
+  };
+  const Shapes cases[] = {
+      {{1, 3, 5, 7}, {1, 3, 5, 7}},       {{2, 17, 13, 11}, {2, 17, 13, 11}}, {{1, 64, 56, 56}, {1, 64, 56, 56}},
+      {{2, 5, 9, 7}, {2, 5, 1, 1}},       {{1, 33, 4, 5}, {1, 33, 1, 1}},     {{2, 5, 9, 7}, {1, 5, 1, 1}},
+      {{1, 7, 1, 1}, {1, 7, 6, 5}},       {{3, 19}, {1}},                    {{2, 3, 4, 5}, {5}},
+      {{1, 1, 3, 40}, {1, 6, 1, 40}},
+  };
+  size_t ran = 0;
+  for (const Shapes& s : cases)
+    for (const float* scales : {std::array<float, 3>{0.02f, 0.03f, 0.05f}.data(),
+                                std::array<float, 3>{0.5f, 0.25f, 1.0f}.data()}) {  // the second: ties
+      const std::vector<Tensor> in = qlinear_add_inputs(rng, s.a, s.b, scales[0], scales[1], scales[2]);
+      ran += check_all_tactics("ref-qlinear-add", NodeSpec("com.microsoft", "QLinearAdd", 8), in,
+                               "QLinearAdd " + std::to_string(count_of(s.a)) + " + " + std::to_string(count_of(s.b)))
+                 .size();
+    }
+  if (cpu_has_avx512_bw()) {
+    EXPECT_GT(ran, 0u) << "this CPU has AVX-512 BW, but no QLinearAdd tactic ran";
+  }
+}
+
+TEST(CpuInt8Tactics, QLinearGlobalAveragePoolTacticsMatchTheReferenceBitForBit) {
+  std::mt19937 rng(13);
+  size_t ran = 0;
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
+           {1, 3, 1, 1}, {1, 5, 7, 7}, {2, 17, 13, 11}, {1, 130, 8, 16}, {1, 1280, 7, 7}, {2, 3, 30, 31}, {1, 4, 9}}) {
+    for (float y_scale : {0.01f, 0.037f, 0.005f}) {
+      const std::vector<Tensor> in = {
+          Tensor::of(EDGERT_DTYPE_UINT8, dims, random_values<uint8_t>(rng, count_of(dims), 0, 255)), scalar_f32(0.02f),
+          scalar_u8(90), scalar_f32(y_scale), scalar_u8(17)};
+      ran += check_all_tactics("ref-qlinear-global-average-pool",
+                               NodeSpec("com.microsoft", "QLinearGlobalAveragePool", 5).integer("channels_last", 0), in,
+                               "QLinearGlobalAveragePool " + std::to_string(count_of(dims)))
+                 .size();
+    }
+  }
+  if (cpu_has_avx512_bw()) {
+    EXPECT_GT(ran, 0u) << "this CPU has AVX-512 BW, but no QLinearGlobalAveragePool tactic ran";
+  }
+}
+
+// MaxPool on uint8 NCHW (what a folded Q/DQ model pools): the reference against the window
+// maxima computed here, padding never winning.
+TEST(CpuInt8Tactics, MaxPoolTakesUint8) {
+  std::mt19937 rng(14);
+  const int64_t n = 2, c = 3, h = 9, w = 11, k = 3, s = 2, pad = 1;
+  const int64_t oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
+  const std::vector<uint8_t> x = random_values<uint8_t>(rng, n * c * h * w, 0, 255);
+  const std::vector<Tensor> in = {Tensor::of(EDGERT_DTYPE_UINT8, {n, c, h, w}, x)};
+  NodeSpec spec("", "MaxPool", 1);
+  spec.ints("kernel_shape", {k, k}).ints("strides", {s, s}).ints("pads", {pad, pad, pad, pad});
+  const edgert_kernel& kernel = kernel_named(plugin(), "ref-max-pool");
+  const edgert_node node = spec.node();
+  for (const edgert_tactic& t : list_tactics(kernel, node, in)) {
+    PreparedRun run(kernel, node, in, t.id);
+    ASSERT_EQ(run.output_tensor().dtype, EDGERT_DTYPE_UINT8);
+    run.execute();
+    const std::vector<uint8_t>& y = run.output();
+    ASSERT_EQ(static_cast<int64_t>(y.size()), n * c * oh * ow);
+    for (int64_t p = 0; p < n * c; ++p)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          int best = -1;
+          for (int64_t dy = 0; dy < k; ++dy)
+            for (int64_t dx = 0; dx < k; ++dx) {
+              const int64_t iy = i * s - pad + dy, ix = j * s - pad + dx;
+              if (iy >= 0 && iy < h && ix >= 0 && ix < w) best = std::max<int>(best, x[static_cast<size_t>((p * h + iy) * w + ix)]);
+            }
+          ASSERT_EQ(y[static_cast<size_t>((p * oh + i) * ow + j)], best) << "tactic " << t.name << " plane " << p;
+        }
+  }
 }
 
 }  // namespace
