@@ -42,9 +42,30 @@ inline void clear_scratch(const Geometry& g, float* scratch) {
   std::memset(scratch, 0, static_cast<size_t>(scratch_floats(g)) * sizeof(float));
 }
 
+// What every plane of one geometry shares, worked out once (prepare), so the row loops divide
+// nothing: the phases' sizes and, per tap, its offset in the scratch from the window's corner.
+struct Plan {
+  Geometry g{};
+  int64_t cols = 0, plane = 0;  // phase_cols; floats per phase
+  int64_t tap_offsets[49] = {};
+};
+inline Plan make_plan(const Geometry& g) {
+  Plan p;
+  p.g = g;
+  p.cols = phase_cols(g);
+  p.plane = phase_rows(g) * p.cols;
+  for (int64_t ky = 0; ky < g.kernel_h; ++ky)
+    for (int64_t kx = 0; kx < g.kernel_w && ky * g.kernel_w + kx < 49; ++kx) {
+      const int64_t offset = kx * g.dilation_w;
+      p.tap_offsets[ky * g.kernel_w + kx] =
+          ky * g.dilation_h * p.cols + (offset % g.stride_w) * p.plane + offset / g.stride_w;
+    }
+  return p;
+}
+
 #if defined(__x86_64__)
 // One plane: x [in_h, in_w] u8, w [kernel_h x kernel_w] as floats, y [out_h, out_w] u8.
-void channel_avx512(const Geometry& g, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
+void channel_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
                     float multiplier, int32_t y_zero_point, uint8_t* y, float* scratch);
 #endif
 

@@ -126,6 +126,7 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
     packed_tactic_ = tactic;
   }
   threads_ = ThreadPool::instance().num_threads();
+  if (algorithm_ == Algorithm::Depthwise) depthwise_plan_ = qdepthwise::make_plan(depthwise_geometry());
   per_thread_bytes_ = algorithm_ == Algorithm::Depthwise
                           ? static_cast<size_t>(qdepthwise::scratch_floats(depthwise_geometry())) * sizeof(float)
                           : gemm::qgemm_workspace_bytes((channels_ / group_) * taps, threads_);
@@ -150,7 +151,14 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
   uint8_t* scratch = static_cast<uint8_t*>(workspace) +
                      round_up_64(static_cast<size_t>(out_channels_) * (sizeof(float) + sizeof(int32_t)));
   // The reference's float expression, in its order: (x_scale * w_scale[m]) / y_scale.
-  for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * scale_at(in[4], m) / y_scale;
+  // float32 scales read in place; other float types through scale_at.
+  const int64_t w_scales = numel(in[4]);
+  if (in[4].dtype == EDGERT_DTYPE_FLOAT32) {
+    const float* w_scale = data_as<float>(in[4]);
+    for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * w_scale[w_scales == 1 ? 0 : m] / y_scale;
+  } else {
+    for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * scale_at(in[4], m) / y_scale;
+  }
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
   if (algorithm_ == Algorithm::Depthwise) {
 #if defined(__x86_64__)
@@ -163,7 +171,7 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
           qdepthwise::clear_scratch(dg, own);
           for (int64_t plane = p0; plane < p1; ++plane) {
             const int64_t c = plane % channels_;
-            qdepthwise::channel_avx512(dg, x + plane * in_plane, x_zero, depthwise_weights_.data() + c * taps,
+            qdepthwise::channel_avx512(depthwise_plan_, x + plane * in_plane, x_zero, depthwise_weights_.data() + c * taps,
                                        bias ? bias[c] : 0, multiplier[c], y_zero, y + plane * out_plane, own);
           }
         },

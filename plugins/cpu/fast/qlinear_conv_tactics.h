@@ -45,6 +45,7 @@ class FastQLinearConv {
   Algorithm algorithm_ = Algorithm::Im2colGemm;
   std::vector<gemm::PackedQRows> packed_;  // one per group
   std::vector<float> depthwise_weights_;   // [C][taps], exact as floats
+  qdepthwise::Plan depthwise_plan_;
   const void* packed_from_ = nullptr;
   int64_t packed_tactic_ = -1;
   int threads_ = 1;

@@ -1,8 +1,8 @@
 // The AVX-512 INT8 depthwise plane (fast/qdepthwise.h): the plane is copied, less its zero
 // point, as floats into its column phases (16 pixels a vector; stride 2 splits even and odd
-// bytes as the two halves of 16-bit lanes), then each output row is summed in up to 4 vectors
-// of 16 outputs at once (one FMA chain each, the tap's weight broadcast once for all four) and
-// requantised as the reference rounds.
+// bytes as the two halves of 16-bit lanes), then the outputs are summed in blocks of up to 4
+// vectors of 16 (4 rows of one vector on planes 16 wide or less), one FMA chain each, the tap's
+// weight broadcast once for all, and requantised as the reference rounds.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -28,8 +28,9 @@ inline __m512 to_float(__m512i bytes_as_int32, __m512i zero_point) {
   return _mm512_cvtepi32_ps(_mm512_sub_epi32(bytes_as_int32, zero_point));
 }
 
-void fill_phases(const Geometry& g, const uint8_t* x, int32_t x_zero_point, float* scratch) {
-  const int64_t cols = phase_cols(g), plane = phase_rows(g) * cols;
+void fill_phases(const Plan& plan, const uint8_t* x, int32_t x_zero_point, float* scratch) {
+  const Geometry& g = plan.g;
+  const int64_t cols = plan.cols, plane = plan.plane;
   const __m512i zp = _mm512_set1_epi32(x_zero_point);
   for (int64_t iy = 0; iy < g.in_h; ++iy) {
     const uint8_t* src = x + iy * g.in_w;
@@ -57,53 +58,65 @@ void fill_phases(const Geometry& g, const uint8_t* x, int32_t x_zero_point, floa
   }
 }
 
-// V vectors of 16 outputs of row oy from column ox0.
-template <int V>
-void row_vectors(const Geometry& g, const float* scratch, const float* w, int64_t oy, int64_t ox0, int32_t bias,
-                 float multiplier, int32_t y_zero_point, uint8_t* y_row) {
-  const int64_t cols = phase_cols(g), plane = phase_rows(g) * cols;
-  __m512 acc[V];
+// R rows from oy times V vectors of 16 outputs from column ox0: R x V independent FMA chains, so
+// narrow planes (a 14-wide row is one vector) do not wait on one chain's latency.
+template <int R, int V>
+void row_block(const Plan& plan, const float* scratch, const float* w, int64_t oy, int64_t ox0, int32_t bias,
+               float multiplier, int32_t y_zero_point, uint8_t* y) {
+  const Geometry& g = plan.g;
+  __m512 acc[R][V];
 #pragma GCC unroll 4
-  for (int v = 0; v < V; ++v) acc[v] = _mm512_setzero_ps();
-  for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
-    const float* row = scratch + (oy * g.stride_h + ky * g.dilation_h) * cols + ox0;
-    for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
-      const int64_t offset = kx * g.dilation_w;
-      const float* src = row + (offset % g.stride_w) * plane + offset / g.stride_w;
-      const __m512 wv = _mm512_set1_ps(w[ky * g.kernel_w + kx]);
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(_mm512_loadu_ps(src + 16 * v), wv, acc[v]);
-    }
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  const int64_t row_step = g.stride_h * plan.cols;
+  const float* corner = scratch + oy * row_step + ox0;
+  const int64_t taps = g.kernel_h * g.kernel_w;
+  for (int64_t t = 0; t < taps; ++t) {
+    const float* src = corner + plan.tap_offsets[t];
+    const __m512 wv = _mm512_set1_ps(w[t]);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(_mm512_loadu_ps(src + r * row_step + 16 * v), wv, acc[r][v]);
   }
   const __m512i b = _mm512_set1_epi32(bias), zp = _mm512_set1_epi32(y_zero_point);
   const __m512 scale = _mm512_set1_ps(multiplier);
   const __m512 lo = _mm512_set1_ps(static_cast<float>(-y_zero_point));
   const __m512 hi = _mm512_set1_ps(static_cast<float>(255 - y_zero_point));
 #pragma GCC unroll 4
-  for (int v = 0; v < V; ++v) {
-    // The float sum is a whole number: converting it back is exact, then the reference's int32
-    // accumulator and its requantisation (see x86/qgemm_avx512vnni.cpp).
-    const __m512i sum = _mm512_add_epi32(_mm512_cvtps_epi32(acc[v]), b);
-    __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), scale);
-    f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
-    _mm512_mask_cvtusepi32_storeu_epi8(y_row + ox0 + 16 * v, lanes16(g.out_w - ox0 - 16 * v),
-                                       _mm512_add_epi32(_mm512_cvtps_epi32(f), zp));
-  }
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      // The float sum is a whole number: converting it back is exact, then the reference's int32
+      // accumulator and its requantisation (see x86/qgemm_avx512vnni.cpp).
+      const __m512i sum = _mm512_add_epi32(_mm512_cvtps_epi32(acc[r][v]), b);
+      __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), scale);
+      f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+      _mm512_mask_cvtusepi32_storeu_epi8(y + (oy + r) * g.out_w + ox0 + 16 * v, lanes16(g.out_w - ox0 - 16 * v),
+                                         _mm512_add_epi32(_mm512_cvtps_epi32(f), zp));
+    }
 }
 
 }  // namespace
 
-void channel_avx512(const Geometry& g, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
+void channel_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
                     float multiplier, int32_t y_zero_point, uint8_t* y, float* scratch) {
-  fill_phases(g, x, x_zero_point, scratch);
-  for (int64_t oy = 0; oy < g.out_h; ++oy) {
-    uint8_t* y_row = y + oy * g.out_w;
-    int64_t ox = 0;
-    for (; ox + 64 <= g.out_w; ox += 64) row_vectors<4>(g, scratch, w, oy, ox, bias, multiplier, y_zero_point, y_row);
-    switch ((g.out_w - ox + 15) / 16) {
-      case 3: row_vectors<3>(g, scratch, w, oy, ox, bias, multiplier, y_zero_point, y_row); break;
-      case 2: row_vectors<2>(g, scratch, w, oy, ox, bias, multiplier, y_zero_point, y_row); break;
-      case 1: row_vectors<1>(g, scratch, w, oy, ox, bias, multiplier, y_zero_point, y_row); break;
+  const Geometry& g = plan.g;
+  fill_phases(plan, x, x_zero_point, scratch);
+  const int64_t wide = g.out_w / 64 * 64, tail = (g.out_w - wide + 15) / 16;
+  for (int64_t oy = 0; oy < g.out_h; ++oy)
+    for (int64_t ox = 0; ox < wide; ox += 64) row_block<1, 4>(plan, scratch, w, oy, ox, bias, multiplier, y_zero_point, y);
+  int64_t oy = 0;
+  if (tail == 1)
+    for (; oy + 4 <= g.out_h; oy += 4) row_block<4, 1>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y);
+  if (tail == 2)
+    for (; oy + 2 <= g.out_h; oy += 2) row_block<2, 2>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y);
+  for (; oy < g.out_h; ++oy) {
+    switch (tail) {
+      case 3: row_block<1, 3>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y); break;
+      case 2: row_block<1, 2>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y); break;
+      case 1: row_block<1, 1>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y); break;
       default: break;
     }
   }

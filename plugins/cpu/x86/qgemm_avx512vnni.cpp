@@ -46,39 +46,61 @@ inline void interleave_4_rows(const uint8_t* rows, int64_t stride, int64_t valid
   }
 }
 
-// Row k of B's im2col expansion for pixels [p0, p0 + count): `count` bytes at out.
-void im2col_row(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t* out) {
-  const int64_t taps = b.kernel_h * b.kernel_w, c = k / taps, ky = (k % taps) / b.kernel_w, kx = k % b.kernel_w;
-  const uint8_t zero = static_cast<uint8_t>(b.zero_point);
-  const uint8_t* plane = b.data + c * b.in_h * b.in_w;
+// ceil(v / s) for s >= 1, without a division for strides 1 and 2.
+inline int64_t ceil_div(int64_t v, int64_t s) {
+  if (s == 1) return v;
+  if (s == 2) return (v + 1) >> 1;  // arithmetic shift: floor, so ceil for negative v too
+  return v >= 0 ? (v + s - 1) / s : -((-v) / s);
+}
+
+// B's im2col rows [0, k) for pixels [p0, p0 + count): row r at out + 32 r. The panel's pixels
+// are cut once into runs along output rows; the rows then divide nothing (stride 1 and 2).
+void im2col_rows(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t* out) {
+  struct Run {
+    int64_t iy0, ix0, len, offset;  // the window corner of the run's first pixel
+  };
+  Run runs[kQgemmPanelPixels];
+  int run_count = 0;
   for (int64_t done = 0; done < count;) {
-    const int64_t p = p0 + done, oy = p / b.out_w, ox = p % b.out_w;
-    const int64_t len = std::min(b.out_w - ox, count - done);
-    uint8_t* dst = out + done;
+    const int64_t p = p0 + done, oy = p / b.out_w, ox = p % b.out_w, len = std::min(b.out_w - ox, count - done);
+    runs[run_count++] = {oy * b.stride_h - b.pad_top, ox * b.stride_w - b.pad_left, len, done};
     done += len;
-    const int64_t iy = oy * b.stride_h - b.pad_top + ky * b.dilation_h;
-    if (iy < 0 || iy >= b.in_h) {
-      std::memset(dst, zero, static_cast<size_t>(len));
-      continue;
-    }
-    const uint8_t* row = plane + iy * b.in_w;
-    const int64_t ix0 = ox * b.stride_w - b.pad_left + kx * b.dilation_w, s = b.stride_w;
-    // Pixels j in [j_lo, j_hi) read inside the row; the others are padding.
-    const int64_t j_lo = std::min(len, ix0 >= 0 ? 0 : (-ix0 + s - 1) / s);
-    const int64_t j_hi = std::max(j_lo, std::min(len, b.in_w - ix0 <= 0 ? 0 : (b.in_w - ix0 + s - 1) / s));
-    std::memset(dst, zero, static_cast<size_t>(j_lo));
-    std::memset(dst + j_hi, zero, static_cast<size_t>(len - j_hi));
-    const int64_t n = j_hi - j_lo;
-    const uint8_t* src = row + ix0 + j_lo * s;
-    if (s == 1) {
-      std::memcpy(dst + j_lo, src, static_cast<size_t>(n));
-    } else if (s == 2 && n <= 32) {
-      // The even bytes of 2n - 1: the low bytes of n 16-bit lanes.
-      const __mmask64 load = n == 0 ? 0 : (~0ull >> (64 - (2 * n - 1)));
-      const __m256i even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(load, src));
-      _mm256_mask_storeu_epi8(dst + j_lo, n >= 32 ? ~0u : ((1u << n) - 1u), even);
-    } else {
-      for (int64_t j = 0; j < n; ++j) dst[j_lo + j] = src[j * s];
+  }
+  const uint8_t zero = static_cast<uint8_t>(b.zero_point);
+  const int64_t s = b.stride_w, taps = b.kernel_h * b.kernel_w;
+  int64_t r = 0;
+  for (int64_t c = 0; r < k; ++c) {
+    const uint8_t* plane = b.data + c * b.in_h * b.in_w;
+    for (int64_t t = 0; t < taps; ++t, ++r) {
+      const int64_t dy = (t / b.kernel_w) * b.dilation_h, dx = (t % b.kernel_w) * b.dilation_w;
+      uint8_t* row_out = out + r * kQgemmPanelPixels;
+      for (int i = 0; i < run_count; ++i) {
+        const Run& run = runs[i];
+        uint8_t* dst = row_out + run.offset;
+        const int64_t iy = run.iy0 + dy, len = run.len;
+        if (iy < 0 || iy >= b.in_h) {
+          std::memset(dst, zero, static_cast<size_t>(len));
+          continue;
+        }
+        const int64_t ix0 = run.ix0 + dx;
+        // Pixels j in [j_lo, j_hi) read inside the row; the others are padding.
+        const int64_t j_lo = std::min(len, std::max<int64_t>(0, ceil_div(-ix0, s)));
+        const int64_t j_hi = std::min(len, std::max(j_lo, ceil_div(b.in_w - ix0, s)));
+        std::memset(dst, zero, static_cast<size_t>(j_lo));
+        std::memset(dst + j_hi, zero, static_cast<size_t>(len - j_hi));
+        const int64_t n = j_hi - j_lo;
+        const uint8_t* src = plane + iy * b.in_w + ix0 + j_lo * s;
+        if (s == 1) {
+          std::memcpy(dst + j_lo, src, static_cast<size_t>(n));
+        } else if (s == 2 && n > 0) {
+          // The even bytes of 2n - 1: the low bytes of n 16-bit lanes.
+          const __mmask64 load = ~0ull >> (64 - (2 * n - 1));
+          const __m256i even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(load, src));
+          _mm256_mask_storeu_epi8(dst + j_lo, n >= 32 ? ~0u : ((1u << n) - 1u), even);
+        } else {
+          for (int64_t j = 0; j < n; ++j) dst[j_lo + j] = src[j * s];
+        }
+      }
     }
   }
 }
@@ -136,7 +158,7 @@ void qgemm_pack_pixels_avx512(const QPixels& b, int64_t k, int64_t p0, int64_t c
     rows = b.data + p0;
     stride = b.row_stride;
   } else {
-    for (int64_t r = 0; r < k; ++r) im2col_row(b, r, p0, count, scratch + r * kQgemmPanelPixels);
+    im2col_rows(b, k, p0, count, scratch);
     rows = scratch;
     stride = kQgemmPanelPixels;
   }
