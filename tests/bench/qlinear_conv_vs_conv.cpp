@@ -1,7 +1,7 @@
 // The INT8 QLinearConv tactics (u8 x s8, NCHW) against the float32 Conv tactics at the layer
 // shapes of resnet18 and mobilenet_v2, through the CPU plugin's C ABI as an engine runs them:
 //
-//   edgert_qlinear_conv_vs_conv [--seconds 0.2] [--threads 1,2]
+//   edgert_qlinear_conv_vs_conv [--seconds 0.2] [--threads 1,2] [--only <part of a layer's name>]
 //
 // One line per shape and thread count: the fastest float32 tactic and the fastest INT8 one (each
 // the best of every tactic the plugin lists for the node on this CPU, each timed as the best of
@@ -81,8 +81,10 @@ Best fastest(const char* kernel, const NodeSpec& spec, const std::vector<Tensor>
 int main(int argc, char** argv) {
   double seconds = 0.2;
   std::vector<int> thread_counts = {1, 2};
+  std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     if (std::strcmp(argv[i], "--threads") == 0) {
       thread_counts.clear();
       for (const char* p = argv[i + 1]; *p;) {
@@ -115,6 +117,7 @@ int main(int argc, char** argv) {
   std::printf("%-28s %3s %10s %-40s %10s %-40s %6s\n", "layer", "thr", "fp32 us", "fp32 tactic", "int8 us",
               "int8 tactic", "ratio");
   for (const Layer& l : layers) {
+    if (std::string(l.what).find(only) == std::string::npos) continue;
     const int64_t cg = l.channels / l.group, k = cg * l.kernel * l.kernel, image = l.channels * l.size * l.size;
     std::vector<Tensor> f32 = {
         Tensor::of(EDGERT_DTYPE_FLOAT32, {1, l.channels, l.size, l.size}, random_values<float>(rng, image, -1, 1)),

@@ -46,6 +46,13 @@ inline void interleave_4_rows(const uint8_t* rows, int64_t stride, int64_t valid
   }
 }
 
+// Up to 32 bytes: one masked load and store (memcpy and memset calls cost more than the copy).
+inline __mmask32 bytes32(int64_t n) { return n >= 32 ? ~0u : ((1u << n) - 1u); }
+inline void copy_bytes(uint8_t* dst, const uint8_t* src, int64_t n) {
+  _mm256_mask_storeu_epi8(dst, bytes32(n), _mm256_maskz_loadu_epi8(bytes32(n), src));
+}
+inline void fill_bytes(uint8_t* dst, __m256i value, int64_t n) { _mm256_mask_storeu_epi8(dst, bytes32(n), value); }
+
 // ceil(v / s) for s >= 1, without a division for strides 1 and 2.
 inline int64_t ceil_div(int64_t v, int64_t s) {
   if (s == 1) return v;
@@ -66,7 +73,7 @@ void im2col_rows(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t
     runs[run_count++] = {oy * b.stride_h - b.pad_top, ox * b.stride_w - b.pad_left, len, done};
     done += len;
   }
-  const uint8_t zero = static_cast<uint8_t>(b.zero_point);
+  const __m256i zero = _mm256_set1_epi8(static_cast<char>(b.zero_point));
   const int64_t s = b.stride_w, taps = b.kernel_h * b.kernel_w;
   int64_t r = 0;
   for (int64_t c = 0; r < k; ++c) {
@@ -79,19 +86,19 @@ void im2col_rows(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t
         uint8_t* dst = row_out + run.offset;
         const int64_t iy = run.iy0 + dy, len = run.len;
         if (iy < 0 || iy >= b.in_h) {
-          std::memset(dst, zero, static_cast<size_t>(len));
+          fill_bytes(dst, zero, len);
           continue;
         }
         const int64_t ix0 = run.ix0 + dx;
         // Pixels j in [j_lo, j_hi) read inside the row; the others are padding.
         const int64_t j_lo = std::min(len, std::max<int64_t>(0, ceil_div(-ix0, s)));
         const int64_t j_hi = std::min(len, std::max(j_lo, ceil_div(b.in_w - ix0, s)));
-        std::memset(dst, zero, static_cast<size_t>(j_lo));
-        std::memset(dst + j_hi, zero, static_cast<size_t>(len - j_hi));
+        fill_bytes(dst, zero, j_lo);
+        fill_bytes(dst + j_hi, zero, len - j_hi);
         const int64_t n = j_hi - j_lo;
         const uint8_t* src = plane + iy * b.in_w + ix0 + j_lo * s;
         if (s == 1) {
-          std::memcpy(dst + j_lo, src, static_cast<size_t>(n));
+          copy_bytes(dst + j_lo, src, n);
         } else if (s == 2 && n > 0) {
           // The even bytes of 2n - 1: the low bytes of n 16-bit lanes.
           const __mmask64 load = ~0ull >> (64 - (2 * n - 1));
