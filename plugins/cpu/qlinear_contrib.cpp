@@ -64,7 +64,8 @@ class QLinearAddOp : public Op {
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
     const float sc = scale_at(in[6], 0);
     const float ra = scale_at(in[1], 0) / sc, rb = scale_at(in[4], 0) / sc;
-    const int32_t za = zero_point_at(optional_input(node, in, 2), 0), zb = zero_point_at(optional_input(node, in, 5), 0);
+    const int32_t za = zero_point_at(optional_input(node, in, 2), 0);
+    const int32_t zb = zero_point_at(optional_input(node, in, 5), 0);
     const int32_t zc = zero_point_at(optional_input(node, in, 7), 0);
     const uint8_t *a = data_as<uint8_t>(in[0]), *b = data_as<uint8_t>(in[3]);
     uint8_t* c = data_as<uint8_t>(out[0]);
@@ -186,7 +187,8 @@ class QLinearGlobalAveragePoolOp : public Op {
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
     const uint8_t* x = data_as<uint8_t>(in[0]);
     uint8_t* y = data_as<uint8_t>(out[0]);
-    const int32_t zx = zero_point_at(optional_input(node, in, 2), 0), zy = zero_point_at(optional_input(node, in, 4), 0);
+    const int32_t zx = zero_point_at(optional_input(node, in, 2), 0);
+    const int32_t zy = zero_point_at(optional_input(node, in, 4), 0);
     const float multiplier = scale_at(in[1], 0) / (scale_at(in[3], 0) * static_cast<float>(size_));
     const int64_t planes = in[0].dims[0] * in[0].dims[1];
     ThreadPool::instance().parallel_ranges(planes, [&](int64_t p0, int64_t p1, int) {

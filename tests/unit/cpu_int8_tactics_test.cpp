@@ -307,7 +307,8 @@ TEST(CpuInt8Tactics, MaxPoolTakesUint8) {
           for (int64_t dy = 0; dy < k; ++dy)
             for (int64_t dx = 0; dx < k; ++dx) {
               const int64_t iy = i * s - pad + dy, ix = j * s - pad + dx;
-              if (iy >= 0 && iy < h && ix >= 0 && ix < w) best = std::max<int>(best, x[static_cast<size_t>((p * h + iy) * w + ix)]);
+              if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+                best = std::max<int>(best, x[static_cast<size_t>((p * h + iy) * w + ix)]);
             }
           ASSERT_EQ(y[static_cast<size_t>((p * oh + i) * ow + j)], best) << "tactic " << t.name << " plane " << p;
         }

@@ -81,7 +81,8 @@ std::vector<uint8_t> expected(const Problem& p, bool with_bias) {
       int64_t sum = with_bias ? p.bias[static_cast<size_t>(r)] : 0;
       for (int64_t k = 0; k < p.k; ++k)
         sum += (static_cast<int64_t>(p.b.at(k, q)) - p.b.zero_point) * p.w[static_cast<size_t>(r * p.k + k)];
-      const float v = std::nearbyint(static_cast<float>(static_cast<int32_t>(sum)) * p.multiplier[static_cast<size_t>(r)]);
+      const float v =
+          std::nearbyint(static_cast<float>(static_cast<int32_t>(sum)) * p.multiplier[static_cast<size_t>(r)]);
       y[static_cast<size_t>(r * p.pixels + q)] = static_cast<uint8_t>(std::min(255.0f, std::max(0.0f, v + 77.0f)));
     }
   return y;

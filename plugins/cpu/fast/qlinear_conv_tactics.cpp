@@ -171,7 +171,8 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
           qdepthwise::clear_scratch(dg, own);
           for (int64_t plane = p0; plane < p1; ++plane) {
             const int64_t c = plane % channels_;
-            qdepthwise::channel_avx512(depthwise_plan_, x + plane * in_plane, x_zero, depthwise_weights_.data() + c * taps,
+            qdepthwise::channel_avx512(depthwise_plan_, x + plane * in_plane, x_zero,
+                                       depthwise_weights_.data() + c * taps,
                                        bias ? bias[c] : 0, multiplier[c], y_zero, y + plane * out_plane, own);
           }
         },

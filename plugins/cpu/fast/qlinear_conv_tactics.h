@@ -27,9 +27,10 @@ class FastQLinearConv {
  public:
   // Prepares `tactic` for QLinearConv's inputs (W and w_zero_point with data). False when the
   // tactic does not apply to this node (the caller then runs the reference). Sizes
-  // info.workspace_bytes.
-  bool prepare(int64_t tactic, const edgert_node& node, const WindowGeometry& g, int64_t group, const edgert_tensor* inputs,
-               edgert_prepare_info& info);
+  // info.workspace_bytes. W is copied (packed): it is not referenced after prepare, though a
+  // later prepare with another W pointer packs again (so no input is reported replaced).
+  bool prepare(int64_t tactic, const edgert_node& node, const WindowGeometry& g, int64_t group,
+               const edgert_tensor* inputs, edgert_prepare_info& info);
   // Y from QLinearConv's inputs (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
   // y_zero_point, B or null).
   void execute(const edgert_tensor* inputs, const int32_t* bias, uint8_t* y, void* workspace) const;

@@ -78,7 +78,8 @@ void row_block(const Plan& plan, const float* scratch, const float* w, int64_t o
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(_mm512_loadu_ps(src + r * row_step + 16 * v), wv, acc[r][v]);
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = _mm512_fmadd_ps(_mm512_loadu_ps(src + r * row_step + 16 * v), wv, acc[r][v]);
   }
   const __m512i b = _mm512_set1_epi32(bias), zp = _mm512_set1_epi32(y_zero_point);
   const __m512 scale = _mm512_set1_ps(multiplier);
@@ -106,7 +107,8 @@ void channel_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, co
   fill_phases(plan, x, x_zero_point, scratch);
   const int64_t wide = g.out_w / 64 * 64, tail = (g.out_w - wide + 15) / 16;
   for (int64_t oy = 0; oy < g.out_h; ++oy)
-    for (int64_t ox = 0; ox < wide; ox += 64) row_block<1, 4>(plan, scratch, w, oy, ox, bias, multiplier, y_zero_point, y);
+    for (int64_t ox = 0; ox < wide; ox += 64)
+      row_block<1, 4>(plan, scratch, w, oy, ox, bias, multiplier, y_zero_point, y);
   int64_t oy = 0;
   if (tail == 1)
     for (; oy + 4 <= g.out_h; oy += 4) row_block<4, 1>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y);
