@@ -21,6 +21,7 @@
   X(matmul) \
   X(pool) \
   X(quantize) \
+  X(qlinear_contrib) \
   X(einsum) \
   X(resize) \
   X(detection) \

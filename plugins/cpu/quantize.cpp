@@ -1,12 +1,17 @@
 // Linear quantization: QuantizeLinear, DequantizeLinear (per tensor or per axis),
 // DynamicQuantizeLinear, and QLinearConv. Arithmetic follows ONNX Runtime: float math,
-// round half to even, saturate.
+// round half to even, saturate. Their AVX-512 tactics (per-tensor u8 Quantize/Dequantize,
+// fast/qlinear_rows.h; QLinearConv, fast/qlinear_conv_tactics.h) are bit-exact with these.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "fast/avx512_bw.h"
+#include "fast/qlinear_conv_tactics.h"
+#include "fast/qlinear_rows.h"
 #include "kernel.h"
 #include "nn_common.h"
+#include "thread_pool.h"
 
 namespace edgert::cpu {
 namespace {
@@ -54,6 +59,42 @@ void for_each_channel(const AxisLayout& l, Fn fn) {
       for (int64_t k = 0; k < l.inner; ++k) fn(i++, c);
 }
 
+// Stable tactic ids of QuantizeLinear and DequantizeLinear (engines and timing caches store them).
+constexpr int64_t kQuantizeU8Avx512 = 1;
+constexpr int64_t kDequantizeU8Avx512 = 1;
+
+// Calls fn(first, count) over [0, n) in pieces of 16 K elements spread over the thread pool.
+template <typename Fn>
+void for_each_piece(int64_t n, Fn fn) {
+  constexpr int64_t kPiece = 16384;
+  ThreadPool::instance().parallel_ranges((n + kPiece - 1) / kPiece, [&](int64_t p0, int64_t p1, int) {
+    const int64_t i0 = p0 * kPiece, i1 = std::min(n, p1 * kPiece);
+    fn(i0, i1 - i0);
+  });
+}
+
+// A per-tensor float32 scale and a u8 zero point (or none) with the given data dtype.
+bool per_tensor_u8(const edgert_node* node, const edgert_tensor* in) {
+  if (in[1].dtype != EDGERT_DTYPE_FLOAT32 || numel(in[1]) != 1 || in[1].rank > 1) return false;
+  if (has_input(*node, in, 2)) return in[2].dtype == EDGERT_DTYPE_UINT8 && numel(in[2]) == 1;
+  return true;
+}
+
+std::vector<TacticSpec> quantize_tactics(const edgert_node* node, const edgert_tensor* in) {
+  const int64_t output_dtype = Attributes(node).get_int("output_dtype", 0);
+  if (!avx512_bw_available() || (in[0].dtype != EDGERT_DTYPE_FLOAT32 && in[0].dtype != EDGERT_DTYPE_UNDEFINED) ||
+      !per_tensor_u8(node, in) || (output_dtype != 0 && output_dtype != EDGERT_DTYPE_UINT8))
+    return {};
+  return {{kQuantizeU8Avx512, "f32-quantize-linear-u8-avx512"}};
+}
+
+std::vector<TacticSpec> dequantize_tactics(const edgert_node* node, const edgert_tensor* in) {
+  if (!avx512_bw_available() || (in[0].dtype != EDGERT_DTYPE_UINT8 && in[0].dtype != EDGERT_DTYPE_UNDEFINED) ||
+      !per_tensor_u8(node, in))
+    return {};
+  return {{kDequantizeU8Avx512, "u8-dequantize-linear-f32-avx512"}};
+}
+
 class QuantizeLinearOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
@@ -68,10 +109,23 @@ class QuantizeLinearOp : public Op {
       fail(EDGERT_ERR_UNSUPPORTED, "output dtype %s is not supported (expected (u)int8 or (u)int16)", dtype_name(out_dtype));
     layout_ = axis_layout(node, x, in[1], zp);
     set_output(out[0], out_dtype, shape_of(x));
+    fast_ = tactic() == kQuantizeU8Avx512 && avx512_bw_available() && x.dtype == EDGERT_DTYPE_FLOAT32 &&
+            in[1].dtype == EDGERT_DTYPE_FLOAT32 && out_dtype == EDGERT_DTYPE_UINT8 && layout_.channels == 1;
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
     const edgert_tensor* zp = optional_input(node, in, 2);
+#if defined(__x86_64__)
+    if (fast_) {
+      const float* x = data_as<float>(in[0]);
+      uint8_t* y = data_as<uint8_t>(out[0]);
+      const float scale = scale_at(in[1], 0);
+      const int32_t zero_point = zero_point_at(zp, 0);
+      for_each_piece(numel(in[0]),
+                     [&](int64_t i0, int64_t n) { qrows::quantize_u8_avx512(x + i0, n, scale, zero_point, y + i0); });
+      return;
+    }
+#endif
     dispatch(in[0].dtype, kFloats | kSigned, [&](auto xtag) {
       dispatch(out[0].dtype, kSigned | kUnsigned, [&](auto qtag) {
         using TX = typename decltype(xtag)::type;
@@ -90,6 +144,7 @@ class QuantizeLinearOp : public Op {
 
  private:
   AxisLayout layout_;
+  bool fast_ = false;
 };
 
 class DequantizeLinearOp : public Op {
@@ -104,10 +159,23 @@ class DequantizeLinearOp : public Op {
       fail(EDGERT_ERR_SHAPE, "x_zero_point has dtype %s, x has %s", dtype_name(zp->dtype), dtype_name(x.dtype));
     layout_ = axis_layout(node, x, in[1], zp);
     set_output(out[0], in[1].dtype, shape_of(x));
+    fast_ = tactic() == kDequantizeU8Avx512 && avx512_bw_available() && x.dtype == EDGERT_DTYPE_UINT8 &&
+            in[1].dtype == EDGERT_DTYPE_FLOAT32 && layout_.channels == 1;
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
     const edgert_tensor* zp = optional_input(node, in, 2);
+#if defined(__x86_64__)
+    if (fast_) {
+      const uint8_t* x = data_as<uint8_t>(in[0]);
+      float* y = data_as<float>(out[0]);
+      const float scale = scale_at(in[1], 0);
+      const int32_t zero_point = zero_point_at(zp, 0);
+      for_each_piece(numel(in[0]),
+                     [&](int64_t i0, int64_t n) { qrows::dequantize_u8_avx512(x + i0, n, zero_point, scale, y + i0); });
+      return;
+    }
+#endif
     dispatch(in[0].dtype, kSigned | kUnsigned, [&](auto xtag) {
       dispatch(out[0].dtype, kFloats, [&](auto ytag) {
         using TX = typename decltype(xtag)::type;
@@ -126,6 +194,7 @@ class DequantizeLinearOp : public Op {
 
  private:
   AxisLayout layout_;
+  bool fast_ = false;
 };
 
 // y_scale = (max(0, max x) - min(0, min x)) / 255, y_zero_point = round(clamp(-min / scale)),
@@ -187,12 +256,14 @@ class QLinearConvOp : public Op {
              shape_string(shape_of(*b)).c_str(), static_cast<long long>(m));
     }
     set_output(out[0], in[7].dtype, out_shape);
-    info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(int32_t);
+    fast_ = tactic() != 0 && fast_conv_.prepare(tactic(), node, g_, group_, in, info);
+    if (!fast_) info.workspace_bytes = static_cast<size_t>(g_.out_size()) * sizeof(int32_t);
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
     const edgert_tensor* b = optional_input(node, in, 8);
     const int32_t* bias = b ? data_as<int32_t>(*b) : nullptr;
+    if (fast_) return fast_conv_.execute(in, bias, data_as<uint8_t>(out[0]), workspace);
     const float x_scale = scale_at(in[1], 0), y_scale = scale_at(in[6], 0);
     const int32_t x_zero = zero_point_at(&in[2], 0), y_zero = zero_point_at(&in[7], 0);
     dispatch_8bit(in[0].dtype, [&](auto xtag) {
@@ -218,6 +289,11 @@ class QLinearConvOp : public Op {
  private:
   WindowGeometry g_;
   int64_t group_ = 1;
+  bool fast_ = false;
+  FastQLinearConv fast_conv_;
+
+ public:
+  size_t state_bytes() const override { return fast_conv_.state_bytes(); }
 };
 
 // Refuses what opset 19+/21 added and these kernels do not do: float8 / 4-bit types and
@@ -234,10 +310,10 @@ int32_t quantize_supports(const edgert_node* node, const edgert_tensor* in) {
 }  // namespace
 
 void register_quantize_kernels(KernelRegistry& r) {
-  r.add<QuantizeLinearOp>("QuantizeLinear", "ref-quantize-linear", quantize_supports);
-  r.add<DequantizeLinearOp>("DequantizeLinear", "ref-dequantize-linear", quantize_supports);
+  r.add<QuantizeLinearOp>("QuantizeLinear", "ref-quantize-linear", quantize_supports, quantize_tactics);
+  r.add<DequantizeLinearOp>("DequantizeLinear", "ref-dequantize-linear", quantize_supports, dequantize_tactics);
   r.add<DynamicQuantizeLinearOp>("DynamicQuantizeLinear", "ref-dynamic-quantize-linear");
-  r.add<QLinearConvOp>("QLinearConv", "ref-qlinear-conv");
+  r.add<QLinearConvOp>("QLinearConv", "ref-qlinear-conv", nullptr, qlinear_conv_tactics);
 }
 
 }  // namespace edgert::cpu

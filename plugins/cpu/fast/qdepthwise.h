@@ -1,0 +1,72 @@
+// INT8 depthwise convolution (QLinearConv with group == C == M), one u8 channel plane per call:
+//   acc = bias + sum_taps (x - x_zero_point) w        (int32, exact)
+//   y   = clamp(round_half_even(float(acc) * multiplier) + y_zero_point, 0, 255)
+// bit-exact with the reference QLinearConv. The sums are computed in float32, exactly: every
+// product (x - zx) w is an integer of at most 255 x 128 in magnitude, and 49 of them (7x7) stay
+// below 2^24, where float32 holds every integer; so FMA's order does not matter.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace edgert::cpu::qdepthwise {
+
+struct Geometry {
+  int64_t in_h, in_w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, pad_top,
+      pad_left;
+};
+
+// Shapes whose float sums are exact (at most 49 taps) with stride 1 or 2 on both axes.
+inline bool applies(const Geometry& g) {
+  return g.kernel_h * g.kernel_w <= 49 && (g.stride_h == 1 || g.stride_h == 2) && (g.stride_w == 1 || g.stride_w == 2);
+}
+
+// The padded plane, split into stride_w column phases (phase q holds padded columns q, q + s,
+// ...), so every tap of 16 neighbouring outputs is one unaligned load: rows x cols floats each.
+inline int64_t phase_rows(const Geometry& g) {
+  const int64_t needed = (g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+  return needed > g.in_h + g.pad_top ? needed : g.in_h + g.pad_top;
+}
+inline int64_t phase_cols(const Geometry& g) {
+  const int64_t taps = (g.out_w + 15) / 16 * 16 + (g.kernel_w - 1) * g.dilation_w / g.stride_w + 1;
+  const int64_t image = (g.in_w + g.pad_left + g.stride_w - 1) / g.stride_w + 1;
+  return ((taps > image ? taps : image) + 15) / 16 * 16;
+}
+// Floats of scratch one thread needs (a multiple of 16).
+inline int64_t scratch_floats(const Geometry& g) { return g.stride_w * phase_rows(g) * phase_cols(g); }
+
+// Clears the padding of `scratch` (all of it); channel_avx512 only writes the image's part, so
+// one clear serves every channel of the same geometry.
+inline void clear_scratch(const Geometry& g, float* scratch) {
+  std::memset(scratch, 0, static_cast<size_t>(scratch_floats(g)) * sizeof(float));
+}
+
+// What every plane of one geometry shares, worked out once (prepare), so the row loops divide
+// nothing: the phases' sizes and, per tap, its offset in the scratch from the window's corner.
+struct Plan {
+  Geometry g{};
+  int64_t cols = 0, plane = 0;  // phase_cols; floats per phase
+  int64_t tap_offsets[49] = {};
+};
+inline Plan make_plan(const Geometry& g) {
+  Plan p;
+  p.g = g;
+  p.cols = phase_cols(g);
+  p.plane = phase_rows(g) * p.cols;
+  for (int64_t ky = 0; ky < g.kernel_h; ++ky)
+    for (int64_t kx = 0; kx < g.kernel_w && ky * g.kernel_w + kx < 49; ++kx) {
+      const int64_t offset = kx * g.dilation_w;
+      p.tap_offsets[ky * g.kernel_w + kx] =
+          ky * g.dilation_h * p.cols + (offset % g.stride_w) * p.plane + offset / g.stride_w;
+    }
+  return p;
+}
+
+#if defined(__x86_64__)
+// One plane: x [in_h, in_w] u8, w [kernel_h x kernel_w] as floats, y [out_h, out_w] u8.
+void channel_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
+                    float multiplier, int32_t y_zero_point, uint8_t* y, float* scratch);
+#endif
+
+}  // namespace edgert::cpu::qdepthwise

@@ -1,0 +1,210 @@
+#include "fast/qlinear_conv_tactics.h"
+
+#include <algorithm>
+
+#include "fast/avx512_bw.h"
+#include "thread_pool.h"
+
+namespace edgert::cpu {
+
+namespace {
+
+// Stable ids: engines and timing caches store them. Never renumber; add new ones.
+enum QLinearConvTactic : int64_t {
+  kQConv1x1Avx512Vnni = 13,
+  kQConvIm2colAvx512Vnni = 23,
+  kQConvDepthwiseAvx512 = 33,
+};
+
+size_t round_up_64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Every w_zero_point known and 0, int8.
+bool symmetric_weights(const edgert_tensor& zero_point) {
+  if (zero_point.dtype != EDGERT_DTYPE_INT8 || !zero_point.data) return false;
+  const int8_t* z = static_cast<const int8_t*>(zero_point.data);
+  return std::all_of(z, z + numel(zero_point), [](int8_t v) { return v == 0; });
+}
+
+// The types and constants every tactic needs; `x_known`: x's dtype must be set (prepare).
+bool takes_types(const edgert_node& node, const edgert_tensor* in, bool x_known) {
+  if (node.num_inputs < 8) return false;
+  const edgert_tensor &x = in[0], &w = in[3];
+  if (x.dtype != EDGERT_DTYPE_UINT8 && (x_known || x.dtype != EDGERT_DTYPE_UNDEFINED)) return false;
+  if (w.dtype != EDGERT_DTYPE_INT8 || !w.data || x.rank != 4 || w.rank != 4) return false;
+  if (in[7].dtype != EDGERT_DTYPE_UINT8 && (x_known || in[7].dtype != EDGERT_DTYPE_UNDEFINED)) return false;
+  const edgert_tensor* b = optional_input(node, in, 8);
+  if (b && b->dtype != EDGERT_DTYPE_INT32 && b->dtype != EDGERT_DTYPE_UNDEFINED) return false;
+  return symmetric_weights(in[5]);
+}
+
+bool is_depthwise(int64_t group, const edgert_tensor& x, const edgert_tensor& w) {
+  return group > 1 && group == x.dims[1] && group == w.dims[0] && w.dims[1] == 1;
+}
+
+bool is_pointwise(const WindowGeometry& g) {
+  for (int i = 0; i < g.rank; ++i)
+    if (g.kernel[i] != 1 || g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return false;
+  return true;
+}
+
+qdepthwise::Geometry depthwise_geometry_of(const WindowGeometry& g) {
+  return {g.in[0], g.in[1], g.out[0], g.out[1], g.kernel[0], g.kernel[1], g.stride[0], g.stride[1],
+          g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1]};
+}
+
+}  // namespace
+
+std::vector<TacticSpec> qlinear_conv_tactics(const edgert_node* node, const edgert_tensor* inputs) {
+  std::vector<TacticSpec> out;
+  if (!takes_types(*node, inputs, false)) return out;
+  const edgert_tensor &x = inputs[0], &w = inputs[3];
+  const int64_t group = Attributes(node).get_int("group", 1);
+  WindowGeometry g;
+  try {
+    Shape out_shape;
+    g = conv_shapes(*node, x, w, group, out_shape);
+  } catch (const KernelError&) {
+    return out;  // prepare reports what is wrong with the node
+  }
+  if (g.rank != 2) return out;
+  if (is_depthwise(group, x, w)) {
+    if (avx512_bw_available() && qdepthwise::applies(depthwise_geometry_of(g)))
+      out.push_back({kQConvDepthwiseAvx512, "u8s8-qconv-dw-direct-16-avx512"});
+    return out;
+  }
+  if (w.dims[1] * g.kernel_size() > gemm::kQgemmMaxDepth || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni))
+    return out;
+  if (is_pointwise(g))
+    out.push_back({kQConv1x1Avx512Vnni, "u8s8-qconv-1x1-gemm-12x32-avx512vnni"});
+  else
+    out.push_back({kQConvIm2colAvx512Vnni, "u8s8-qconv-im2col-gemm-12x32-avx512vnni"});
+  return out;
+}
+
+bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const WindowGeometry& g, int64_t group,
+                              const edgert_tensor* in, edgert_prepare_info& info) {
+  const edgert_tensor &x = in[0], &w = in[3];
+  if (g.rank != 2 || !takes_types(node, in, true)) return false;
+  // An engine tuned on another CPU may name a tactic this one cannot run: the reference runs.
+  switch (tactic) {
+    case kQConv1x1Avx512Vnni:
+      if (!is_pointwise(g) || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni)) return false;
+      algorithm_ = Algorithm::Gemm1x1;
+      break;
+    case kQConvIm2colAvx512Vnni:
+      if (!gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni)) return false;
+      algorithm_ = Algorithm::Im2colGemm;
+      break;
+    case kQConvDepthwiseAvx512:
+      if (!is_depthwise(group, x, w) || !avx512_bw_available() || !qdepthwise::applies(depthwise_geometry_of(g)))
+        return false;
+      algorithm_ = Algorithm::Depthwise;
+      break;
+    default: return false;
+  }
+  batch_ = x.dims[0];
+  channels_ = x.dims[1];
+  out_channels_ = w.dims[0];
+  group_ = group;
+  in_h_ = g.in[0], in_w_ = g.in[1], out_h_ = g.out[0], out_w_ = g.out[1];
+  kernel_h_ = g.kernel[0], kernel_w_ = g.kernel[1], stride_h_ = g.stride[0], stride_w_ = g.stride[1];
+  dilation_h_ = g.dilation[0], dilation_w_ = g.dilation[1], pad_top_ = g.pad_begin[0], pad_left_ = g.pad_begin[1];
+  const int64_t taps = kernel_h_ * kernel_w_;
+  const int8_t* weights = static_cast<const int8_t*>(w.data);
+  if (packed_from_ != w.data || packed_tactic_ != tactic) {
+    packed_.clear();
+    depthwise_weights_.clear();
+    if (algorithm_ == Algorithm::Depthwise) {
+      depthwise_weights_.assign(weights, weights + out_channels_ * taps);
+    } else {
+      const int64_t mg = out_channels_ / group_, k = (channels_ / group_) * taps;
+      packed_.assign(static_cast<size_t>(group_), gemm::PackedQRows{});
+      for (int64_t gi = 0; gi < group_; ++gi)
+        if (!gemm::pack_qrows(weights + gi * mg * k, mg, k, packed_[static_cast<size_t>(gi)])) return false;
+    }
+    packed_from_ = w.data;
+    packed_tactic_ = tactic;
+  }
+  threads_ = ThreadPool::instance().num_threads();
+  if (algorithm_ == Algorithm::Depthwise) depthwise_plan_ = qdepthwise::make_plan(depthwise_geometry());
+  per_thread_bytes_ = algorithm_ == Algorithm::Depthwise
+                          ? static_cast<size_t>(qdepthwise::scratch_floats(depthwise_geometry())) * sizeof(float)
+                          : gemm::qgemm_workspace_bytes((channels_ / group_) * taps, threads_);
+  // The multipliers and folded biases, then the threads' scratch (qgemm's is one block).
+  info.workspace_bytes = round_up_64(static_cast<size_t>(out_channels_) * (sizeof(float) + sizeof(int32_t))) +
+                         (algorithm_ == Algorithm::Depthwise ? static_cast<size_t>(threads_) : 1) * per_thread_bytes_;
+  return true;
+}
+
+size_t FastQLinearConv::state_bytes() const {
+  size_t bytes = depthwise_weights_.capacity() * sizeof(float);
+  for (const gemm::PackedQRows& p : packed_) bytes += p.state_bytes();
+  return bytes;
+}
+
+void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint8_t* y, void* workspace) const {
+  const uint8_t* x = data_as<uint8_t>(in[0]);
+  const float x_scale = scale_at(in[1], 0), y_scale = scale_at(in[6], 0);
+  const int32_t x_zero = zero_point_at(&in[2], 0), y_zero = zero_point_at(&in[7], 0);
+  float* multiplier = static_cast<float*>(workspace);
+  int32_t* row_bias = reinterpret_cast<int32_t*>(multiplier + out_channels_);
+  uint8_t* scratch = static_cast<uint8_t*>(workspace) +
+                     round_up_64(static_cast<size_t>(out_channels_) * (sizeof(float) + sizeof(int32_t)));
+  // The reference's float expression, in its order: (x_scale * w_scale[m]) / y_scale.
+  // float32 scales read in place; other float types through scale_at.
+  const int64_t w_scales = numel(in[4]);
+  if (in[4].dtype == EDGERT_DTYPE_FLOAT32) {
+    const float* w_scale = data_as<float>(in[4]);
+    for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * w_scale[w_scales == 1 ? 0 : m] / y_scale;
+  } else {
+    for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * scale_at(in[4], m) / y_scale;
+  }
+  const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+  if (algorithm_ == Algorithm::Depthwise) {
+#if defined(__x86_64__)
+    const qdepthwise::Geometry dg = depthwise_geometry();
+    const int64_t taps = kernel_h_ * kernel_w_, planes = batch_ * channels_;
+    ThreadPool::instance().parallel_ranges(
+        planes,
+        [&](int64_t p0, int64_t p1, int thread) {
+          float* own = reinterpret_cast<float*>(scratch + static_cast<size_t>(thread) * per_thread_bytes_);
+          qdepthwise::clear_scratch(dg, own);
+          for (int64_t plane = p0; plane < p1; ++plane) {
+            const int64_t c = plane % channels_;
+            qdepthwise::channel_avx512(depthwise_plan_, x + plane * in_plane, x_zero,
+                                       depthwise_weights_.data() + c * taps,
+                                       bias ? bias[c] : 0, multiplier[c], y_zero, y + plane * out_plane, own);
+          }
+        },
+        threads_);
+#endif
+    return;
+  }
+  const int64_t cg = channels_ / group_, mg = out_channels_ / group_;
+  for (int64_t n = 0; n < batch_; ++n) {
+    for (int64_t gi = 0; gi < group_; ++gi) {
+      gemm::QPixels b;
+      b.data = x + (n * channels_ + gi * cg) * in_plane;
+      b.zero_point = x_zero;
+      if (algorithm_ == Algorithm::Gemm1x1) {
+        b.kind = gemm::QPixels::Kind::Rows;
+        b.row_stride = in_plane;
+      } else {
+        b.kind = gemm::QPixels::Kind::Im2col;
+        b.in_h = in_h_, b.in_w = in_w_, b.out_w = out_w_, b.kernel_h = kernel_h_, b.kernel_w = kernel_w_;
+        b.stride_h = stride_h_, b.stride_w = stride_w_, b.dilation_h = dilation_h_, b.dilation_w = dilation_w_;
+        b.pad_top = pad_top_, b.pad_left = pad_left_;
+      }
+      gemm::QRequant out;
+      out.data = y + (n * out_channels_ + gi * mg) * out_plane;
+      out.row_stride = out_plane;
+      out.bias = bias ? bias + gi * mg : nullptr;
+      out.multiplier = multiplier + gi * mg;
+      out.zero_point = y_zero;
+      gemm::qgemm(gemm::QgemmIsa::Avx512Vnni, packed_[static_cast<size_t>(gi)], b, out_plane, out, row_bias + gi * mg,
+                  scratch, threads_);
+    }
+  }
+}
+
+}  // namespace edgert::cpu
