@@ -92,6 +92,11 @@ double entropy_threshold(const CalibrationHistogram& stats) {
   double best_divergence = std::numeric_limits<double>::infinity();
   size_t best_bins = used;
   for (size_t i = levels; i <= used; ++i) {
+    // A threshold that saturates more than kEntropyMaxClipped of the values is no outlier
+    // clip: on a tensor far from zero (a global average of positive features) the search's
+    // first candidates hold all values in one bin, P and Q agree exactly and the divergence is
+    // 0, which would clip the tensor to a sliver of its range.
+    if (outliers_from[i] > kEntropyMaxClipped * total) continue;
     std::fill(level_count.begin(), level_count.end(), 0);
     std::fill(level_filled.begin(), level_filled.end(), 0);
     for (size_t j = 0; j < i; ++j) {

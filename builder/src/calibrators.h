@@ -23,7 +23,9 @@
 //             levels on [0, T]). Exact zeros are left out of bin 0: quantization represents
 //             zero exactly whatever T is, and the spike of zeros after a ReLU would otherwise
 //             dominate the divergence and pull T down (ncnn skips zeros for the same reason;
-//             pytorch-quantization flattens bin 0).
+//             pytorch-quantization flattens bin 0). Candidates that would saturate more than
+//             kEntropyMaxClipped (1%) of the values are skipped: far from zero the first
+//             candidates hold every value in one bin, where P equals Q and the divergence is 0.
 // percentile and entropy give [clip(min), clip(max)] with clip(v) = clamp(v, -T, T): that is
 // [max(min, -T), min(max, T)] for a tensor with values on both sides of +-T, keeps lo = min >= 0
 // for a tensor that is never negative, and stays ordered (lo <= hi) when T falls below every
@@ -59,6 +61,10 @@ struct CalibratedRange {
 };
 
 CalibratedRange calibrated_range(const CalibrationHistogram& stats, const CalibratorChoice& choice);
+
+// The entropy calibrator never saturates more than this fraction of a tensor's nonzero values
+// (calibrators.cpp says why).
+constexpr double kEntropyMaxClipped = 0.01;
 
 // The entropy threshold alone (the T above), for tests and build reports; 0 when the tensor
 // has no nonzero value.

@@ -288,6 +288,20 @@ TEST(Calibrators, ATensorAwayFromZeroKeepsItsMinimumAsLo) {
   }
 }
 
+TEST(Calibrators, EntropyDoesNotClipATensorFarFromZeroToASliver) {
+  // A global average of positive features: every value in [0.36, 1.36], none near zero. The
+  // first thresholds the search tries hold all of them in one bin, where P equals Q.
+  std::mt19937 generator(5);
+  std::uniform_real_distribution<float> uniform(0.36f, 1.36f);
+  std::vector<float> values(5000);
+  for (float& v : values) v = uniform(generator);
+  CalibrationHistogram h;
+  h.add(values);
+  const CalibratedRange range = calibrated_range(h, {});
+  EXPECT_GE(range.hi, static_cast<float>(h.abs_percentile(100.0 * (1.0 - kEntropyMaxClipped))) - h.bin_width());
+  EXPECT_GT(range.hi, 1.3f);
+}
+
 // ---- quantization parameters ----
 
 TEST(QuantizationParams, RoundingIsHalfToEven) {
