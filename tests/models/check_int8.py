@@ -10,9 +10,12 @@ be refused, with a message, for another model and for another calibrator. `edger
 --export-qdq` writes the same quantization as a Q/DQ model: edgert builds it back into an engine
 whose outputs equal the calibrated engine's, and ONNX Runtime running the Q/DQ model agrees with
 it (relative L2 <= 1e-4).
-Classifiers (random weights): calibrated on seeded normal inputs, INT8 must agree with float32
-on the top-1 class of the zoo's sample input and keep its logits within a relative L2 of 0.25
-(what 8 bits leave of a random network's logits; a wrong scale or layout gives ~1).
+Classifiers (random weights, so no task metric): calibrated on seeded normal inputs (the
+distribution their BatchNorm statistics were set with), the INT8 engine must compute what ONNX
+Runtime computes on the Q/DQ model `edgert quantize` exports from the same calibration cache
+(relative L2 <= 1e-3: the same integer arithmetic, up to ONNX Runtime's own rounding of requantized
+adds), and stay within a relative L2 of MAX_CLASSIFIER_REL_L2 of the float32 logits (a wrong
+scale, layout or clipped tensor gives 0.3 to 1).
 """
 import argparse
 import json
@@ -24,7 +27,7 @@ import tempfile
 import numpy as np
 
 MAX_ACCURACY_LOSS = 0.005
-MAX_CLASSIFIER_REL_L2 = 0.25
+MAX_CLASSIFIER_REL_L2 = 0.2
 
 
 def run(cmd, expect_ok=True):
@@ -130,9 +133,14 @@ def check_classifier(args, entry, work):
     for i in range(8):
         np.save(os.path.join(calib, f"{i:03d}.npy"), rng.standard_normal(shape).astype(np.float32))
     fp32, int8 = os.path.join(work, "fp32.engine"), os.path.join(work, "int8.engine")
+    cache, qdq = os.path.join(work, "calib.cache"), os.path.join(work, "qdq.onnx")
+    if os.path.exists(cache):
+        os.remove(cache)
     build(args, entry, fp32, [])
-    build(args, entry, int8, ["--int8", "--calib", calib, "-v"])
+    build(args, entry, int8, ["--int8", "--calib", calib, "--calib-cache", cache])
     inputs_dir = os.path.join(args.zoo, entry["name"] + ".inputs")
+    run([args.edgert, "quantize", os.path.join(args.zoo, entry["file"]), "--calib-cache", cache, "--export-qdq", qdq])
+    run([args.edgert, "compare", qdq, int8, "--inputs", inputs_dir, "--max-rel-l2", "1e-3"])
     sample = np.load(os.path.join(inputs_dir, sorted(f for f in os.listdir(inputs_dir) if f.endswith(".npy"))[0]))
     name, out = entry["inputs"][0]["name"], entry["outputs"][0]["name"]
     ref = outputs(args, fp32, name, sample, work, "fp32")[out]
@@ -140,7 +148,7 @@ def check_classifier(args, entry, work):
     rel = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
     print(f"{entry['name']}: int8 logits relative L2 {rel:.4f} against float32; top-1 float32 "
           f"{int(ref.argmax())}, int8 {int(got.argmax())}")
-    if rel > MAX_CLASSIFIER_REL_L2 or ref.argmax() != got.argmax():
+    if rel > MAX_CLASSIFIER_REL_L2:
         raise SystemExit("FAIL: int8 drifts from float32")
 
 
