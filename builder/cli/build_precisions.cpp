@@ -38,6 +38,26 @@ void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& b
   build.calibration.cache_path = flags.calib_cache;
   if (!flags.calib.empty()) build.calibration.next_batch = npy_directory_batches(flags.calib);
   build.precision_constraints_obey = flags.precision_constraints == "obey";
+  if (!flags.accuracy_guard.empty() || !flags.validation.empty()) {
+    if (flags.accuracy_guard.empty() || flags.validation.empty())
+      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard and --validation go together");
+    if (!build.int8) build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard guards --int8: add it (or --best)");
+    builder::AccuracyGuardOptions guard = builder::parse_accuracy_guard(flags.accuracy_guard);
+    auto next = npy_directory_batches(flags.validation, "labels.npy");
+    while (std::optional<builder::CalibrationBatch> batch = next()) guard.validation.push_back(std::move(*batch));
+    const std::string labels = flags.validation + "/labels.npy";
+    if (guard.metric == builder::GuardMetric::kTop1) {
+      HostTensor tensor = read_tensor_npy(labels);
+      if (tensor.dtype != EDGERT_DTYPE_INT64 && tensor.dtype != EDGERT_DTYPE_INT32)
+        build_fail(EDGERT_ERR_INVALID_ARGUMENT, "%s holds %s; labels are int64 or int32 class indices", labels.c_str(),
+                   edgert_dtype_name(tensor.dtype));
+      for (int64_t i = 0; i < tensor.numel(); ++i)
+        guard.labels.push_back(tensor.dtype == EDGERT_DTYPE_INT64
+                                   ? reinterpret_cast<const int64_t*>(tensor.data.data())[i]
+                                   : reinterpret_cast<const int32_t*>(tensor.data.data())[i]);
+    }
+    build.accuracy_guard = std::move(guard);
+  }
   for (const std::string& item : flags.layer_precisions) {
     const size_t colon = item.rfind(':');
     const std::string name = colon == std::string::npos ? std::string() : item.substr(0, colon);
@@ -60,7 +80,19 @@ void print_int8_summary(const builder::BuildResult& result) {
   for (const std::string& kept : r.kept_float) std::printf("int8: kept float32: %s\n", kept.c_str());
 }
 
-std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir) {
+void print_accuracy_guard(const builder::AccuracyGuardReport& r) {
+  const bool points = r.metric != builder::GuardMetric::kRelativeL2;
+  std::printf("accuracy guard %s:%g: float32 %.4g%s, all int8 %.4g%s, built %.4g%s (%s, %d engine(s) measured)\n",
+              builder::guard_metric_name(r.metric).c_str(), r.tolerance, r.float32_value, points ? "%" : "",
+              r.all_int8_value, points ? "%" : "", r.final_value, points ? "%" : "",
+              r.within ? "within tolerance" : "OUT OF TOLERANCE", r.builds);
+  for (const builder::AccuracyGuardReport::FallBack& f : r.fallen_back)
+    std::printf("accuracy guard: kept float32: %s (adds relative L2 %.3g in int8; %.3f ms in float32, %.3f ms in "
+                "int8)\n", f.layer.c_str(), f.added_error, f.float32_ms, f.int8_ms);
+}
+
+std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir,
+                                                                               const std::string& skip) {
   namespace fs = std::filesystem;
   std::error_code error;
   auto files = std::make_shared<std::vector<std::string>>();
@@ -69,7 +101,7 @@ std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(
   for (; it != fs::directory_iterator(); it.increment(error)) {
     if (error) build_fail(EDGERT_ERR_IO, "--calib %s: %s", dir.c_str(), error.message().c_str());
     const fs::path& path = it->path();
-    if (path.extension() == ".npy" && it->is_regular_file(error) && !it->is_symlink(error))
+    if (path.extension() == ".npy" && path.filename() != skip && it->is_regular_file(error) && !it->is_symlink(error))
       files->push_back(path.string());
   }
   if (files->empty()) build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--calib %s: no .npy file in it", dir.c_str());

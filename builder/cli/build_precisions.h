@@ -15,6 +15,7 @@ struct PrecisionFlags {
   bool int8 = false, best = false;
   std::string calib, calib_cache, calibrator = "entropy", precision_constraints = "prefer";
   std::vector<std::string> layer_precisions;  // NAME:fp32 | NAME:int8
+  std::string accuracy_guard, validation;      // METRIC:TOLERANCE, DIR
 };
 
 // Sets build's precision options from the flags (after build.board and build.fp16 are set).
@@ -27,9 +28,15 @@ void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& b
 // came from.
 void print_int8_summary(const builder::BuildResult& result);
 
-// Calibration inputs from a directory: its regular *.npy files in name order, each one float32
-// tensor for the model's input. Entries that are not regular files (links, directories) are
-// not followed. Throws BuildError when the directory cannot be read or holds no .npy file.
-std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir);
+// What the accuracy guard did: the metric in float32, all int8 and as built, and each layer it
+// kept in float32 with its sensitivity and its time in both precisions.
+void print_accuracy_guard(const builder::AccuracyGuardReport& report);
+
+// Calibration or validation inputs from a directory: its regular *.npy files in name order
+// (but `skip`), each one float32 tensor for the model's input. Entries that are not regular
+// files (links, directories) are not followed. Throws BuildError when the directory cannot be
+// read or holds no .npy file.
+std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir,
+                                                                               const std::string& skip = "");
 
 }  // namespace edgert::cli

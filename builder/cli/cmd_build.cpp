@@ -169,6 +169,13 @@ void add_build_command(CLI::App& app) {
                   "a warning")
       ->check(CLI::IsMember({"obey", "prefer"}))
       ->capture_default_str();
+  cmd->add_option("--accuracy-guard", options->precision.accuracy_guard,
+                  "METRIC:TOLERANCE for --int8: top1 (points of top-1 accuracy lost, labels in the validation "
+                  "directory's labels.npy), top1-agreement (points of disagreement with float32) or rel-l2 "
+                  "(relative L2 of every output); out of tolerance, the most sensitive layers fall back to "
+                  "float32 until it holds");
+  cmd->add_option("--validation", options->precision.validation,
+                  "Directory of validation inputs for --accuracy-guard (.npy as --calib, labels.npy for top1)");
   cmd->add_flag("--tf32", options->tf32, "Let float32 GPU convolutions and GEMMs use TF32 tensor cores");
   cmd->add_option("--gpu-layout", options->gpu_layout,
                   "Layout of GPU convolutions' tensors: nhwc (channels-last, what tensor cores read), nchw (as "
@@ -318,6 +325,7 @@ void add_build_command(CLI::App& app) {
                     result.fp16_nodes, result.fp16_rel_l2, result.fp16_tolerance);
     }
     if (build.int8 && result.int8.not_applied.empty()) print_int8_summary(result);
+    if (result.accuracy_guard) print_accuracy_guard(*result.accuracy_guard);
     const builder::TunerStats& t = result.tuning;
     if (t.nodes > 0 && build.tactics == builder::TacticPolicy::kTune)
       std::printf("tactics: %d node(s) with several; timing cache: %d hits, %d misses; %d timed (%.2f s)%s\n", t.nodes,

@@ -10,6 +10,7 @@
 #include "onnx_import.h"
 #include "host_machine.h"
 #include "plugin_loader.h"
+#include "accuracy_guard.h"
 #include "fp16_accuracy.h"
 #include "qdq_export.h"
 #include "self_test.h"
@@ -103,6 +104,7 @@ int run_int8_rewrite(PassContext& context, const QuantizationTable& calibrated, 
   }
   Int8RewriteOptions rewrite;
   rewrite.keep_float = options.float32_layers;
+  rewrite.expose_uint8_tensors = options.expose_activations;
   return rewrite_int8(context.graph, table, rewrite, report);
 }
 
@@ -389,32 +391,40 @@ QuantizationTable calibrated_table(const BuildOptions& options, CalibrationSumma
   return table;
 }
 
-// The INT8 precision pass: activation ranges calibrated (or read from the cache) once, then
-// the rewrite in every build that follows.
-std::function<int(PassContext&)> int8_pass(const BuildOptions& options, Int8RewriteReport* report,
-                                           CalibrationSummary* summary) {
+// The activation ranges of an --int8 build (calibrated once for every build that follows);
+// null without --int8.
+std::shared_ptr<const QuantizationTable> int8_table(const BuildOptions& options, CalibrationSummary* summary) {
   if (!options.int8) {
     if (!options.int8_layers.empty())
       build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--layer-precisions %s:int8 needs --int8 (or --best)",
                  options.int8_layers.begin()->c_str());
-    return {};
+    return nullptr;
   }
   if (!board_allows(options.board, "int8"))
     build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--int8: board %s allows precisions %s only (its profile's precisions:)",
                options.board.name.c_str(), precisions_text(options.board).c_str());
   if (options.optimize == false)
     build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--int8 needs the graph passes (it is one of them): drop --no-optimize");
-  auto quantization = std::make_shared<QuantizationTable>(calibrated_table(options, summary));
-  return [quantization, report, &options](PassContext& context) {
+  return std::make_shared<const QuantizationTable>(calibrated_table(options, summary));
+}
+
+// The precision pass of one build with `options` (which outlive it): the int8 rewrite with
+// `table` (null: only a Q/DQ model's own quantization), exposing the activations for the
+// accuracy guard where the options ask.
+std::function<int(PassContext&)> precision_pass(const BuildOptions& options,
+                                                std::shared_ptr<const QuantizationTable> table,
+                                                Int8RewriteReport* report) {
+  if (!table && options.expose_activations) return expose_activations;
+  if (!table) return {};
+  return [table, report, &options](PassContext& context) {
     for (const std::set<std::string>* names : {&options.float32_layers, &options.int8_layers})
       for (const std::string& name : *names)
         if (std::none_of(context.graph.nodes.begin(), context.graph.nodes.end(),
                          [&](const Node& n) { return n.name == name; }))
           build_fail(EDGERT_ERR_INVALID_ARGUMENT,
-                     "--layer-precisions: no layer named '%s' in %s (edgert inspect --layers on a float32 engine "
-                     "lists them)",
+                     "--layer-precisions: no layer named '%s' in %s (edgert build -v lists the layers int8 made)",
                      name.c_str(), options.model_path.c_str());
-    return run_int8_rewrite(context, *quantization, options, report);
+    return run_int8_rewrite(context, *table, options, report);
   };
 }
 
@@ -464,11 +474,11 @@ Model quantized_qdq_model(const BuildOptions& options, Int8RewriteReport* report
 }
 
 BuildResult build_engine(const BuildOptions& options) {
-  Int8RewriteReport int8_report;
   CalibrationSummary calibration;
-  const std::function<int(PassContext&)> precision = int8_pass(options, &int8_report, &calibration);
+  const std::shared_ptr<const QuantizationTable> table = int8_table(options, &calibration);
   auto build = [&](const BuildOptions& o) {
-    BuildResult result = build_once(o, precision);
+    Int8RewriteReport int8_report;
+    BuildResult result = build_once(o, precision_pass(o, o.int8 ? table : nullptr, &int8_report));
     if (o.int8) {
       result.int8 = int8_report;
       result.calibration = calibration;
@@ -477,6 +487,7 @@ BuildResult build_engine(const BuildOptions& options) {
     check_int8_layers(o, result);
     return result;
   };
+  if (options.int8 && options.accuracy_guard) return guard_int8_accuracy(options, build);
   if (!options.fp16) return build(options);
   if (!options.postprocess || options.fp16_tolerance <= 0)
     return keep_fp16_accuracy(options, build(options), build);

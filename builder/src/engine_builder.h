@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "accuracy_guard_options.h"
 #include "board_profile.h"
 #include "camera_input.h"
 #include "output_postprocess.h"
@@ -73,6 +74,13 @@ struct BuildOptions {
   std::set<std::string> float32_layers;
   std::set<std::string> int8_layers;
   bool precision_constraints_obey = false;
+  // --accuracy-guard with --validation: after the int8 rewrite, the metric on the validation
+  // set against the float32 engine; out of tolerance, the most sensitive layers fall back to
+  // float32 until it holds (accuracy_guard.h).
+  std::optional<AccuracyGuardOptions> accuracy_guard;
+  // The guard's own builds: every activation an engine output (float32), every uint8 tensor's
+  // float value too (int8).
+  bool expose_activations = false;
   GpuLayout gpu_layout = GpuLayout::kAuto;
   // SQLite timing cache to read and update (see timing_cache.h); empty: timings last one build.
   std::string timing_cache_path;
@@ -109,6 +117,7 @@ struct BuildResult {
   // INT8: what the rewrite made and kept float, and where the activation ranges came from.
   Int8RewriteReport int8;
   CalibrationSummary calibration;
+  std::optional<AccuracyGuardReport> accuracy_guard;
 };
 
 // Throws BuildError (or config::ConfigError) with a message naming the file and node at fault.

@@ -7,15 +7,11 @@
 #include "build_error.h"
 #include "calibration_cache.h"
 #include "engine_signing.h"
-#include "execution_context.h"
-#include "loaded_engine.h"
+#include "engine_runs.h"
 #include "quantization_params.h"
 
 namespace edgert::builder {
-namespace {
 
-// The precision pass of the calibration build: every float32 activation computed by a node
-// becomes an engine output (graph inputs are measured from the feeds themselves).
 int expose_activations(PassContext& context) {
   Graph& graph = context.graph;
   std::vector<bool> is_output(graph.values.size(), false);
@@ -32,53 +28,23 @@ int expose_activations(PassContext& context) {
   return exposed;
 }
 
-std::unique_ptr<LoadedEngine> load_calibration_engine(const std::vector<uint8_t>& engine, const char* plugin_path) {
-  edgert_load_options options;
-  edgert_load_options_init(&options);
-  options.plugin_path = plugin_path;
-  options.allow_board_mismatch = 1;  // built for the board, run here: only the values matter
-  edgert_error error{};
-  auto loaded = LoadedEngine::load_memory(engine.data(), engine.size(), options, &error);
-  if (!loaded) build_fail(error.status, "int8 calibration: cannot run the float32 model here: %s", error.message);
-  return loaded;
-}
+namespace {
+
 
 // Runs every batch and adds each activation's values to its histogram.
 int64_t collect(const std::vector<uint8_t>& engine, const char* plugin_path, const Int8Calibration& calibration,
                 std::map<std::string, CalibrationHistogram>& histograms) {
-  auto loaded = load_calibration_engine(engine, plugin_path);
+  auto loaded = load_engine_here(engine, plugin_path, "int8 calibration");
   ExecutionContext context(*loaded);
   const std::vector<std::string>& input_names = loaded->input_names();
   int64_t samples = 0;
   while (std::optional<CalibrationBatch> batch = calibration.next_batch()) {
-    const std::string source = batch->empty() ? std::string("an empty batch") : batch->front().source;
-    if (batch->size() != input_names.size())
-      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "calibration input %s: %zu tensor(s) for a model with %zu input(s)",
-                 source.c_str(), batch->size(), input_names.size());
-    std::vector<edgert_tensor> inputs(input_names.size());
-    for (size_t i = 0; i < input_names.size(); ++i) {
-      // An unnamed tensor feeds the only input; named ones feed the input of their name.
-      const CalibrationTensor* tensor = &(*batch)[i];
-      for (const CalibrationTensor& t : *batch)
-        if (t.name == input_names[i]) tensor = &t;
-      if (tensor->shape.size() > EDGERT_MAX_RANK)
-        build_fail(EDGERT_ERR_SHAPE, "calibration input %s has rank %zu", tensor->source.c_str(), tensor->shape.size());
-      edgert_tensor& view = inputs[i];
-      view.dtype = EDGERT_DTYPE_FLOAT32;
-      view.rank = static_cast<int32_t>(tensor->shape.size());
-      std::copy(tensor->shape.begin(), tensor->shape.end(), view.dims);
-      view.data = const_cast<float*>(tensor->data.data());
-      histograms[input_names[i]].add(tensor->data);
-    }
-    edgert_error error{};
-    if (context.run(inputs.data(), static_cast<int32_t>(inputs.size()), &error) != EDGERT_OK)
-      build_fail(error.status, "int8 calibration: the float32 model failed on %s: %s", source.c_str(), error.message);
+    run_batch(context, *loaded, *batch, "int8 calibration");
+    for (size_t i = 0; i < input_names.size(); ++i)
+      histograms[input_names[i]].add(batch_tensor(*batch, i, input_names[i]).data);
     for (size_t o = 0; o < loaded->output_names().size(); ++o) {
       const edgert_tensor& out = context.output(static_cast<int32_t>(o));
-      if (out.dtype != EDGERT_DTYPE_FLOAT32) continue;
-      size_t count = 1;
-      for (int32_t d = 0; d < out.rank; ++d) count *= static_cast<size_t>(out.dims[d]);
-      histograms[loaded->output_names()[o]].add(static_cast<const float*>(out.data), count);
+      if (out.dtype == EDGERT_DTYPE_FLOAT32) histograms[loaded->output_names()[o]].add(output_values(out));
     }
     ++samples;
   }

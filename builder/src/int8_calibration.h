@@ -44,6 +44,11 @@ struct CalibrationSummary {
   std::string cache_path;  // where the ranges were read or written (empty: not kept)
 };
 
+// A precision pass that makes every float32 activation computed by a node an engine output
+// (graph inputs are measured from the feeds themselves): the calibration build's, and the
+// accuracy guard's float32 reference.
+int expose_activations(PassContext& context);
+
 // Builds the float32 engine the calibration runs, with `expose` as the precision pass (it makes
 // every activation a graph output).
 using CalibrationEngineBuilder = std::function<std::vector<uint8_t>(const std::function<int(PassContext&)>& expose)>;

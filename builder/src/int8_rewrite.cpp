@@ -45,6 +45,7 @@ class Int8Rewriter {
     }
     twin_.assign(n, -1);
     float_pending_.assign(n, false);
+    original_values_ = n;
     absorbed_.assign(graph.nodes.size(), false);
     for (int32_t o : graph.outputs) graph_output_.insert(o);
   }
@@ -62,6 +63,14 @@ class Int8Rewriter {
       graph_.nodes.push_back(std::move(node));
     }
     for (int32_t o : graph_.outputs) materialize_float(o);
+    if (options_.expose_uint8_tensors) {
+      std::set<int32_t> outputs(graph_.outputs.begin(), graph_.outputs.end());
+      for (size_t v = 0; v < original_values_; ++v)
+        if (twin_[v] >= 0) {
+          materialize_float(static_cast<int32_t>(v));
+          if (outputs.insert(static_cast<int32_t>(v)).second) graph_.outputs.push_back(static_cast<int32_t>(v));
+        }
+    }
     return made_;
   }
 
@@ -191,8 +200,21 @@ class Int8Rewriter {
     ++report_.absorbed_activations;
   }
 
-  void record(const Node& made, const Node& replaced) {
+  // After `made`'s inputs and outputs are set: the layer, by the float tensors of the node it
+  // replaced (with an absorbed activation's output in place of the node's own).
+  void record(const Node& made, const Node& replaced, int32_t output = -1) {
     report_.replaced.emplace_back(made.name, replaced.name);
+    Int8RewriteReport::Layer layer;
+    layer.name = replaced.name;
+    for (int32_t v : replaced.inputs)
+      if (v >= 0 && usable_input(v)) layer.inputs.push_back(graph_.values[v].name);
+    if (output >= 0) {
+      layer.outputs.push_back(graph_.values[output].name);
+    } else {
+      for (int32_t v : replaced.outputs)
+        if (v >= 0) layer.outputs.push_back(graph_.values[v].name);
+    }
+    report_.layers.push_back(std::move(layer));
     ++made_;
   }
 
@@ -261,7 +283,7 @@ class Int8Rewriter {
           add_constant(graph_, name + "::bias_int32", EDGERT_DTYPE_INT32, {m}, qb.data(), qb.size() * sizeof(int32_t)));
     }
     conv.outputs = {int8_output(y)};
-    record(conv, node);
+    record(conv, node, y);
     ++report_.convolutions;
     graph_.nodes.push_back(std::move(conv));
     return true;
@@ -292,7 +314,7 @@ class Int8Rewriter {
     add.inputs.push_back(scale_constant(quant_[c].scale, graph_.values[c].name));
     add.inputs.push_back(zero_point_constant(quant_[c].zero_point, graph_.values[c].name));
     add.outputs = {int8_output(c)};
-    record(add, node);
+    record(add, node, c);
     ++report_.adds;
     graph_.nodes.push_back(std::move(add));
     return true;
@@ -359,6 +381,7 @@ class Int8Rewriter {
   std::vector<bool> float_pending_;
   std::vector<bool> absorbed_;
   std::set<int32_t> graph_output_;
+  size_t original_values_ = 0;
   int made_ = 0;
 };
 

@@ -35,6 +35,9 @@ struct Int8RewriteOptions {
   // Nodes (by name) that stay in float whatever their quantization: --layer-precisions
   // NAME:fp32 and the accuracy guard's fall-backs.
   std::set<std::string> keep_float;
+  // Also write every uint8 tensor's float value as an engine output (a DequantizeLinear beside
+  // the int8 path, which is unchanged): the accuracy guard compares them with float32's.
+  bool expose_uint8_tensors = false;
 };
 
 struct Int8RewriteReport {
@@ -48,6 +51,12 @@ struct Int8RewriteReport {
   // The float tensors held in uint8, with the quantization they were given (a Concat's inputs
   // and a byte move's outputs take another tensor's).
   std::map<std::string, ActivationQuantization> uint8_tensors;
+  // Each int8 layer: the node it replaced, and the float tensors it reads and writes.
+  struct Layer {
+    std::string name;
+    std::vector<std::string> inputs, outputs;
+  };
+  std::vector<Layer> layers;
   // Each int8 node's name and the name of the node it replaced.
   std::vector<std::pair<std::string, std::string>> replaced;
 };

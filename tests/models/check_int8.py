@@ -121,6 +121,16 @@ def check_digits(args, entry, work):
         raise SystemExit(f"FAIL: the Q/DQ model's engine differs from the calibrated engine by "
                          f"{np.abs(got - want).max()}")
     print("the exported Q/DQ model builds into an engine equal to the calibrated one")
+
+    # The accuracy guard on the held-out split, with its labels.
+    val = os.path.join(work, "validation")
+    os.makedirs(val, exist_ok=True)
+    np.save(os.path.join(val, "000.npy"), test_x)
+    np.save(os.path.join(val, "labels.npy"), test_y.astype(np.int64))
+    guarded = build(args, entry, os.path.join(work, "guarded.engine"),
+                    ["--int8", "--calib-cache", cache, "--accuracy-guard", "top1:0.5", "--validation", val])
+    if "within tolerance" not in guarded.stdout:
+        raise SystemExit("FAIL: the accuracy guard did not report the engine within tolerance")
     run([args.edgert, "compare", qdq, qdq_engine, "--inputs", os.path.join(args.zoo, entry["name"] + ".inputs"),
          "--max-rel-l2", "1e-4"])
 
@@ -150,6 +160,21 @@ def check_classifier(args, entry, work):
           f"{int(ref.argmax())}, int8 {int(got.argmax())}")
     if rel > MAX_CLASSIFIER_REL_L2:
         raise SystemExit("FAIL: int8 drifts from float32")
+
+    # The accuracy guard asked for less drift than every layer in int8 gives: layers fall back to
+    # float32 until the validation set's logits are within it.
+    val = os.path.join(work, "validation")
+    os.makedirs(val, exist_ok=True)
+    rng = np.random.default_rng(7)
+    for i in range(2):
+        np.save(os.path.join(val, f"{i:03d}.npy"), rng.standard_normal(shape).astype(np.float32))
+    guarded = build(args, entry, os.path.join(work, "guarded.engine"),
+                    ["--int8", "--calib-cache", cache, "--accuracy-guard", f"rel-l2:{0.7 * rel:.4f}",
+                     "--validation", val])
+    kept = [line for line in guarded.stdout.splitlines() if "kept float32" in line]
+    if "within tolerance" not in guarded.stdout or not kept:
+        raise SystemExit("FAIL: the accuracy guard did not bring the engine within tolerance with layers in float32")
+    print(f"accuracy guard: {len(kept)} layer(s) kept in float32")
 
 
 def main():

@@ -1,0 +1,254 @@
+#include "accuracy_guard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "build_error.h"
+#include "engine_runs.h"
+#include "onnx_import.h"
+#include "passes/graph_rewrite.h"
+
+namespace edgert::builder {
+
+AccuracyGuardOptions parse_accuracy_guard(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  AccuracyGuardOptions guard;
+  const std::string name = text.substr(0, colon);
+  if (name == "top1")
+    guard.metric = GuardMetric::kTop1;
+  else if (name == "top1-agreement")
+    guard.metric = GuardMetric::kTop1Agreement;
+  else if (name == "rel-l2")
+    guard.metric = GuardMetric::kRelativeL2;
+  else
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard %s: the metric must be top1, top1-agreement or rel-l2",
+               text.c_str());
+  char* end = nullptr;
+  const std::string value = colon == std::string::npos ? std::string() : text.substr(colon + 1);
+  guard.tolerance = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(guard.tolerance >= 0) || !std::isfinite(guard.tolerance))
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard %s: needs METRIC:TOLERANCE with a tolerance >= 0 "
+               "(points for top1 and top1-agreement, a relative L2 for rel-l2)", text.c_str());
+  return guard;
+}
+
+std::string guard_metric_name(GuardMetric metric) {
+  switch (metric) {
+    case GuardMetric::kTop1: return "top1";
+    case GuardMetric::kTop1Agreement: return "top1-agreement";
+    case GuardMetric::kRelativeL2: return "rel-l2";
+  }
+  return "?";
+}
+
+namespace {
+
+size_t argmax(const float* row, size_t n) { return static_cast<size_t>(std::max_element(row, row + n) - row); }
+
+// The metric of `candidate` against `reference` on the model's outputs `outputs` (the first one
+// for the top-1 metrics).
+double measure(const AccuracyGuardOptions& guard, const std::vector<std::string>& outputs,
+               const BatchOutputs& reference, const BatchOutputs& candidate) {
+  if (guard.metric == GuardMetric::kRelativeL2) {
+    double worst = 0;
+    for (const std::string& name : outputs) {
+      double diff = 0, norm = 0;
+      for (size_t b = 0; b < reference.size(); ++b) {
+        const OutputValues& r = reference[b].at(name);
+        const OutputValues& c = candidate[b].at(name);
+        for (size_t i = 0; i < r.values.size() && i < c.values.size(); ++i) {
+          diff += (double(c.values[i]) - r.values[i]) * (double(c.values[i]) - r.values[i]);
+          norm += double(r.values[i]) * r.values[i];
+        }
+      }
+      worst = std::max(worst, norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff));
+    }
+    return worst;
+  }
+  size_t rows = 0, hits = 0, label = 0;
+  for (size_t b = 0; b < reference.size(); ++b) {
+    const OutputValues& r = reference[b].at(outputs.front());
+    const OutputValues& c = candidate[b].at(outputs.front());
+    const size_t classes = r.shape.empty() ? r.values.size() : static_cast<size_t>(r.shape.back());
+    for (size_t row = 0; classes > 0 && (row + 1) * classes <= r.values.size(); ++row, ++rows) {
+      const size_t got = argmax(c.values.data() + row * classes, classes);
+      if (guard.metric == GuardMetric::kTop1Agreement) {
+        hits += got == argmax(r.values.data() + row * classes, classes);
+      } else {
+        if (label >= guard.labels.size())
+          build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard top1: %zu label(s) for more rows of '%s' than that",
+                     guard.labels.size(), outputs.front().c_str());
+        hits += static_cast<int64_t>(got) == guard.labels[label++];
+      }
+    }
+  }
+  if (guard.metric == GuardMetric::kTop1 && label != guard.labels.size())
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard top1: %zu label(s) for %zu row(s) of '%s'",
+               guard.labels.size(), label, outputs.front().c_str());
+  return rows ? 100.0 * static_cast<double>(hits) / static_cast<double>(rows) : 0.0;
+}
+
+// How far past the tolerance `value` is (<= 0: within).
+double excess(const AccuracyGuardOptions& guard, double float32_value, double value) {
+  switch (guard.metric) {
+    case GuardMetric::kTop1: return (float32_value - value) - guard.tolerance;
+    case GuardMetric::kTop1Agreement: return (100.0 - value) - guard.tolerance;
+    case GuardMetric::kRelativeL2: return value - guard.tolerance;
+  }
+  return 0;
+}
+
+// Relative L2 of each exposed tensor of `candidate` against `reference` over every batch.
+std::map<std::string, double> tensor_errors(const BatchOutputs& reference, const BatchOutputs& candidate) {
+  std::map<std::string, std::pair<double, double>> sums;
+  for (size_t b = 0; b < reference.size() && b < candidate.size(); ++b)
+    for (const auto& [name, c] : candidate[b]) {
+      auto r = reference[b].find(name);
+      if (r == reference[b].end() || r->second.values.size() != c.values.size()) continue;
+      auto& [diff, norm] = sums[name];
+      for (size_t i = 0; i < c.values.size(); ++i) {
+        const double d = double(c.values[i]) - r->second.values[i];
+        diff += d * d;
+        norm += double(r->second.values[i]) * r->second.values[i];
+      }
+    }
+  std::map<std::string, double> errors;
+  for (const auto& [name, s] : sums) errors[name] = s.second > 0 ? std::sqrt(s.first / s.second) : std::sqrt(s.first);
+  return errors;
+}
+
+// The int8 layers, the one adding the most error first.
+std::vector<AccuracyGuardReport::FallBack> rank_layers(const Int8RewriteReport& int8,
+                                                       const std::map<std::string, double>& errors) {
+  auto error_of = [&](const std::string& tensor) {
+    auto it = errors.find(tensor);
+    return it == errors.end() ? 0.0 : it->second;
+  };
+  std::vector<AccuracyGuardReport::FallBack> ranked;
+  for (const Int8RewriteReport::Layer& layer : int8.layers) {
+    double in = 0, out = 0;
+    for (const std::string& t : layer.inputs) in = std::max(in, error_of(t));
+    for (const std::string& t : layer.outputs) out = std::max(out, error_of(t));
+    AccuracyGuardReport::FallBack f;
+    f.layer = layer.name;
+    f.added_error = out - in;
+    ranked.push_back(f);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.added_error > b.added_error; });
+  return ranked;
+}
+
+// A node's time in `times` by its name or as a part of a fused node's name.
+double time_of(const std::map<std::string, double>& times, const std::string& layer) {
+  for (const auto& [name, ms] : times) {
+    size_t count = 0;
+    for (const std::string& part : fused_name_parts(name, &count))
+      if (part == layer) return ms;
+  }
+  return 0;
+}
+
+}  // namespace
+
+BuildResult guard_int8_accuracy(const BuildOptions& options, const std::function<BuildResult(const BuildOptions&)>& build) {
+  const AccuracyGuardOptions& guard = *options.accuracy_guard;
+  if (guard.validation.empty())
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard needs a validation set (--validation DIR)");
+  std::vector<std::string> outputs;
+  {
+    const Model model = import_onnx(options.model_path);
+    for (int32_t v : model.graphs[0].outputs) outputs.push_back(model.graphs[0].values[v].name);
+  }
+  if (options.postprocess)
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard measures the model's own outputs: build without "
+               "--postprocess (or guard a build without it first)");
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log("accuracy guard: " + line);
+  };
+  // The searches' builds: untimed and without what only deployment needs.
+  BuildOptions search = options;
+  search.tactics = TacticPolicy::kFirst;
+  search.self_test = false;
+  search.prepared_weights = false;
+  search.timing_cache_path.clear();
+  search.accuracy_guard.reset();
+  AccuracyGuardReport report;
+  report.metric = guard.metric;
+  report.tolerance = guard.tolerance;
+
+  BuildOptions float32 = search;
+  float32.int8 = false;
+  float32.expose_activations = true;
+  const BatchOutputs reference =
+      run_batches(build(float32).engine, options.plugin_path, guard.validation, "accuracy guard (float32)");
+  report.float32_value = guard.metric == GuardMetric::kTop1 ? measure(guard, outputs, reference, reference)
+                         : guard.metric == GuardMetric::kTop1Agreement ? 100.0
+                                                                       : 0.0;
+  BuildOptions exposed = search;
+  exposed.expose_activations = true;
+  const BuildResult all_int8 = build(exposed);
+  const BatchOutputs all_int8_outputs =
+      run_batches(all_int8.engine, options.plugin_path, guard.validation, "accuracy guard (int8)");
+  report.all_int8_value = measure(guard, outputs, reference, all_int8_outputs);
+  report.builds = 2;
+  log(guard_metric_name(guard.metric) + ": float32 " + std::to_string(report.float32_value) + ", int8 " +
+      std::to_string(report.all_int8_value));
+
+  std::vector<AccuracyGuardReport::FallBack> ranked =
+      rank_layers(all_int8.int8, tensor_errors(reference, all_int8_outputs));
+  size_t keep = 0;  // how many of the ranked layers stay float32
+  if (excess(guard, report.float32_value, report.all_int8_value) > 0 && !ranked.empty()) {
+    auto holds_with = [&](size_t count) {
+      BuildOptions candidate = search;
+      for (size_t i = 0; i < count; ++i) candidate.float32_layers.insert(ranked[i].layer);
+      const double value = measure(guard, outputs, reference,
+                                   run_batches(build(candidate).engine, options.plugin_path, guard.validation,
+                                               "accuracy guard"));
+      ++report.builds;
+      log(std::to_string(count) + " layer(s) in float32: " + std::to_string(value));
+      return excess(guard, report.float32_value, value) <= 0;
+    };
+    size_t failing = 0, passing = 1;
+    while (passing < ranked.size() && !holds_with(passing)) {
+      failing = passing;
+      passing = std::min(ranked.size(), passing * 2);
+    }
+    while (passing - failing > 1) {
+      const size_t middle = failing + (passing - failing) / 2;
+      (holds_with(middle) ? passing : failing) = middle;
+    }
+    keep = passing;
+  }
+
+  BuildOptions final_options = options;
+  final_options.accuracy_guard.reset();
+  for (size_t i = 0; i < keep; ++i) final_options.float32_layers.insert(ranked[i].layer);
+  BuildResult result = build(final_options);
+  report.final_value = measure(guard, outputs, reference,
+                               run_batches(result.engine, options.plugin_path, guard.validation, "accuracy guard"));
+  ++report.builds;
+  report.within = excess(guard, report.float32_value, report.final_value) <= 0;
+  if (keep > 0) {
+    const std::map<std::string, double> int8_times =
+        layer_times_ms(all_int8.engine, options.plugin_path, guard.validation.front(), 10);
+    const std::map<std::string, double> final_times =
+        layer_times_ms(result.engine, options.plugin_path, guard.validation.front(), 10);
+    for (size_t i = 0; i < keep; ++i) {
+      AccuracyGuardReport::FallBack f = ranked[i];
+      f.int8_ms = time_of(int8_times, f.layer);
+      f.float32_ms = time_of(final_times, f.layer);
+      report.fallen_back.push_back(f);
+    }
+  }
+  if (!report.within)
+    result.warnings.push_back("--accuracy-guard " + guard_metric_name(guard.metric) + ": " +
+                              std::to_string(report.final_value) + " is out of tolerance even with " +
+                              std::to_string(keep) + " layer(s) in float32");
+  result.accuracy_guard = report;
+  return result;
+}
+
+}  // namespace edgert::builder
