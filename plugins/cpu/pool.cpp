@@ -83,7 +83,10 @@ class PoolOp : public Op {
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
     if (fast_) {
-      fast_pool_.execute(data_as<float>(in[0]), data_as<float>(out[0]));
+      if (in[0].dtype == EDGERT_DTYPE_UINT8)
+        fast_pool_.execute(data_as<uint8_t>(in[0]), data_as<uint8_t>(out[0]));
+      else
+        fast_pool_.execute(data_as<float>(in[0]), data_as<float>(out[0]));
       return;
     }
     int64_t* indices = node.num_outputs > 1 ? data_as<int64_t>(out[1]) : nullptr;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "gemm/sgemm.h"
 
@@ -11,7 +12,10 @@ namespace edgert::cpu {
 
 std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs) {
   const edgert_tensor& x = inputs[0];
-  if (x.dtype != EDGERT_DTYPE_FLOAT32 || (x.rank != 3 && x.rank != 4) || node->num_outputs > 1) return {};
+  if ((x.rank != 3 && x.rank != 4) || node->num_outputs > 1) return {};
+  if (x.dtype == EDGERT_DTYPE_UINT8 && std::strcmp(node->op_type, "MaxPool") == 0)
+    return {{kMaxPoolU8RowsTactic, "u8-max-pool-2d-rows-portable"}};
+  if (x.dtype != EDGERT_DTYPE_FLOAT32) return {};
   std::vector<TacticSpec> out;
 #if defined(__x86_64__)
   if (std::strcmp(node->op_type, "MaxPool") == 0 && x.rank == 4 && gemm::isa_available(gemm::Isa::Avx512)) {
@@ -81,8 +85,11 @@ std::vector<float> window_counts(int64_t out, int64_t in, int64_t kernel, int64_
 
 bool FastPool::prepare(int64_t tactic, bool max, bool count_include_pad, const WindowGeometry& g,
                        const edgert_tensor& x, int num_outputs) {
-  if (tactic != kPoolRowsTactic && tactic != kMaxPoolAvx512Tactic) return false;
-  if (x.dtype != EDGERT_DTYPE_FLOAT32 || num_outputs > 1 || (g.rank != 1 && g.rank != 2)) return false;
+  const bool bytes = tactic == kMaxPoolU8RowsTactic;
+  if (tactic != kPoolRowsTactic && tactic != kMaxPoolAvx512Tactic && !bytes) return false;
+  if (x.dtype != (bytes ? EDGERT_DTYPE_UINT8 : EDGERT_DTYPE_FLOAT32) || (bytes && !max) || num_outputs > 1 ||
+      (g.rank != 1 && g.rank != 2))
+    return false;
   max_ = max;
   planes_ = x.dims[0] * x.dims[1];
   const bool two_d = g.rank == 2;
@@ -116,52 +123,55 @@ bool FastPool::prepare(int64_t tactic, bool max, bool count_include_pad, const W
 }
 
 void FastPool::execute(const float* x, float* y) const {
-  const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
-  // Runs of planes, not a task per plane: the 128-256 small planes of squeezenet's pools each
-  // claimed the pool's counter, whose cache line then went back and forth between the two
-  // threads (3.8-15% of these pools at 2 threads).
-  const auto each_plane = [&](auto&& pool_plane) {
-    ThreadPool::instance().parallel_ranges(planes_, [&](int64_t p0, int64_t p1, int) {
-      for (int64_t plane = p0; plane < p1; ++plane) pool_plane(plane);
-    });
-  };
 #if defined(__x86_64__)
   if (avx512_) {
-    return each_plane([&](int64_t plane) {
-      max_pool_plane_avx512(x + plane * in_plane, y + plane * out_plane, in_h_, in_w_, out_h_, out_w_, kernel_h_,
-                            stride_h_, pad_top_, pad_left_);
+    const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+    ThreadPool::instance().parallel_ranges(planes_, [&](int64_t p0, int64_t p1, int) {
+      for (int64_t plane = p0; plane < p1; ++plane)
+        max_pool_plane_avx512(x + plane * in_plane, y + plane * out_plane, in_h_, in_w_, out_h_, out_w_, kernel_h_,
+                              stride_h_, pad_top_, pad_left_);
     });
+    return;
   }
 #endif
+  execute_rows(x, y);
+}
+
+void FastPool::execute(const uint8_t* x, uint8_t* y) const { execute_rows(x, y); }
+
+template <typename T>
+void FastPool::execute_rows(const T* x, T* y) const {
+  const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
   const int64_t ow_n = out_w_, iw_n = in_w_, s = stride_w_;
   const auto pool_plane = [&](int64_t plane) {
-    const float* xp = x + plane * in_plane;
+    const T* xp = x + plane * in_plane;
     for (int64_t oy = 0; oy < out_h_; ++oy) {
-      float* __restrict__ yrow = y + plane * out_plane + oy * ow_n;
-      const float init = max_ ? std::numeric_limits<float>::lowest() : 0.0f;
+      T* __restrict__ yrow = y + plane * out_plane + oy * ow_n;
+      const T init = max_ ? std::numeric_limits<T>::lowest() : T(0);
       for (int64_t ox = 0; ox < ow_n; ++ox) yrow[ox] = init;
       for (int64_t ky = 0; ky < kernel_h_; ++ky) {
         const int64_t iy = oy * stride_h_ - pad_top_ + ky * dilation_h_;
         if (iy < 0 || iy >= in_h_) continue;
-        const float* __restrict__ xrow = xp + iy * iw_n;
+        const T* __restrict__ xrow = xp + iy * iw_n;
         for (int64_t kx = 0; kx < kernel_w_; ++kx) {
           const int64_t shift = kx * dilation_w_ - pad_left_;
           const int64_t lo = shift >= 0 ? 0 : (-shift + s - 1) / s;
           int64_t hi = iw_n - 1 - shift < 0 ? 0 : (iw_n - 1 - shift) / s + 1;
           hi = hi < ow_n ? hi : ow_n;
-          const float* __restrict__ xs = xrow + shift;
+          const T* __restrict__ xs = xrow + shift;
           if (max_) {
             // `v > m` keeps NaN out, as the reference does.
             for (int64_t ox = lo; ox < hi; ++ox) {
-              const float v = xs[ox * s];
+              const T v = xs[ox * s];
               yrow[ox] = v > yrow[ox] ? v : yrow[ox];
             }
-          } else {
+          } else if constexpr (std::is_same_v<T, float>) {
             for (int64_t ox = lo; ox < hi; ++ox) yrow[ox] += xs[ox * s];
           }
         }
       }
-      if (!max_) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (max_) continue;
         const float rc = row_count_[static_cast<size_t>(oy)];
         for (int64_t ox = 0; ox < ow_n; ++ox) {
           const float count = rc * col_count_[static_cast<size_t>(ox)];
@@ -170,7 +180,12 @@ void FastPool::execute(const float* x, float* y) const {
       }
     }
   };
-  each_plane(pool_plane);
+  // Runs of planes, not a task per plane: the 128-256 small planes of squeezenet's pools each
+  // claimed the pool's counter, whose cache line then went back and forth between the two
+  // threads (3.8-15% of these pools at 2 threads).
+  ThreadPool::instance().parallel_ranges(planes_, [&](int64_t p0, int64_t p1, int) {
+    for (int64_t plane = p0; plane < p1; ++plane) pool_plane(plane);
+  });
 }
 
 }  // namespace edgert::cpu

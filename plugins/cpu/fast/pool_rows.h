@@ -16,6 +16,7 @@ constexpr int64_t kGlobalAverageRowsTactic = 51;
 constexpr int64_t kMaxPoolAvx512Tactic = 52;
 constexpr int64_t kReduceMeanRowsTactic = 53;  // ReduceMean over trailing axes (reduce.cpp)
 constexpr int64_t kGlobalAverageAvx512Tactic = 54;
+constexpr int64_t kMaxPoolU8RowsTactic = 55;  // MaxPool over uint8 (int8 networks' pools)
 
 #if defined(__x86_64__)
 // x86/max_pool_avx512.cpp: the window shapes it runs, and one plane (CPU with AVX-512F only).
@@ -28,7 +29,8 @@ void plane_means_avx512(const float* x, float* y, int64_t planes, int64_t size);
 #endif
 
 // The tactics of a MaxPool/AveragePool node (float32 without an Indices output): the rows
-// above, and for MaxPool f32-max-pool-direct-avx512 (id 52) where its shapes apply.
+// above, and for MaxPool f32-max-pool-direct-avx512 (id 52) where its shapes apply; a uint8
+// MaxPool (the int8 rewrite's) u8-max-pool-2d-rows-portable (id 55), the same rows on bytes.
 std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs);
 
 // GlobalAveragePool float32, tactic f32-global-avgpool-rows-portable (id 51): eight float
@@ -43,8 +45,11 @@ class FastPool {
   bool prepare(int64_t tactic, bool max, bool count_include_pad, const WindowGeometry& g, const edgert_tensor& x,
                int num_outputs);
   void execute(const float* x, float* y) const;
+  void execute(const uint8_t* x, uint8_t* y) const;  // uint8 MaxPool (tactic 55)
 
  private:
+  template <typename T>
+  void execute_rows(const T* x, T* y) const;
   bool max_ = true;
   bool avx512_ = false;
   int64_t planes_ = 0, in_h_ = 1, in_w_ = 1, out_h_ = 1, out_w_ = 1;
