@@ -105,6 +105,7 @@ int run_int8_rewrite(PassContext& context, const QuantizationTable& calibrated, 
   Int8RewriteOptions rewrite;
   rewrite.keep_float = options.float32_layers;
   rewrite.expose_uint8_tensors = options.expose_activations;
+  rewrite.plugins = context.options.plugins;
   return rewrite_int8(context.graph, table, rewrite, report);
 }
 
@@ -467,6 +468,7 @@ Model quantized_qdq_model(const BuildOptions& options, Int8RewriteReport* report
     for (const auto& [name, quantization] : *context.options.explicit_quantization) merged[name] = quantization;
     Int8RewriteOptions rewrite;
     rewrite.keep_float = options.float32_layers;
+    rewrite.plugins = context.options.plugins;
     return insert_qdq(context.graph, merged, rewrite, report);
   };
   PassManager::standard(pass_options).run(model);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "passes/graph_rewrite.h"
+#include "passes/pass_manager.h"
 
 namespace edgert::builder {
 namespace {
@@ -223,6 +224,7 @@ class Int8Rewriter {
     if (is_op(node, "Conv")) return rewrite_conv(nodes, index);
     if (is_op(node, "Add")) return rewrite_add(nodes, index);
     if (is_op(node, "GlobalAveragePool")) return rewrite_global_average(node);
+    if (rewrite_lookup(nodes, index)) return true;
     if (is_op(node, "MaxPool") || is_op(node, "Concat") || is_op(node, "Reshape") || is_op(node, "Flatten") ||
         is_op(node, "Transpose") || is_op(node, "Squeeze") || is_op(node, "Unsqueeze") || is_op(node, "Slice") ||
         is_op(node, "Split"))
@@ -338,6 +340,91 @@ class Int8Rewriter {
     record(pool, node);
     ++report_.pools;
     graph_.nodes.push_back(std::move(pool));
+    return true;
+  }
+
+  // An elementwise activation of a uint8 tensor as a table: one op of kLookupOps, or SiLU
+  // written as Sigmoid(v) -> s, Mul(v, s).
+  bool rewrite_lookup(const std::vector<Node>& nodes, int32_t index) {
+    const Node& node = nodes[index];
+    if (options_.plugins.empty() || !node.domain.empty() || node.inputs.empty() || node.outputs.size() != 1) return false;
+    const int32_t v = node.inputs[0];
+    if (v < 0 || !usable_input(v) || twin_[v] < 0) return false;  // quantizing only for a table gains nothing
+    std::vector<const Node*> chain = {&node};
+    int32_t out = node.outputs[0];
+    int32_t absorbed = -1;
+    if (node.op_type == "Sigmoid" && uses_.reader_count(v) == 2) {
+      const int32_t mul = uses_.sole_reader(out);
+      if (mul < 0 || graph_output_.count(out)) return false;
+      const Node& m = nodes[mul];
+      if (!is_op(m, "Mul") || m.inputs.size() != 2 || m.outputs.size() != 1 ||
+          !((m.inputs[0] == v && m.inputs[1] == out) || (m.inputs[0] == out && m.inputs[1] == v)))
+        return false;
+      chain.push_back(&m);
+      out = m.outputs[0];
+      absorbed = mul;
+    } else {
+      static const std::set<std::string> kLookupOps = {"HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu",
+                                                       "Elu", "Selu", "Softplus", "Softsign", "Gelu", "Relu", "Clip",
+                                                       "Celu", "Mish"};
+      if (!kLookupOps.count(node.op_type)) return false;
+      for (size_t i = 1; i < node.inputs.size(); ++i)
+        if (node.inputs[i] >= 0 && !graph_.values[node.inputs[i]].is_constant()) return false;
+    }
+    if (!usable_input(out) || !graph_.values[v].same_shape_as(graph_.values[out])) return false;
+    std::vector<uint8_t> table;
+    if (!lookup_table(chain, v, quant_[v], quant_[out], table)) return false;
+    if (absorbed >= 0) absorbed_[absorbed] = true;
+    Node lookup;
+    lookup.name = chain.size() > 1 ? fused_name(node.name, chain.back()->name) : node.name;
+    lookup.domain = "edgert";
+    lookup.op_type = "QLookup";
+    lookup.opset = 1;
+    lookup.inputs = {twin_[v], add_constant(graph_, lookup.name + "::table", EDGERT_DTYPE_UINT8, {256}, table.data(), 256)};
+    lookup.outputs = {int8_output(out)};
+    record(lookup, node, out);
+    ++report_.lookups;
+    graph_.nodes.push_back(std::move(lookup));
+    return true;
+  }
+
+  // table[q] = quantize(f(dequantize(q))) with the kernels of the chain's ops (QuantizeLinear's
+  // and DequantizeLinear's float formulas).
+  bool lookup_table(const std::vector<const Node*>& chain, int32_t v, const ActivationQuantization& in,
+                    const ActivationQuantization& out, std::vector<uint8_t>& table) const {
+    Graph scratch;
+    std::vector<float> levels(256);
+    for (int q = 0; q < 256; ++q) levels[q] = static_cast<float>(q - in.zero_point) * in.scale;
+    std::map<int32_t, int32_t> local;  // value of graph_ -> value of scratch
+    local[v] = add_constant(scratch, "levels", EDGERT_DTYPE_FLOAT32, {256}, levels.data(), levels.size() * sizeof(float));
+    int32_t last = -1;
+    for (const Node* n : chain) {
+      Node copy = *n;
+      for (int32_t& input : copy.inputs) {
+        if (input < 0) continue;
+        auto it = local.find(input);
+        if (it == local.end()) {
+          if (!graph_.values[input].is_constant()) return false;
+          it = local.emplace(input, scratch.add_value(graph_.values[input])).first;
+        }
+        input = it->second;
+      }
+      Value result;
+      result.name = graph_.values[n->outputs[0]].name;
+      copy.outputs = {scratch.add_value(std::move(result))};
+      local[n->outputs[0]] = copy.outputs[0];
+      scratch.nodes.push_back(copy);
+      if (!compute_node_outputs(scratch, scratch.nodes.back(), options_.plugins, 4096)) return false;
+      last = copy.outputs[0];
+    }
+    const Value& y = scratch.values[last];
+    if (y.dtype != EDGERT_DTYPE_FLOAT32 || !y.data || y.data->size() != 256 * sizeof(float)) return false;
+    const float* f = reinterpret_cast<const float*>(y.data->data());
+    table.resize(256);
+    for (int q = 0; q < 256; ++q) {
+      const double r = static_cast<double>(std::nearbyint(f[q] / out.scale)) + out.zero_point;
+      table[q] = static_cast<uint8_t>(std::isnan(r) ? 0 : std::clamp(r, 0.0, 255.0));
+    }
     return true;
   }
 

@@ -8,6 +8,11 @@
 //   MaxPool, Concat, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Split
 //                                 -> the same op on uint8 (the values keep their quantization:
 //                                    a max and a move of bytes commute with it)
+//   an elementwise activation (HardSwish, Sigmoid, SiLU as x * Sigmoid(x), Tanh, ...) between
+//   two quantized tensors          -> edgert.QLookup: a 256-entry table computed once with the
+//                                    float kernels (each uint8 level dequantized, the op, then
+//                                    quantized), so the result equals DequantizeLinear -> op ->
+//                                    QuantizeLinear exactly
 // Everything else stays float: a DequantizeLinear goes before its first float reader, a
 // QuantizeLinear after a float producer whose value an int8 node reads. Tensors stay NCHW, so
 // every op that moves bytes runs on uint8 unchanged.
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "ir.h"
+#include "plugin_loader.h"
 #include "quantization_params.h"
 
 namespace edgert::builder {
@@ -38,10 +44,12 @@ struct Int8RewriteOptions {
   // Also write every uint8 tensor's float value as an engine output (a DequantizeLinear beside
   // the int8 path, which is unchanged): the accuracy guard compares them with float32's.
   bool expose_uint8_tensors = false;
+  // The kernels that compute the activations' lookup tables (none: activations stay float).
+  std::vector<const LoadedPlugin*> plugins;
 };
 
 struct Int8RewriteReport {
-  int convolutions = 0, adds = 0, pools = 0, moves = 0;  // int8 nodes made, by kind
+  int convolutions = 0, adds = 0, pools = 0, moves = 0, lookups = 0;  // int8 nodes made, by kind
   int absorbed_activations = 0;
   int quantize = 0, dequantize = 0;  // boundary nodes inserted
   // Int8 candidates left in float: "node: why".

@@ -22,6 +22,7 @@
   X(pool) \
   X(quantize) \
   X(qlinear_contrib) \
+  X(qlookup) \
   X(einsum) \
   X(resize) \
   X(detection) \

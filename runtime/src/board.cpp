@@ -66,6 +66,7 @@ bool host_has_cpu_feature(const std::string& f) {
   if (f == "avx512bw") return os_avx512 && (leaf7_ebx & (1u << 30));
   if (f == "avx512vl") return os_avx512 && (leaf7_ebx & (1u << 31));
   if (f == "avx512vnni") return os_avx512 && (leaf7_ecx & (1u << 11));
+  if (f == "avx512vbmi") return os_avx512 && (leaf7_ecx & (1u << 1));
   return false;
 #elif defined(__aarch64__)
   unsigned long hwcap = getauxval(AT_HWCAP);

@@ -202,7 +202,7 @@ TEST(NativeBoard, PicksTheMostSpecificShippedProfileTheMachineHasEverythingOf) {
   auto pick = [&](const HostMachine& host) { return config::pick_native_board(profiles, host); };
 
   std::vector<std::string> v4 = kX86v3;
-  v4.insert(v4.end(), {"avx512f", "avx512bw", "avx512vl", "avx512vnni"});
+  v4.insert(v4.end(), {"avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512vbmi"});
   auto avx512 = pick(machine("x86_64", v4, 2, 24000));
   EXPECT_EQ(avx512.profile.name, "x86_64-avx512");  // not x86_64-generic, which it also satisfies
   EXPECT_FALSE(avx512.detected);
@@ -254,7 +254,7 @@ TEST(NativeBoard, AMachineNoProfileDescribesGetsItsDetectedProfile) {
   // A discrete GPU (compute capability unknown without CUDA) does not make a workstation a
   // board of its own: its CPU profile is picked.
   std::vector<std::string> v4 = kX86v3;
-  v4.insert(v4.end(), {"avx512f", "avx512bw", "avx512vl", "avx512vnni"});
+  v4.insert(v4.end(), {"avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512vbmi"});
   auto workstation = config::pick_native_board(profiles, machine("x86_64", v4, 16, 64000, "cuda-discrete", false));
   EXPECT_EQ(workstation.profile.name, "x86_64-avx512");
   EXPECT_FALSE(workstation.detected);
