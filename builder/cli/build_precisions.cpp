@@ -71,10 +71,10 @@ void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& b
 void print_int8_summary(const builder::BuildResult& result) {
   const builder::Int8RewriteReport& r = result.int8;
   const builder::CalibrationSummary& c = result.calibration;
-  std::printf("int8: %d convolution(s), %d add(s), %d pool(s), %d activation table(s), %d byte move(s) in int8 (%d "
-              "activation(s) absorbed); "
+  std::printf("int8: %d convolution(s), %d add(s), %d mul(s), %d pool(s), %d activation table(s), %d byte move(s) in "
+              "int8 (%d activation(s) absorbed); "
               "%d quantize and %d dequantize node(s) at float boundaries; ranges %s %s, %lld sample(s)%s%s\n",
-              r.convolutions, r.adds, r.pools, r.lookups, r.moves, r.absorbed_activations, r.quantize, r.dequantize,
+              r.convolutions, r.adds, r.muls, r.pools, r.lookups, r.moves, r.absorbed_activations, r.quantize, r.dequantize,
               c.from_cache ? "read from" : "calibrated", c.from_cache ? c.cache_path.c_str() : c.calibrator.c_str(),
               static_cast<long long>(c.samples), !c.from_cache && !c.cache_path.empty() ? ", saved to " : "",
               !c.from_cache ? c.cache_path.c_str() : "");

@@ -223,6 +223,7 @@ class Int8Rewriter {
     const Node& node = nodes[index];
     if (is_op(node, "Conv")) return rewrite_conv(nodes, index);
     if (is_op(node, "Add")) return rewrite_add(nodes, index);
+    if (is_op(node, "Mul")) return rewrite_mul(node);
     if (is_op(node, "GlobalAveragePool")) return rewrite_global_average(node);
     if (rewrite_lookup(nodes, index)) return true;
     if (is_op(node, "MaxPool") || is_op(node, "Concat") || is_op(node, "Reshape") || is_op(node, "Flatten") ||
@@ -319,6 +320,34 @@ class Int8Rewriter {
     record(add, node, c);
     ++report_.adds;
     graph_.nodes.push_back(std::move(add));
+    return true;
+  }
+
+  // A product of two uint8 tensors, one of the output's shape and the other of it or
+  // broadcast over it (squeeze-excitation's [N, C, 1, 1] channel scale).
+  bool rewrite_mul(const Node& node) {
+    if (node.inputs.size() != 2 || node.outputs.size() != 1) return false;
+    const int32_t a = node.inputs[0], b = node.inputs[1], c = node.outputs[0];
+    if (!usable_input(a) || !usable_input(b) || !usable_input(c)) return false;
+    if (!graph_.values[a].same_shape_as(graph_.values[c]) && !graph_.values[b].same_shape_as(graph_.values[c]))
+      return false;
+    Node mul;
+    mul.name = node.name;
+    mul.domain = kMicrosoft;
+    mul.op_type = "QLinearMul";
+    mul.opset = 1;
+    for (int32_t v : {a, b}) {
+      const std::string& vn = graph_.values[v].name;
+      mul.inputs.push_back(need_uint8(v));
+      mul.inputs.push_back(scale_constant(quant_[v].scale, vn));
+      mul.inputs.push_back(zero_point_constant(quant_[v].zero_point, vn));
+    }
+    mul.inputs.push_back(scale_constant(quant_[c].scale, graph_.values[c].name));
+    mul.inputs.push_back(zero_point_constant(quant_[c].zero_point, graph_.values[c].name));
+    mul.outputs = {int8_output(c)};
+    record(mul, node, c);
+    ++report_.muls;
+    graph_.nodes.push_back(std::move(mul));
     return true;
   }
 

@@ -4,6 +4,8 @@
 //   Conv [+ Relu | Clip]          -> QLinearConv (weights per output channel, symmetric int8;
 //                                    bias int32 at x_scale * w_scale)
 //   Add [+ Relu]                  -> com.microsoft QLinearAdd (operands of one shape)
+//   Mul                           -> com.microsoft QLinearMul (one operand of the output's shape,
+//                                    the other the same or broadcast: a channel scale)
 //   GlobalAveragePool             -> com.microsoft QLinearGlobalAveragePool
 //   MaxPool, Concat, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Slice, Split
 //                                 -> the same op on uint8 (the values keep their quantization:
@@ -49,7 +51,7 @@ struct Int8RewriteOptions {
 };
 
 struct Int8RewriteReport {
-  int convolutions = 0, adds = 0, pools = 0, moves = 0, lookups = 0;  // int8 nodes made, by kind
+  int convolutions = 0, adds = 0, muls = 0, pools = 0, moves = 0, lookups = 0;  // int8 nodes made, by kind
   int absorbed_activations = 0;
   int quantize = 0, dequantize = 0;  // boundary nodes inserted
   // Int8 candidates left in float: "node: why".

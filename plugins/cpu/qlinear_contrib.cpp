@@ -1,5 +1,6 @@
 // ONNX Runtime's INT8 contrib ops (domain com.microsoft) that quantized CNNs exported by its
-// quantization tools use between QLinearConvs: QLinearAdd and QLinearGlobalAveragePool, u8.
+// quantization tools use between QLinearConvs: QLinearAdd, QLinearMul (squeeze-excitation's
+// channel scale) and QLinearGlobalAveragePool, u8.
 // The float math is this file's (ORT's own differs in order between its kernels); each reference
 // below states it, and its AVX-512 tactic (fast/qlinear_rows.h) is bit-exact with it.
 #include <algorithm>
@@ -17,6 +18,7 @@ namespace {
 
 // Stable ids: engines and timing caches store them.
 constexpr int64_t kQLinearAddAvx512 = 1;
+constexpr int64_t kQLinearMulAvx512 = 1;
 constexpr int64_t kQLinearGlobalAveragePoolAvx512 = 1;
 
 void check_u8(const edgert_tensor& t, const char* what) {
@@ -37,11 +39,18 @@ void check_scalar_zero_point(const edgert_node& node, const edgert_tensor* in, i
   }
 }
 
+enum class QBinary { kAdd, kMul };
+
 // Inputs: A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point (numpy
-// broadcasting of A and B). With ra = A_scale / C_scale and rb = B_scale / C_scale (float):
+// broadcasting of A and B).
+// QLinearAdd, with ra = A_scale / C_scale and rb = B_scale / C_scale (float):
 //   C = saturate_round(float(A - za) * ra + float(B - zb) * rb, zc)
 // two products rounded to float, then their sum (no FMA), then round half to even.
-class QLinearAddOp : public Op {
+// QLinearMul, with r = (A_scale * B_scale) / C_scale (float):
+//   C = saturate_round(float((A - za) * (B - zb)) * r, zc)
+// the integer product exact (|product| <= 65025), one float product, round half to even.
+template <QBinary K>
+class QLinearBinaryOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
     if (node.num_inputs < 7) fail(EDGERT_ERR_INVALID_ARGUMENT, "needs at least 7 inputs, got %d", node.num_inputs);
@@ -58,12 +67,15 @@ class QLinearAddOp : public Op {
     a_strides_ = broadcast_strides(a, out_shape_);
     b_strides_ = broadcast_strides(b, out_shape_);
     set_output(out[0], EDGERT_DTYPE_UINT8, out_shape_);
-    fast_ = tactic() == kQLinearAddAvx512 && avx512_bw_available() && plan_runs(a, b);
+    fast_ = tactic() == (K == QBinary::kAdd ? kQLinearAddAvx512 : kQLinearMulAvx512) && avx512_bw_available() &&
+            plan_runs(a, b);
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
     const float sc = scale_at(in[6], 0);
-    const float ra = scale_at(in[1], 0) / sc, rb = scale_at(in[4], 0) / sc;
+    // For Mul, ra carries the one multiplier r and rb is unused.
+    const float ra = K == QBinary::kAdd ? scale_at(in[1], 0) / sc : scale_at(in[1], 0) * scale_at(in[4], 0) / sc;
+    const float rb = scale_at(in[4], 0) / sc;
     const int32_t za = zero_point_at(optional_input(node, in, 2), 0);
     const int32_t zb = zero_point_at(optional_input(node, in, 5), 0);
     const int32_t zc = zero_point_at(optional_input(node, in, 7), 0);
@@ -75,8 +87,9 @@ class QLinearAddOp : public Op {
     int64_t index[EDGERT_MAX_RANK] = {};
     int64_t ia = 0, ib = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const float v = static_cast<float>(static_cast<int32_t>(a[ia]) - za) * ra +
-                      static_cast<float>(static_cast<int32_t>(b[ib]) - zb) * rb;
+      const int32_t da = static_cast<int32_t>(a[ia]) - za, db = static_cast<int32_t>(b[ib]) - zb;
+      const float v = K == QBinary::kAdd ? static_cast<float>(da) * ra + static_cast<float>(db) * rb
+                                         : static_cast<float>(da * db) * ra;
       c[i] = saturate_round<uint8_t>(v, zc);
       for (int d = rank - 1; d >= 0; --d) {  // odometer, keeping both inputs' offsets
         ia += a_strides_[static_cast<size_t>(d)];
@@ -92,7 +105,8 @@ class QLinearAddOp : public Op {
  private:
   // The AVX-512 tactic's layout: one operand of the output's shape ("full"), the other either
   // the same or constant over runs of `inner_` elements (a per-channel [N, C, 1, 1] or scalar
-  // operand of an NCHW tensor). float addition commutes, so either of A and B may be full.
+  // operand of an NCHW tensor). float addition and the integer product commute, so either of A
+  // and B may be full.
   bool plan_runs(const Shape& a, const Shape& b) {
     const int64_t n = numel_of(out_shape_);
     swapped_ = numel_of(a) != n;
@@ -123,7 +137,14 @@ class QLinearAddOp : public Op {
   void execute_runs(const uint8_t* a, int32_t za, float ra, const uint8_t* b, int32_t zb, float rb, int32_t zc,
                     uint8_t* c) const {
 #if defined(__x86_64__)
-    if (swapped_) std::swap(a, b), std::swap(za, zb), std::swap(ra, rb);
+    if (swapped_) std::swap(a, b), std::swap(za, zb);
+    if (swapped_ && K == QBinary::kAdd) std::swap(ra, rb);
+    auto rows = [&](const uint8_t* ra_rows, const uint8_t* rb_rows, int64_t b_step, int64_t count, uint8_t* out) {
+      if (K == QBinary::kAdd)
+        qrows::qlinear_add_u8_avx512(ra_rows, za, ra, rb_rows, b_step, zb, rb, count, zc, out);
+      else
+        qrows::qlinear_mul_u8_avx512(ra_rows, za, rb_rows, b_step, zb, ra, count, zc, out);
+    };
     const std::vector<int64_t>& strides = swapped_ ? a_strides_ : b_strides_;
     const int64_t n = numel_of(out_shape_);
     if (small_step_ == 1) {
@@ -131,7 +152,7 @@ class QLinearAddOp : public Op {
       constexpr int64_t kPiece = 16384;
       ThreadPool::instance().parallel_ranges((n + kPiece - 1) / kPiece, [&](int64_t p0, int64_t p1, int) {
         const int64_t i0 = p0 * kPiece, i1 = std::min(n, p1 * kPiece);
-        qrows::qlinear_add_u8_avx512(a + i0, za, ra, b + i0, 1, zb, rb, i1 - i0, zc, c + i0);
+        rows(a + i0, b + i0, 1, i1 - i0, c + i0);
       });
       return;
     }
@@ -142,7 +163,7 @@ class QLinearAddOp : public Op {
           offset += (rest % out_shape_[static_cast<size_t>(d)]) * strides[static_cast<size_t>(d)];
           rest /= out_shape_[static_cast<size_t>(d)];
         }
-        qrows::qlinear_add_u8_avx512(a + run * inner_, za, ra, b + offset, 0, zb, rb, inner_, zc, c + run * inner_);
+        rows(a + run * inner_, b + offset, 0, inner_, c + run * inner_);
       }
     });
 #else
@@ -225,6 +246,11 @@ std::vector<TacticSpec> qlinear_add_tactics(const edgert_node*, const edgert_ten
   return {{kQLinearAddAvx512, "u8-qlinear-add-avx512"}};
 }
 
+std::vector<TacticSpec> qlinear_mul_tactics(const edgert_node*, const edgert_tensor*) {
+  if (!avx512_bw_available()) return {};
+  return {{kQLinearMulAvx512, "u8-qlinear-mul-avx512"}};
+}
+
 std::vector<TacticSpec> qlinear_global_average_pool_tactics(const edgert_node*, const edgert_tensor*) {
   if (!avx512_bw_available()) return {};
   return {{kQLinearGlobalAveragePoolAvx512, "u8-qlinear-global-avgpool-avx512"}};
@@ -237,7 +263,10 @@ int32_t qlinear_global_average_pool_supports(const edgert_node* node, const edge
 }  // namespace
 
 void register_qlinear_contrib_kernels(KernelRegistry& r) {
-  r.add_in_domain<QLinearAddOp>("com.microsoft", "QLinearAdd", "ref-qlinear-add", nullptr, qlinear_add_tactics);
+  r.add_in_domain<QLinearBinaryOp<QBinary::kAdd>>("com.microsoft", "QLinearAdd", "ref-qlinear-add", nullptr,
+                                                  qlinear_add_tactics);
+  r.add_in_domain<QLinearBinaryOp<QBinary::kMul>>("com.microsoft", "QLinearMul", "ref-qlinear-mul", nullptr,
+                                                  qlinear_mul_tactics);
   r.add_in_domain<QLinearGlobalAveragePoolOp>("com.microsoft", "QLinearGlobalAveragePool",
                                               "ref-qlinear-global-average-pool", qlinear_global_average_pool_supports,
                                               qlinear_global_average_pool_tactics);

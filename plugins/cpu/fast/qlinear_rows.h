@@ -17,6 +17,9 @@ void dequantize_u8_avx512(const uint8_t* x, int64_t n, int32_t zero_point, float
 // (b_step 1) or j = 0 (b_step 0: one b value for the whole run).
 void qlinear_add_u8_avx512(const uint8_t* a, int32_t za, float ra, const uint8_t* b, int64_t b_step, int32_t zb,
                            float rb, int64_t n, int32_t zc, uint8_t* c);
+// c[i] = saturate_round(float((a[i] - za) * (b[j] - zb)) * r, zc), j as for the add.
+void qlinear_mul_u8_avx512(const uint8_t* a, int32_t za, const uint8_t* b, int64_t b_step, int32_t zb, float r,
+                           int64_t n, int32_t zc, uint8_t* c);
 // sums[p] = the sum of the `size` bytes of plane p (exact: at most 255 x size).
 void plane_sums_u8_avx512(const uint8_t* x, int64_t planes, int64_t size, int64_t* sums);
 #endif

@@ -72,6 +72,20 @@ void qlinear_add_u8_avx512(const uint8_t* a, int32_t za, float ra, const uint8_t
   }
 }
 
+void qlinear_mul_u8_avx512(const uint8_t* a, int32_t za, const uint8_t* b, int64_t b_step, int32_t zb, float r,
+                           int64_t n, int32_t zc, uint8_t* c) {
+  const Requantize out(zc);
+  const __m512i zpa = _mm512_set1_epi32(za), zpb = _mm512_set1_epi32(zb);
+  const __m512 scale = _mm512_set1_ps(r);
+  const __m512i b_one = _mm512_set1_epi32(static_cast<int32_t>(b[0]) - zb);  // one b for the run
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes16(n - i);
+    const __m512i da = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, a + i)), zpa);
+    const __m512i db = b_step ? _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, b + i)), zpb) : b_one;
+    out.store(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(da, db)), scale), c + i, m);
+  }
+}
+
 void plane_sums_u8_avx512(const uint8_t* x, int64_t planes, int64_t size, int64_t* sums) {
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t p = 0; p < planes; ++p, x += size) {
