@@ -1,7 +1,7 @@
 // Every optimized INT8 tactic of the CPU plugin against its reference (tactic 0), bit for bit,
 // through the plugin ABI as the builder and runtime use it: QLinearConv (dense, grouped,
-// depthwise), QuantizeLinear, DequantizeLinear, com.microsoft QLinearAdd and
-// QLinearGlobalAveragePool; and the reference MaxPool on uint8. Random inputs of awkward sizes
+// depthwise), QuantizeLinear, DequantizeLinear, com.microsoft QLinearAdd, QLinearMul and
+// QLinearGlobalAveragePool, edgert.QLookup; and MaxPool on uint8. Random inputs of awkward sizes
 // (odd channel counts, K not a multiple of 4, pixel tails, padding on one side, stride 2,
 // dilation, groups, batch 2, nonzero zero points, per-tensor and per-channel scales, results
 // saturating at both ends of u8 and ties of the rounding), with 1 and 2 threads. What runs is
@@ -313,6 +313,70 @@ TEST(CpuInt8Tactics, MaxPoolTakesUint8) {
           ASSERT_EQ(y[static_cast<size_t>((p * oh + i) * ow + j)], best) << "tactic " << t.name << " plane " << p;
         }
   }
+}
+
+TEST(CpuInt8Tactics, QLinearMulTacticsMatchTheReferenceBitForBit) {
+  std::mt19937 rng(21);
+  struct Shapes {
+    std::vector<int64_t> a, b;
+  };
+  // Squeeze-excitation's channel scale ([N, C, 1, 1] on either side), equal shapes, scalars.
+  const Shapes cases[] = {
+      {{1, 96, 28, 28}, {1, 96, 1, 1}}, {{2, 5, 9, 7}, {2, 5, 1, 1}},   {{1, 7, 1, 1}, {1, 7, 6, 5}},
+      {{2, 17, 13, 11}, {2, 17, 13, 11}}, {{3, 19}, {1}},               {{1, 1, 3, 40}, {1, 6, 1, 40}},
+  };
+  size_t ran = 0;
+  for (const Shapes& sh : cases)
+    for (const float* scales : {std::array<float, 3>{0.02f, 0.004f, 0.05f}.data(),
+                                std::array<float, 3>{0.5f, 0.25f, 0.125f}.data()}) {  // the second: ties
+      const std::vector<Tensor> in = qlinear_add_inputs(rng, sh.a, sh.b, scales[0], scales[1], scales[2]);
+      ran += check_all_tactics("ref-qlinear-mul", NodeSpec("com.microsoft", "QLinearMul", 8), in,
+                               "QLinearMul " + std::to_string(count_of(sh.a)) + " x " + std::to_string(count_of(sh.b)))
+                 .size();
+    }
+  if (cpu_has_avx512_bw()) {
+    EXPECT_GT(ran, 0u) << "this CPU has AVX-512 BW, but no QLinearMul tactic ran";
+  }
+}
+
+TEST(CpuInt8Tactics, QLookupTacticsMatchTheReferenceBitForBit) {
+  std::mt19937 rng(22);
+  size_t ran = 0;
+  for (int64_t n : {1, 63, 64, 65, 1000, 16384, 16385, 1 << 17}) {
+    const std::vector<Tensor> in = {
+        Tensor::of(EDGERT_DTYPE_UINT8, {n}, random_values<uint8_t>(rng, n, 0, 255)),
+        Tensor::of(EDGERT_DTYPE_UINT8, {256}, random_values<uint8_t>(rng, 256, 0, 255), true)};
+    ran += check_all_tactics("ref-qlookup", NodeSpec("edgert", "QLookup", 2), in, "QLookup " + std::to_string(n)).size();
+  }
+  // The reference itself: table[x].
+  const std::vector<uint8_t> x = random_values<uint8_t>(rng, 300, 0, 255), table = random_values<uint8_t>(rng, 256, 0, 255);
+  const std::vector<Tensor> in = {Tensor::of(EDGERT_DTYPE_UINT8, {300}, x), Tensor::of(EDGERT_DTYPE_UINT8, {256}, table, true)};
+  const std::vector<uint8_t> y = run_tactic(kernel_named(plugin(), "ref-qlookup"), NodeSpec("edgert", "QLookup", 2).node(), in, 0);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], table[x[i]]) << i;
+  if (__builtin_cpu_supports("avx512vbmi")) {
+    EXPECT_GT(ran, 0u) << "this CPU has AVX-512 VBMI, but no QLookup tactic ran";
+  }
+}
+
+TEST(CpuInt8Tactics, Uint8MaxPoolTacticsMatchTheReference) {
+  std::mt19937 rng(23);
+  struct Case {
+    int64_t c, h, w, k, s, pad, ceil;
+  };
+  // squeezenet's ceil-mode pools, resnet's stem pool, a tail of a row, one-sided windows.
+  const Case cases[] = {{64, 111, 111, 3, 2, 0, 1}, {64, 112, 112, 3, 2, 1, 0}, {5, 9, 17, 2, 2, 0, 0},
+                        {3, 7, 7, 3, 1, 1, 0},      {2, 13, 29, 5, 3, 2, 1}};
+  size_t ran = 0;
+  for (const Case& c : cases) {
+    const std::vector<Tensor> in = {
+        Tensor::of(EDGERT_DTYPE_UINT8, {1, c.c, c.h, c.w}, random_values<uint8_t>(rng, c.c * c.h * c.w, 0, 255))};
+    NodeSpec spec("", "MaxPool", 1);
+    spec.ints("kernel_shape", {c.k, c.k}).ints("strides", {c.s, c.s}).ints("pads", {c.pad, c.pad, c.pad, c.pad});
+    spec.integer("ceil_mode", c.ceil);
+    ran += check_all_tactics("ref-max-pool", spec, in, "MaxPool uint8 " + std::to_string(c.h) + "x" + std::to_string(c.w))
+               .size();
+  }
+  EXPECT_GT(ran, 0u) << "no uint8 MaxPool tactic ran";
 }
 
 }  // namespace
