@@ -234,6 +234,55 @@ TEST_F(CliHostileInput, BuildRefusesToWriteTheEngineOverItsModel) {
   EXPECT_EQ(read_file(dir_.file("m.onnx")), model);
 }
 
+TEST_F(CliHostileInput, Int8BuildsRefuseWhatTheyCannotCalibrateFrom) {
+  save_model(make_small_model(), dir_.file("m.onnx"));
+  const std::string avx512 = "build " + dir_.file("m.onnx") + " -o " + dir_.file("q.engine") + " --board x86_64-avx512 ";
+  // A board whose precisions leave out int8.
+  auto generic = build(dir_.file("m.onnx"), "--int8 --calib " + dir_.path());
+  EXPECT_EQ(generic.exit_code, 1);
+  EXPECT_OUTPUT_HAS(generic, "--int8: board x86_64-generic allows precisions fp32 only");
+  // No calibration given, calibration without --int8, an empty or missing directory.
+  auto bare = edgert(avx512 + "--int8");
+  EXPECT_EQ(bare.exit_code, 1);
+  EXPECT_OUTPUT_HAS(bare, "--int8 needs activation ranges");
+  auto stray = edgert(avx512 + "--calib " + dir_.path() + "/calib");
+  EXPECT_EQ(stray.exit_code, 1);
+  EXPECT_OUTPUT_HAS(stray, "add --int8");
+  ASSERT_EQ(mkdir(dir_.file("empty").c_str(), 0755), 0);
+  auto empty = edgert(avx512 + "--int8 --calib " + dir_.file("empty"));
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_OUTPUT_HAS(empty, "no .npy file in it");
+  // A calibration input of the wrong shape names the file.
+  ASSERT_EQ(mkdir(dir_.file("calib").c_str(), 0755), 0);
+  cli::HostTensor wrong;
+  wrong.dtype = EDGERT_DTYPE_FLOAT32;
+  wrong.shape = {1, 3};
+  wrong.data.assign(12, 0);
+  cli::write_tensor_npy(dir_.file("calib/000.npy"), wrong);
+  auto shape = edgert(avx512 + "--int8 --calib " + dir_.file("calib"));
+  EXPECT_EQ(shape.exit_code, 1);
+  EXPECT_OUTPUT_HAS(shape, dir_.file("calib/000.npy"));
+  // A cache that is not one, and a missing cache with nothing to make it from.
+  write_file(dir_.file("bad.cache"), {'n', 'o', 't', '\n'});
+  auto bad = edgert(avx512 + "--int8 --calib-cache " + dir_.file("bad.cache"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_OUTPUT_HAS(bad, "bad.cache");
+  auto missing = edgert(avx512 + "--int8 --calib-cache " + dir_.file("none.cache"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_OUTPUT_HAS(missing, "does not exist and no calibration inputs");
+  // A layer name the model does not have.
+  cli::write_tensor_npy(dir_.file("calib/000.npy"), [] {
+    cli::HostTensor x;
+    x.dtype = EDGERT_DTYPE_FLOAT32;
+    x.shape = {1, 4};
+    x.data.assign(16, 0);
+    return x;
+  }());
+  auto layer = edgert(avx512 + "--int8 --calib " + dir_.file("calib") + " --layer-precisions nosuch:fp32");
+  EXPECT_EQ(layer.exit_code, 1);
+  EXPECT_OUTPUT_HAS(layer, "no layer named 'nosuch'");
+}
+
 class CliHostileRun : public CliHostileInput {
  protected:
   void SetUp() override {
