@@ -118,6 +118,8 @@ const std::vector<QConvCase>& qconv_cases() {
       {1, 2, 2, 8, 131, 3, 3, 2, 2, {0, 1, 1, 0}, 1, 2, true, true, 1},        // depthwise s2, pad left only
       {1, 3, 3, 17, 19, 7, 7, 1, 2, {3, 2, 3, 4}, 1, 3, true, true, 128},      // depthwise 7x7, strides 1 and 2
       {2, 3, 3, 7, 40, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 3, true, true, 50},       // depthwise, 3 vectors a row
+      {1, 5, 5, 6, 56, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 5, true, true, 128},      // depthwise, 4 vectors a row (56 wide)
+      {1, 3, 3, 9, 121, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 3, true, false, 90},     // depthwise s2, 61 wide out
       {1, 9, 9, 11, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 9, true, true, 128, true},  // depthwise, ties
       {1, 19, 21, 9, 10, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128, true}, // dense, ties
   };
