@@ -122,6 +122,12 @@ const std::vector<QConvCase>& qconv_cases() {
       {1, 3, 3, 9, 121, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 3, true, false, 90},     // depthwise s2, 61 wide out
       {1, 9, 9, 11, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 9, true, true, 128, true},  // depthwise, ties
       {1, 19, 21, 9, 10, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128, true}, // dense, ties
+      {1, 64, 30, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128},     // 3x3 on 7x7: runs across rows
+      {2, 13, 25, 10, 41, 5, 5, 1, 1, {2, 1, 0, 3}, 1, 1, true, false, 66},    // 5x5, uneven pads, 41 wide
+      {1, 9, 14, 12, 12, 3, 3, 1, 1, {0, 0, 0, 0}, 1, 1, false, true, 128},    // 3x3 without padding
+      {1, 6, 13, 8, 19, 1, 3, 1, 1, {0, 1, 0, 1}, 1, 1, true, true, 4},        // 1x3
+      {1, 5, 11, 17, 6, 3, 1, 1, 1, {1, 0, 1, 0}, 3, 1, true, true, 200},      // 3x1 dilated 3, 6 wide
+      {1, 2, 3, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128},        // 3x3 on 3x3, 2 channels
   };
   return cases;
 }

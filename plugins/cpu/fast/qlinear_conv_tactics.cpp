@@ -14,6 +14,7 @@ enum QLinearConvTactic : int64_t {
   kQConv1x1Avx512Vnni = 13,
   kQConvIm2colAvx512Vnni = 23,
   kQConvDepthwiseAvx512 = 33,
+  kQConvShiftedAvx512Vnni = 43,
 };
 
 size_t round_up_64(size_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -47,6 +48,15 @@ bool is_pointwise(const WindowGeometry& g) {
   return true;
 }
 
+// Dense stride-1 convolutions the shifted GEMM takes (channels: x's, group 1).
+bool takes_shifted(const WindowGeometry& g, int64_t group, int64_t channels) {
+  if (group != 1 || g.stride[0] != 1 || g.stride[1] != 1 || is_pointwise(g)) return false;
+  return qshifted::applies({channels, g.in[0], g.in[1], g.out[0], g.out[1], g.kernel[0], g.kernel[1], g.dilation[0],
+                            g.dilation[1], g.pad_begin[0], g.pad_begin[1]});
+}
+
+int32_t wrap_to_int32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
+
 qdepthwise::Geometry depthwise_geometry_of(const WindowGeometry& g) {
   return {g.in[0], g.in[1], g.out[0], g.out[1], g.kernel[0], g.kernel[1], g.stride[0], g.stride[1],
           g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1]};
@@ -74,10 +84,13 @@ std::vector<TacticSpec> qlinear_conv_tactics(const edgert_node* node, const edge
   }
   if (w.dims[1] * g.kernel_size() > gemm::kQgemmMaxDepth || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni))
     return out;
-  if (is_pointwise(g))
+  if (is_pointwise(g)) {
     out.push_back({kQConv1x1Avx512Vnni, "u8s8-qconv-1x1-gemm-12x32-avx512vnni"});
-  else
-    out.push_back({kQConvIm2colAvx512Vnni, "u8s8-qconv-im2col-gemm-12x32-avx512vnni"});
+    return out;
+  }
+  if (takes_shifted(g, group, x.dims[1]))
+    out.push_back({kQConvShiftedAvx512Vnni, "u8s8-qconv-shifted-gemm-12x32-avx512vnni"});
+  out.push_back({kQConvIm2colAvx512Vnni, "u8s8-qconv-im2col-gemm-12x32-avx512vnni"});
   return out;
 }
 
@@ -100,6 +113,10 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
         return false;
       algorithm_ = Algorithm::Depthwise;
       break;
+    case kQConvShiftedAvx512Vnni:
+      if (!takes_shifted(g, group, x.dims[1]) || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni)) return false;
+      algorithm_ = Algorithm::ShiftedGemm;
+      break;
     default: return false;
   }
   batch_ = x.dims[0];
@@ -110,12 +127,18 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   kernel_h_ = g.kernel[0], kernel_w_ = g.kernel[1], stride_h_ = g.stride[0], stride_w_ = g.stride[1];
   dilation_h_ = g.dilation[0], dilation_w_ = g.dilation[1], pad_top_ = g.pad_begin[0], pad_left_ = g.pad_begin[1];
   const int64_t taps = kernel_h_ * kernel_w_;
+  if (algorithm_ == Algorithm::ShiftedGemm)
+    shifted_plan_ = qshifted::make_plan({channels_, in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, dilation_h_,
+                                         dilation_w_, pad_top_, pad_left_});
   const int8_t* weights = static_cast<const int8_t*>(w.data);
   if (packed_from_ != w.data || packed_tactic_ != tactic) {
     packed_.clear();
     depthwise_weights_.clear();
     if (algorithm_ == Algorithm::Depthwise) {
       depthwise_weights_.assign(weights, weights + out_channels_ * taps);
+    } else if (algorithm_ == Algorithm::ShiftedGemm) {
+      packed_.assign(1, gemm::PackedQRows{});
+      if (!qshifted::pack_weights(weights, out_channels_, shifted_plan_, packed_[0])) return false;
     } else {
       const int64_t mg = out_channels_ / group_, k = (channels_ / group_) * taps;
       packed_.assign(static_cast<size_t>(group_), gemm::PackedQRows{});
@@ -129,6 +152,8 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   if (algorithm_ == Algorithm::Depthwise) depthwise_plan_ = qdepthwise::make_plan(depthwise_geometry());
   per_thread_bytes_ = algorithm_ == Algorithm::Depthwise
                           ? static_cast<size_t>(qdepthwise::scratch_floats(depthwise_geometry())) * sizeof(float)
+                      : algorithm_ == Algorithm::ShiftedGemm
+                          ? round_up_64(shifted_plan_.image_bytes())  // one image for all threads
                           : gemm::qgemm_workspace_bytes((channels_ / group_) * taps, threads_);
   // The multipliers and folded biases, then the threads' scratch (qgemm's is one block).
   info.workspace_bytes = round_up_64(static_cast<size_t>(out_channels_) * (sizeof(float) + sizeof(int32_t))) +
@@ -180,6 +205,12 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
 #endif
     return;
   }
+  if (algorithm_ == Algorithm::ShiftedGemm) {
+    for (int64_t n = 0; n < batch_; ++n)
+      execute_shifted(x + n * channels_ * in_plane, x_zero, bias, multiplier, y_zero, y + n * out_channels_ * out_plane,
+                      row_bias, scratch);
+    return;
+  }
   const int64_t cg = channels_ / group_, mg = out_channels_ / group_;
   for (int64_t n = 0; n < batch_; ++n) {
     for (int64_t gi = 0; gi < group_; ++gi) {
@@ -205,6 +236,44 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
                   scratch, threads_);
     }
   }
+}
+
+void FastQLinearConv::execute_shifted(const uint8_t* x, int32_t x_zero, const int32_t* bias,
+                                      const float* multiplier, int32_t y_zero, uint8_t* y, int32_t* row_bias,
+                                      uint8_t* image) const {
+#if defined(__x86_64__)
+  const gemm::PackedQRows& w = packed_[0];
+  const qshifted::Plan& plan = shifted_plan_;
+  ThreadPool& pool = ThreadPool::instance();
+  pool.parallel_ranges(
+      plan.channel_groups,
+      [&](int64_t g0, int64_t g1, int) { qshifted::pack_image_avx512(plan, x, x_zero, g0, g1, image); }, threads_);
+  for (int64_t r = 0; r < out_channels_; ++r)
+    row_bias[r] = wrap_to_int32(static_cast<int64_t>(bias ? bias[r] : 0) -
+                                static_cast<int64_t>(x_zero) * w.row_sums[static_cast<size_t>(r)]);
+  gemm::QRequant out;
+  out.data = y;
+  out.row_stride = out_h_ * out_w_;
+  out.multiplier = multiplier;
+  out.zero_point = y_zero;
+  // As qgemm: pixel panels, the rows split too when there are fewer than two panels a thread.
+  const int64_t pixel_panels = (plan.pixels + gemm::kQgemmPanelPixels - 1) / gemm::kQgemmPanelPixels;
+  const int64_t row_panels = w.panels(), threads = std::max(1, std::min(pool.num_threads(), threads_));
+  const int64_t row_parts =
+      std::min(row_panels, std::max<int64_t>(1, (2 * threads + pixel_panels - 1) / pixel_panels));
+  pool.parallel_for(
+      pixel_panels * row_parts,
+      [&](int64_t task, int) {
+        const int64_t panel = task / row_parts, part = task % row_parts;
+        const int64_t q0 = panel * gemm::kQgemmPanelPixels;
+        qshifted::panel_12x32_avx512vnni(plan, w, part * row_panels / row_parts, (part + 1) * row_panels / row_parts,
+                                         image, q0, std::min(gemm::kQgemmPanelPixels, plan.pixels - q0), row_bias,
+                                         out);
+      },
+      threads_);
+#else
+  (void)x, (void)x_zero, (void)bias, (void)multiplier, (void)y_zero, (void)y, (void)row_bias, (void)image;
+#endif
 }
 
 }  // namespace edgert::cpu

@@ -5,6 +5,9 @@
 //   u8s8-qconv-im2col-gemm-12x32-avx512vnni  any other dense or grouped conv (groups looped):
 //                                             im2col while packing, padding read as x_zero_point
 //   u8s8-qconv-dw-direct-16-avx512           depthwise (group == C == M), up to 7x7, stride 1/2
+//   u8s8-qconv-shifted-gemm-12x32-avx512vnni dense (group 1) k x k, stride 1, any pads and
+//                                             dilation: taps read as shifts of the packed padded
+//                                             image (fast/qconv_shifted.h), no im2col
 // Every one is bit-exact with the reference (tactic 0, quantize.cpp): sums are exact integers and
 // the requantisation rounds as it does. Weights are packed in prepare and owned here; execute
 // allocates nothing (multipliers and folded biases live in the workspace).
@@ -12,6 +15,7 @@
 
 #include <vector>
 
+#include "fast/qconv_shifted.h"
 #include "fast/qdepthwise.h"
 #include "gemm/qgemm.h"
 #include "kernel.h"
@@ -37,16 +41,19 @@ class FastQLinearConv {
   size_t state_bytes() const;
 
  private:
-  enum class Algorithm { Gemm1x1, Im2colGemm, Depthwise };
+  enum class Algorithm { Gemm1x1, Im2colGemm, Depthwise, ShiftedGemm };
   qdepthwise::Geometry depthwise_geometry() const {
     return {in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
             pad_top_, pad_left_};
   }
+  void execute_shifted(const uint8_t* x, int32_t x_zero, const int32_t* bias, const float* multiplier,
+                       int32_t y_zero, uint8_t* y, int32_t* row_bias, uint8_t* image) const;
 
   Algorithm algorithm_ = Algorithm::Im2colGemm;
   std::vector<gemm::PackedQRows> packed_;  // one per group
   std::vector<float> depthwise_weights_;   // [C][taps], exact as floats
   qdepthwise::Plan depthwise_plan_;
+  qshifted::Plan shifted_plan_;
   const void* packed_from_ = nullptr;
   int64_t packed_tactic_ = -1;
   int threads_ = 1;

@@ -1,0 +1,55 @@
+// Dense INT8 convolution, stride 1, without im2col ("shifted GEMM"), for QLinearConv with group 1:
+// the image is packed once per call, zero-point padded, as the interleaved u8 layout of the NCHW
+// qgemm (gemm/qgemm.h) over the padded plane: [ceil(C / 4)][pixels of the padded plane + tail][4]
+// bytes. Output pixels are computed over the padded width (q = oy * padded_w + ox); the operand
+// of tap (ky, kx) is then the same buffer shifted by ky * dilation_h * padded_w + kx * dilation_w
+// pixels, so the GEMM's depth runs over taps x channel groups with no copy per tap, and only the
+// columns ox < out_w are stored. Weights are packed per tap (depth t * 4 ceil(C / 4) + c, zero
+// past C). Sums and requantisation are those of qgemm: bit-exact with the reference.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "gemm/qgemm.h"
+
+namespace edgert::cpu::qshifted {
+
+struct Geometry {
+  int64_t channels, in_h, in_w, out_h, out_w, kernel_h, kernel_w, dilation_h, dilation_w, pad_top, pad_left;
+};
+
+// What every call of one geometry shares, worked out in prepare.
+struct Plan {
+  Geometry g{};
+  int64_t padded_w = 0, padded_h = 0;  // the plane the taps read: out + (kernel - 1) * dilation
+  int64_t channel_groups = 0;          // ceil(C / 4)
+  int64_t group_pixels = 0;            // pixels per channel group: the padded plane and a tail, multiple of 16
+  int64_t pixels = 0;                  // output pixels over the padded width: (out_h - 1) padded_w + out_w
+  std::vector<int64_t> tap_offsets;    // per tap, in pixels
+  size_t image_bytes() const { return static_cast<size_t>(channel_groups * group_pixels * 4); }
+};
+Plan make_plan(const Geometry& g);
+
+// Whether the packed depth (taps x 4 ceil(C / 4)) stays within gemm::kQgemmMaxDepth.
+bool applies(const Geometry& g);
+
+// Packs W [m, C, kernel_h, kernel_w] (s8, not referenced afterwards) per tap for `plan`. False
+// when the depth is too large.
+bool pack_weights(const int8_t* w, int64_t m, const Plan& plan, gemm::PackedQRows& out);
+
+#if defined(__x86_64__)
+// Channel groups [group_begin, group_end) of x [C, in_h, in_w] into `image` (plan.image_bytes()),
+// padding and channels past C read as x_zero_point.
+void pack_image_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, int64_t group_begin,
+                       int64_t group_end, uint8_t* image);
+// Rows of panels [panel_begin, panel_end) of W over padded-width pixels [q0, q0 + count) (count
+// <= 32), requantised into Y (row_stride: out_h x out_w; only valid columns written).
+// `row_bias` already holds bias - x_zero_point * row_sums.
+void panel_12x32_avx512vnni(const Plan& plan, const gemm::PackedQRows& w, int64_t panel_begin, int64_t panel_end,
+                            const uint8_t* image, int64_t q0, int64_t count, const int32_t* row_bias,
+                            const gemm::QRequant& y);
+#endif
+
+}  // namespace edgert::cpu::qshifted
