@@ -15,6 +15,7 @@ enum QLinearConvTactic : int64_t {
   kQConvIm2colAvx512Vnni = 23,
   kQConvDepthwiseAvx512 = 33,
   kQConvShiftedAvx512Vnni = 43,
+  kQConvDepthwiseVnniAvx512 = 53,
 };
 
 size_t round_up_64(size_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -78,6 +79,10 @@ std::vector<TacticSpec> qlinear_conv_tactics(const edgert_node* node, const edge
   }
   if (g.rank != 2) return out;
   if (is_depthwise(group, x, w)) {
+#if defined(__x86_64__)
+    if (qdepthwise::vnni_available() && qdepthwise::vnni_applies(depthwise_geometry_of(g)))
+      out.push_back({kQConvDepthwiseVnniAvx512, "u8s8-qconv-dw-vnni-16-avx512vbmi"});
+#endif
     if (avx512_bw_available() && qdepthwise::applies(depthwise_geometry_of(g)))
       out.push_back({kQConvDepthwiseAvx512, "u8s8-qconv-dw-direct-16-avx512"});
     return out;
@@ -113,6 +118,16 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
         return false;
       algorithm_ = Algorithm::Depthwise;
       break;
+    case kQConvDepthwiseVnniAvx512:
+#if defined(__x86_64__)
+      if (!is_depthwise(group, x, w) || !qdepthwise::vnni_available() ||
+          !qdepthwise::vnni_applies(depthwise_geometry_of(g)))
+        return false;
+      algorithm_ = Algorithm::DepthwiseVnni;
+      break;
+#else
+      return false;
+#endif
     case kQConvShiftedAvx512Vnni:
       if (!takes_shifted(g, group, x.dims[1]) || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni)) return false;
       algorithm_ = Algorithm::ShiftedGemm;
@@ -127,6 +142,7 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   kernel_h_ = g.kernel[0], kernel_w_ = g.kernel[1], stride_h_ = g.stride[0], stride_w_ = g.stride[1];
   dilation_h_ = g.dilation[0], dilation_w_ = g.dilation[1], pad_top_ = g.pad_begin[0], pad_left_ = g.pad_begin[1];
   const int64_t taps = kernel_h_ * kernel_w_;
+  if (algorithm_ == Algorithm::DepthwiseVnni) vnni_plan_ = qdepthwise::make_vnni_plan(depthwise_geometry());
   if (algorithm_ == Algorithm::ShiftedGemm)
     shifted_plan_ = qshifted::make_plan({channels_, in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, dilation_h_,
                                          dilation_w_, pad_top_, pad_left_});
@@ -134,8 +150,17 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   if (packed_from_ != w.data || packed_tactic_ != tactic) {
     packed_.clear();
     depthwise_weights_.clear();
+    vnni_weights_.clear();
+    vnni_weight_sums_.clear();
     if (algorithm_ == Algorithm::Depthwise) {
       depthwise_weights_.assign(weights, weights + out_channels_ * taps);
+    } else if (algorithm_ == Algorithm::DepthwiseVnni) {
+      const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
+      vnni_weights_.assign(static_cast<size_t>(out_channels_ * per_channel), 0);
+      vnni_weight_sums_.assign(static_cast<size_t>(out_channels_), 0);
+      for (int64_t c = 0; c < out_channels_; ++c)
+        vnni_weight_sums_[static_cast<size_t>(c)] =
+            qdepthwise::pack_vnni_weights(vnni_plan_, weights + c * taps, vnni_weights_.data() + c * per_channel);
     } else if (algorithm_ == Algorithm::ShiftedGemm) {
       packed_.assign(1, gemm::PackedQRows{});
       if (!qshifted::pack_weights(weights, out_channels_, shifted_plan_, packed_[0])) return false;
@@ -150,7 +175,8 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   }
   threads_ = ThreadPool::instance().num_threads();
   if (algorithm_ == Algorithm::Depthwise) depthwise_plan_ = qdepthwise::make_plan(depthwise_geometry());
-  per_thread_bytes_ = algorithm_ == Algorithm::Depthwise
+  per_thread_bytes_ = algorithm_ == Algorithm::DepthwiseVnni ? 0  // no scratch: it reads the planes in place
+                      : algorithm_ == Algorithm::Depthwise
                           ? static_cast<size_t>(qdepthwise::scratch_floats(depthwise_geometry())) * sizeof(float)
                       : algorithm_ == Algorithm::ShiftedGemm
                           ? round_up_64(shifted_plan_.image_bytes())  // one image for all threads
@@ -162,7 +188,8 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
 }
 
 size_t FastQLinearConv::state_bytes() const {
-  size_t bytes = depthwise_weights_.capacity() * sizeof(float);
+  size_t bytes = depthwise_weights_.capacity() * sizeof(float) +
+                 (vnni_weights_.capacity() + vnni_weight_sums_.capacity()) * sizeof(int32_t);
   for (const gemm::PackedQRows& p : packed_) bytes += p.state_bytes();
   return bytes;
 }
@@ -185,6 +212,26 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
     for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * scale_at(in[4], m) / y_scale;
   }
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+  if (algorithm_ == Algorithm::DepthwiseVnni) {
+#if defined(__x86_64__)
+    for (int64_t c = 0; c < channels_; ++c)
+      row_bias[c] = wrap_to_int32(static_cast<int64_t>(bias ? bias[c] : 0) -
+                                  static_cast<int64_t>(x_zero) * vnni_weight_sums_[static_cast<size_t>(c)]);
+    const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
+    ThreadPool::instance().parallel_ranges(
+        batch_ * channels_,
+        [&](int64_t p0, int64_t p1, int) {
+          for (int64_t plane = p0; plane < p1; ++plane) {
+            const int64_t c = plane % channels_;
+            qdepthwise::channel_vnni_avx512(vnni_plan_, x + plane * in_plane, x_zero,
+                                            vnni_weights_.data() + c * per_channel, row_bias[c], multiplier[c],
+                                            y_zero, y + plane * out_plane);
+          }
+        },
+        threads_);
+#endif
+    return;
+  }
   if (algorithm_ == Algorithm::Depthwise) {
 #if defined(__x86_64__)
     const qdepthwise::Geometry dg = depthwise_geometry();

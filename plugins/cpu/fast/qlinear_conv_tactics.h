@@ -5,6 +5,8 @@
 //   u8s8-qconv-im2col-gemm-12x32-avx512vnni  any other dense or grouped conv (groups looped):
 //                                             im2col while packing, padding read as x_zero_point
 //   u8s8-qconv-dw-direct-16-avx512           depthwise (group == C == M), up to 7x7, stride 1/2
+//   u8s8-qconv-dw-vnni-16-avx512vbmi         depthwise, stride_w 1/2: integer sums (vpermb +
+//                                             vpdpbusd) straight from the plane, no float scratch
 //   u8s8-qconv-shifted-gemm-12x32-avx512vnni dense (group 1) k x k, stride 1, any pads and
 //                                             dilation: taps read as shifts of the packed padded
 //                                             image (fast/qconv_shifted.h), no im2col
@@ -41,7 +43,7 @@ class FastQLinearConv {
   size_t state_bytes() const;
 
  private:
-  enum class Algorithm { Gemm1x1, Im2colGemm, Depthwise, ShiftedGemm };
+  enum class Algorithm { Gemm1x1, Im2colGemm, Depthwise, ShiftedGemm, DepthwiseVnni };
   qdepthwise::Geometry depthwise_geometry() const {
     return {in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
             pad_top_, pad_left_};
@@ -54,6 +56,9 @@ class FastQLinearConv {
   std::vector<float> depthwise_weights_;   // [C][taps], exact as floats
   qdepthwise::Plan depthwise_plan_;
   qshifted::Plan shifted_plan_;
+  qdepthwise::VnniPlan vnni_plan_;
+  std::vector<int32_t> vnni_weights_;     // [C][kernel_h][chunks]
+  std::vector<int32_t> vnni_weight_sums_;  // [C]
   const void* packed_from_ = nullptr;
   int64_t packed_tactic_ = -1;
   int threads_ = 1;
