@@ -81,6 +81,13 @@ struct VnniPlan {
   };
   std::vector<Load> loads;    // [blocks][chunks]
   uint8_t index[64] = {};     // vpermb / vpermt2b byte selection
+  // One vector a row: output rows are computed kVnniRows at a time, walking the input rows they
+  // read once each (an input row serves up to kernel_h of them: one vpermb, several vpdpbusd).
+  // row_taps[j * kVnniRows + r]: the kernel row by which input row j of the walk reaches output
+  // row r of the block, or -1.
+  static constexpr int kVnniRows = 4;
+  int64_t walk = 0;                 // input rows per block of kVnniRows output rows
+  std::vector<int8_t> row_taps;     // [walk][kVnniRows]
 };
 // Shapes the integer family takes: stride_w 1 or 2 and a window of 16 outputs within 64 bytes.
 inline bool vnni_applies(const Geometry& g) {

@@ -49,6 +49,12 @@ VnniPlan make_vnni_plan(const Geometry& g) {
       const int64_t source = p.rows_per_vector == 2 ? 64 * (i / 8) : 0;
       p.index[4 * i + j] = static_cast<uint8_t>(source + g.stride_w * pixel + j * g.dilation_w);
     }
+  constexpr int rows = VnniPlan::kVnniRows;
+  p.walk = (rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+  p.row_taps.assign(static_cast<size_t>(p.walk * rows), -1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t ky = 0; ky < g.kernel_h; ++ky)
+      p.row_taps[static_cast<size_t>((r * g.stride_h + ky * g.dilation_h) * rows + r)] = static_cast<int8_t>(ky);
   return p;
 }
 
@@ -96,6 +102,107 @@ struct Requant {
   }
 };
 
+// Up to 16 results as bytes. vpmovusdb to a register, then a plain or masked byte store: its
+// memory-destination form is microcoded on some cores (Zen 4) and cost more than the sums.
+inline void store16(uint8_t* dst, __m512i q, int64_t count) {
+  const __m128i bytes = _mm512_cvtusepi32_epi8(q);
+  if (count >= 16)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), bytes);
+  else
+    _mm_mask_storeu_epi8(dst, lanes16(count), bytes);
+}
+
+// The requantisation of 4 vectors into 64 bytes: the upper clamp in float (min(hi, f) also keeps
+// a NaN, which converts to INT_MIN), the conversion, then the saturating packs do the rest:
+// s32 -> s16, + y_zero_point saturating, s16 -> u8; every value they saturate lies outside
+// [0, 255] after the zero point, as the reference's clamp has it. vpermb puts the 4 vectors'
+// bytes back in order (the packs work within 128-bit lanes).
+struct PackedRequant {
+  __m512 hi, scale;
+  __m512i zp16, order;
+  __m512i convert(__m512i acc) const {
+    return _mm512_cvtps_epi32(_mm512_min_ps(hi, _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale)));
+  }
+  __m512i bytes(__m512i a, __m512i b, __m512i c, __m512i d) const {
+    const __m512i ab = _mm512_adds_epi16(_mm512_packs_epi32(a, b), zp16);
+    const __m512i cd = _mm512_adds_epi16(_mm512_packs_epi32(c, d), zp16);
+    return _mm512_permutexvar_epi8(order, _mm512_packus_epi16(ab, cd));
+  }
+};
+// Byte 16 v + e of the result: element e of vector v, at 16 (e / 4) + 4 v + e % 4 after the packs.
+alignas(64) constexpr uint8_t kPackedOrder[64] = {
+    0, 1, 2, 3, 16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51, 4, 5, 6, 7, 20, 21, 22, 23, 36, 37, 38, 39, 52, 53, 54, 55,
+    8, 9, 10, 11, 24, 25, 26, 27, 40, 41, 42, 43, 56, 57, 58, 59, 12, 13, 14, 15, 28, 29, 30, 31, 44, 45, 46, 47, 60, 61,
+    62, 63};
+
+inline __mmask64 bytes64(int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : ((1ull << n) - 1); }
+
+// kVnniRows output rows from oy times B vectors of 16 outputs from block b0: the input rows they
+// read walked once, each row's vector (one load and vpermb per block and chunk) added into every
+// output row it reaches.
+template <int B>
+void rows_tile(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, const int32_t* packed_w,
+               __m512i bias, const PackedRequant& prq, int64_t oy, int64_t b0, uint8_t* y) {
+  const Geometry& g = plan.g;
+  constexpr int kRows = VnniPlan::kVnniRows;
+  const int64_t chunks = plan.chunks;
+  __m512i acc[kRows][B];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < B; ++v) acc[r][v] = bias;
+  const int64_t iy0 = oy * g.stride_h - g.pad_top;
+  for (int64_t j = 0; j < plan.walk; ++j) {
+    const int64_t iy = iy0 + j;
+    const int8_t* taps = plan.row_taps.data() + j * kRows;
+    const bool inside = iy >= 0 && iy < g.in_h;
+    const uint8_t* row = x + iy * g.in_w;
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m512i lanes[B];
+#pragma GCC unroll 4
+      for (int v = 0; v < B; ++v) {
+        const VnniPlan::Load& load = plan.loads[static_cast<size_t>((b0 + v) * chunks + c)];
+        if (!inside)
+          lanes[v] = zx;
+        else if (load.mask == ~0ull)
+          lanes[v] = _mm512_permutexvar_epi8(index, _mm512_loadu_si512(row + load.column));
+        else
+          lanes[v] = _mm512_permutexvar_epi8(index, _mm512_mask_loadu_epi8(zx, load.mask, row + load.column));
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        if (taps[r] < 0) continue;
+        const __m512i w = _mm512_set1_epi32(packed_w[taps[r] * chunks + c]);
+#pragma GCC unroll 4
+        for (int v = 0; v < B; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], lanes[v], w);
+      }
+    }
+  }
+  const int64_t rows = std::min<int64_t>(kRows, g.out_h - oy);
+  if (B == 1) {
+    // One vector a row: the rows' vectors packed together, each stored from its 16 bytes (the
+    // store starts 16 r bytes before row r, those lanes masked off).
+    const __m512i packed = prq.bytes(prq.convert(acc[0][0]), prq.convert(acc[1][0]), prq.convert(acc[2][0]),
+                                     prq.convert(acc[3][0]));
+    const __mmask64 row_bytes = bytes64(std::min<int64_t>(16, g.out_w - 16 * b0));
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r)
+      if (r < rows)
+        _mm512_mask_storeu_epi8(y + (oy + r) * g.out_w + 16 * b0 - 16 * r, row_bytes << (16 * r), packed);
+    return;
+  }
+  const __m512i none = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) {
+    if (r >= rows) break;
+    __m512i q[4] = {none, none, none, none};
+#pragma GCC unroll 4
+    for (int v = 0; v < B; ++v) q[v] = prq.convert(acc[r][v]);
+    _mm512_mask_storeu_epi8(y + (oy + r) * g.out_w + 16 * b0, bytes64(g.out_w - 16 * b0),
+                            prq.bytes(q[0], q[1], q[2], q[3]));
+  }
+}
+
 }  // namespace
 
 void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_point, const int32_t* packed_w,
@@ -109,26 +216,18 @@ void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_
                    _mm512_set1_epi32(y_zero_point)};
   const int64_t chunks = plan.chunks;
   if (plan.rows_per_vector == 1) {
-    for (int64_t oy = 0; oy < g.out_h; ++oy) {
-      for (int64_t b = 0; b < plan.blocks; ++b) {
-        const VnniPlan::Load* loads = plan.loads.data() + b * chunks;
-        __m512i acc = bias;
-        for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
-          const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
-          const int32_t* wk = packed_w + ky * chunks;
-          if (iy < 0 || iy >= g.in_h) {
-            for (int64_t c = 0; c < chunks; ++c) acc = _mm512_dpbusd_epi32(acc, zx, _mm512_set1_epi32(wk[c]));
-            continue;
-          }
-          const uint8_t* row = x + iy * g.in_w;
-          for (int64_t c = 0; c < chunks; ++c) {
-            const __m512i src = _mm512_mask_loadu_epi8(zx, loads[c].mask, row + loads[c].column);
-            acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(index, src), _mm512_set1_epi32(wk[c]));
-          }
+    const PackedRequant prq{_mm512_set1_ps(static_cast<float>(255 - y_zero_point)), _mm512_set1_ps(multiplier),
+                            _mm512_set1_epi16(static_cast<int16_t>(y_zero_point)),
+                            _mm512_loadu_si512(kPackedOrder)};
+    for (int64_t oy = 0; oy < g.out_h; oy += VnniPlan::kVnniRows)
+      for (int64_t b = 0; b < plan.blocks; b += 4) {
+        switch (std::min<int64_t>(4, plan.blocks - b)) {
+          case 4: rows_tile<4>(plan, x, zx, index, packed_w, bias, prq, oy, b, y); break;
+          case 3: rows_tile<3>(plan, x, zx, index, packed_w, bias, prq, oy, b, y); break;
+          case 2: rows_tile<2>(plan, x, zx, index, packed_w, bias, prq, oy, b, y); break;
+          default: rows_tile<1>(plan, x, zx, index, packed_w, bias, prq, oy, b, y); break;
         }
-        _mm512_mask_cvtusepi32_storeu_epi8(y + oy * g.out_w + 16 * b, lanes16(g.out_w - 16 * b), rq.apply(acc));
       }
-    }
     return;
   }
   // Two output rows a vector: lanes 0-7 row oy, lanes 8-15 row oy + 1 (its input rows one stride
@@ -148,11 +247,10 @@ void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_
         acc = _mm512_dpbusd_epi32(acc, _mm512_permutex2var_epi8(a, index, b), _mm512_set1_epi32(wk[c]));
       }
     }
-    const __m512i q = rq.apply(acc);
-    _mm512_mask_cvtusepi32_storeu_epi8(y + oy * g.out_w, first, q);
+    const __m128i q = _mm512_cvtusepi32_epi8(rq.apply(acc));
+    _mm_mask_storeu_epi8(y + oy * g.out_w, first, q);
     // Lanes 8.. land on row oy + 1: the store starts 8 bytes before it, those lanes masked off.
-    if (second_row)
-      _mm512_mask_cvtusepi32_storeu_epi8(y + (oy + 1) * g.out_w - 8, static_cast<__mmask16>(first << 8), q);
+    if (second_row) _mm_mask_storeu_epi8(y + (oy + 1) * g.out_w - 8, static_cast<__mmask16>(first << 8), q);
   }
 }
 
