@@ -40,13 +40,15 @@ struct Run {
   int64_t lane;
 };
 
-template <int V>
+// R (4, 8 or 12) of the panel's rows: a last panel of 4 or 8 rows (64 output channels leave 4)
+// multiplies no padding rows.
+template <int R, int V>
 void tile(const Plan& plan, const int8_t* weights, const uint8_t* image, int64_t q0, int64_t rows,
           const int32_t* bias, const float* multiplier, const Run* runs, int run_count, uint8_t* out,
           int64_t row_stride, int32_t zero_point) {
-  __m512i acc[kQgemmPanelRows][V];
+  __m512i acc[R][V];
 #pragma GCC unroll 12
-  for (int r = 0; r < kQgemmPanelRows; ++r)
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_set1_epi32(r < rows ? bias[r] : 0);
   const int64_t groups = plan.channel_groups, group_bytes = plan.group_pixels * 4;
@@ -59,7 +61,7 @@ void tile(const Plan& plan, const int8_t* weights, const uint8_t* image, int64_t
 #pragma GCC unroll 2
       for (int v = 0; v < V; ++v) b[v] = _mm512_loadu_si512(src + 64 * v);
 #pragma GCC unroll 12
-      for (int r = 0; r < kQgemmPanelRows; ++r) {
+      for (int r = 0; r < R; ++r) {
         int32_t four;
         std::memcpy(&four, wg + 4 * r, sizeof four);
         const __m512i wv = _mm512_set1_epi32(four);
@@ -72,7 +74,7 @@ void tile(const Plan& plan, const int8_t* weights, const uint8_t* image, int64_t
   const __m512 lo = _mm512_set1_ps(static_cast<float>(-zero_point));
   const __m512 hi = _mm512_set1_ps(static_cast<float>(255 - zero_point));
   const __m512i zp = _mm512_set1_epi32(zero_point);
-  for (int r = 0; r < kQgemmPanelRows; ++r) {
+  for (int r = 0; r < R; ++r) {
     if (r >= rows) break;
     const __m512 scale = _mm512_set1_ps(multiplier[r]);
     __m128i bytes[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
@@ -148,12 +150,22 @@ void panel_12x32_avx512vnni(const Plan& plan, const gemm::PackedQRows& w, int64_
   for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
     const int64_t r0 = panel * kQgemmPanelRows, rows = std::min(kQgemmPanelRows, w.m - r0);
     uint8_t* out = y.data + r0 * y.row_stride;
-    if (count > 16)
-      tile<2>(plan, w.panel(panel), image, q0, rows, row_bias + r0, y.multiplier + r0, runs, run_count, out,
-              y.row_stride, y.zero_point);
-    else
-      tile<1>(plan, w.panel(panel), image, q0, rows, row_bias + r0, y.multiplier + r0, runs, run_count, out,
-              y.row_stride, y.zero_point);
+    const int8_t* panel_w = w.panel(panel);
+    const int32_t* b = row_bias + r0;
+    const float* m = y.multiplier + r0;
+    const int v = count > 16 ? 2 : 1, r = rows > 8 ? 12 : rows > 4 ? 8 : 4;
+#define EDGERT_SHIFTED_TILE(R, V) \
+  tile<R, V>(plan, panel_w, image, q0, rows, b, m, runs, run_count, out, y.row_stride, y.zero_point)
+    if (v == 2) {
+      if (r == 12) EDGERT_SHIFTED_TILE(12, 2);
+      else if (r == 8) EDGERT_SHIFTED_TILE(8, 2);
+      else EDGERT_SHIFTED_TILE(4, 2);
+    } else {
+      if (r == 12) EDGERT_SHIFTED_TILE(12, 1);
+      else if (r == 8) EDGERT_SHIFTED_TILE(8, 1);
+      else EDGERT_SHIFTED_TILE(4, 1);
+    }
+#undef EDGERT_SHIFTED_TILE
   }
 }
 
