@@ -4,8 +4,9 @@
 // QLinearGlobalAveragePool; and the reference MaxPool on uint8. Random inputs of awkward sizes
 // (odd channel counts, K not a multiple of 4, pixel tails, padding on one side, stride 2,
 // dilation, groups, batch 2, nonzero zero points, per-tensor and per-channel scales, results
-// saturating at both ends of u8 and ties of the rounding), with 1 and 2 threads. What runs is
-// what this CPU offers: the reference always, each tactic the plugin lists here.
+// saturating at both ends of u8 and ties of the rounding), with 1 and 2 threads; and the INT8
+// convolution's weights as an engine stores them (export_prepared). What runs is what this CPU
+// offers: the reference always, each tactic the plugin lists here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,19 +171,89 @@ NodeSpec qconv_node(const QConvCase& c) {
   return spec;
 }
 
+bool ran_named(const std::vector<std::string>& ran, const char* name) {
+  return std::find(ran.begin(), ran.end(), name) != ran.end();
+}
+
 TEST(CpuInt8Tactics, QLinearConvTacticsMatchTheReferenceBitForBit) {
   std::mt19937 rng(2024);
   size_t dense = 0, depthwise = 0;
+  std::vector<std::string> all;
   for (const QConvCase& c : qconv_cases()) {
     const std::vector<std::string> ran =
         check_all_tactics("ref-qlinear-conv", qconv_node(c), qconv_inputs(c, rng), "QLinearConv " + describe(c));
     (c.group > 1 && c.group == c.channels ? depthwise : dense) += ran.size();
+    all.insert(all.end(), ran.begin(), ran.end());
   }
   if (cpu_has_vnni()) {
     EXPECT_GT(dense, 0u) << "this CPU has AVX-512 VNNI, but no dense QLinearConv tactic ran";
+    EXPECT_TRUE(ran_named(all, "u8s8-qconv-shifted-gemm-12x32-avx512vnni"));
+    if (__builtin_cpu_supports("avx512vbmi")) EXPECT_TRUE(ran_named(all, "u8s8-qconv-dw-vnni-16-avx512vbmi"));
   }
   if (cpu_has_avx512_bw()) {
     EXPECT_GT(depthwise, 0u) << "this CPU has AVX-512 BW, but no depthwise tactic ran";
+  }
+}
+
+// What export_prepared gives for a node at a tactic, in a 64-byte aligned buffer as an engine
+// maps it (empty when the kernel exports nothing), and the inputs it says the bytes replace.
+struct PreparedBytes {
+  std::shared_ptr<uint8_t> data;
+  size_t size = 0;
+  uint64_t replaced_inputs = 0;
+};
+
+PreparedBytes export_state(const edgert_kernel& k, const edgert_node& node, const std::vector<Tensor>& inputs,
+                           int64_t tactic) {
+  std::vector<edgert_tensor> views;
+  for (const Tensor& t : inputs) views.push_back(t.view(t.constant));
+  PreparedBytes out;
+  edgert_error error{};
+  if (!k.export_prepared) return out;
+  edgert_status s =
+      k.export_prepared(&k, &node, tactic, views.data(), nullptr, 0, &out.size, &out.replaced_inputs, &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  if (s != EDGERT_OK || out.size == 0) return PreparedBytes{};
+  out.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (out.size + 63) / 64 * 64)), &std::free);
+  size_t written = 0;
+  s = k.export_prepared(&k, &node, tactic, views.data(), out.data.get(), out.size, &written, &out.replaced_inputs,
+                        &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  EXPECT_EQ(written, out.size);
+  return out;
+}
+
+// The weights an engine stores for the INT8 convolution (export_prepared): prepared from them the
+// tactic gives the reference's bytes, and with W overwritten when they say they replace it.
+TEST(CpuInt8Tactics, QLinearConvStoredWeightsGiveTheSameBytes) {
+  std::mt19937 rng(77);
+  const edgert_kernel& k = kernel_named(plugin(), "ref-qlinear-conv");
+  size_t stored = 0;
+  for (const QConvCase& c : qconv_cases()) {
+    const std::string what = "QLinearConv " + describe(c);
+    const std::vector<Tensor> inputs = qconv_inputs(c, rng);
+    const NodeSpec spec = qconv_node(c);  // owns what the node points to
+    const edgert_node node = spec.node();
+    const std::vector<uint8_t> reference = run_tactic(k, node, inputs, 0);
+    for (const edgert_tactic& t : list_tactics(k, node, inputs)) {
+      if (t.id == 0) continue;
+      const PreparedBytes bytes = export_state(k, node, inputs, t.id);
+      if (bytes.size == 0) continue;
+      ++stored;
+      edgert_node with_state = node;
+      with_state.prepared = bytes.data.get();
+      with_state.prepared_bytes = bytes.size;
+      EXPECT_EQ(run_tactic(k, with_state, inputs, t.id), reference) << what << ": tactic " << t.name;
+      EXPECT_EQ(bytes.replaced_inputs, uint64_t{1} << 3) << what << ": tactic " << t.name << " should replace W";
+      if (!((bytes.replaced_inputs >> 3) & 1u)) continue;
+      std::vector<Tensor> overwritten = inputs;
+      for (uint8_t& b : overwritten[3].bytes) b = static_cast<uint8_t>(b * 7 + 1);
+      EXPECT_EQ(run_tactic(k, with_state, overwritten, t.id), reference)
+          << what << ": tactic " << t.name << " reads W though its stored state replaces it";
+    }
+  }
+  if (cpu_has_vnni()) {
+    EXPECT_GT(stored, 0u) << "this CPU has AVX-512 VNNI, but no INT8 tactic exported its weights";
   }
 }
 

@@ -32,6 +32,7 @@ bool pack_weights(const int8_t* w, int64_t m, const Plan& plan, gemm::PackedQRow
   const Geometry& g = plan.g;
   const int64_t taps = g.kernel_h * g.kernel_w, c4 = 4 * plan.channel_groups, depth = taps * c4;
   if (depth > gemm::kQgemmMaxDepth) return false;
+  if (gemm::take_stored_qrows(m, depth, out)) return true;  // W not read
   std::vector<int8_t> by_tap(static_cast<size_t>(m * depth), 0);
   for (int64_t r = 0; r < m; ++r)
     for (int64_t c = 0; c < g.channels; ++c)

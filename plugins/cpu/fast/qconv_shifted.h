@@ -35,8 +35,9 @@ Plan make_plan(const Geometry& g);
 // Whether the packed depth (taps x 4 ceil(C / 4)) stays within gemm::kQgemmMaxDepth.
 bool applies(const Geometry& g);
 
-// Packs W [m, C, kernel_h, kernel_w] (s8, not referenced afterwards) per tap for `plan`. False
-// when the depth is too large.
+// Packs W [m, C, kernel_h, kernel_w] (s8, not referenced afterwards) per tap for `plan`, or
+// borrows the engine's stored packing without reading W (gemm::take_stored_qrows). False when
+// the depth is too large.
 bool pack_weights(const int8_t* w, int64_t m, const Plan& plan, gemm::PackedQRows& out);
 
 #if defined(__x86_64__)

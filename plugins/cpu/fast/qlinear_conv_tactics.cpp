@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "fast/avx512_bw.h"
+#include "prepared_state.h"
 #include "thread_pool.h"
 
 namespace edgert::cpu {
@@ -152,15 +153,28 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
     depthwise_weights_.clear();
     vnni_weights_.clear();
     vnni_weight_sums_.clear();
+    vnni_weights_stored_ = vnni_sums_stored_ = nullptr;
     if (algorithm_ == Algorithm::Depthwise) {
       depthwise_weights_.assign(weights, weights + out_channels_ * taps);
     } else if (algorithm_ == Algorithm::DepthwiseVnni) {
       const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
-      vnni_weights_.assign(static_cast<size_t>(out_channels_ * per_channel), 0);
-      vnni_weight_sums_.assign(static_cast<size_t>(out_channels_), 0);
-      for (int64_t c = 0; c < out_channels_; ++c)
-        vnni_weight_sums_[static_cast<size_t>(c)] =
-            qdepthwise::pack_vnni_weights(vnni_plan_, weights + c * taps, vnni_weights_.data() + c * per_channel);
+      const size_t weight_bytes = static_cast<size_t>(out_channels_ * per_channel) * sizeof(int32_t);
+      const size_t sum_bytes = static_cast<size_t>(out_channels_) * sizeof(int32_t);
+      const prepared::Key key{prepared::kQDepthwiseTaps, out_channels_, kernel_h_, vnni_plan_.chunks, kernel_w_};
+      const prepared::Key sums_key{prepared::kQDepthwiseSums, out_channels_, taps, 0, 0};
+      vnni_weights_stored_ = static_cast<const int32_t*>(prepared::take_bytes(key, weight_bytes));
+      vnni_sums_stored_ =
+          vnni_weights_stored_ ? static_cast<const int32_t*>(prepared::take_bytes(sums_key, sum_bytes)) : nullptr;
+      if (!vnni_sums_stored_) {
+        vnni_weights_stored_ = nullptr;
+        vnni_weights_.assign(static_cast<size_t>(out_channels_ * per_channel), 0);
+        vnni_weight_sums_.assign(static_cast<size_t>(out_channels_), 0);
+        for (int64_t c = 0; c < out_channels_; ++c)
+          vnni_weight_sums_[static_cast<size_t>(c)] =
+              qdepthwise::pack_vnni_weights(vnni_plan_, weights + c * taps, vnni_weights_.data() + c * per_channel);
+        prepared::record_bytes(key, vnni_weights_.data(), weight_bytes);
+        prepared::record_bytes(sums_key, vnni_weight_sums_.data(), sum_bytes);
+      }
     } else if (algorithm_ == Algorithm::ShiftedGemm) {
       packed_.assign(1, gemm::PackedQRows{});
       if (!qshifted::pack_weights(weights, out_channels_, shifted_plan_, packed_[0])) return false;
@@ -214,9 +228,10 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
   if (algorithm_ == Algorithm::DepthwiseVnni) {
 #if defined(__x86_64__)
+    const int32_t* sums = vnni_sums_stored_ ? vnni_sums_stored_ : vnni_weight_sums_.data();
+    const int32_t* packed_w = vnni_weights_stored_ ? vnni_weights_stored_ : vnni_weights_.data();
     for (int64_t c = 0; c < channels_; ++c)
-      row_bias[c] = wrap_to_int32(static_cast<int64_t>(bias ? bias[c] : 0) -
-                                  static_cast<int64_t>(x_zero) * vnni_weight_sums_[static_cast<size_t>(c)]);
+      row_bias[c] = wrap_to_int32(static_cast<int64_t>(bias ? bias[c] : 0) - static_cast<int64_t>(x_zero) * sums[c]);
     const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
     ThreadPool::instance().parallel_ranges(
         batch_ * channels_,
@@ -224,7 +239,7 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
           for (int64_t plane = p0; plane < p1; ++plane) {
             const int64_t c = plane % channels_;
             qdepthwise::channel_vnni_avx512(vnni_plan_, x + plane * in_plane, x_zero,
-                                            vnni_weights_.data() + c * per_channel, row_bias[c], multiplier[c],
+                                            packed_w + c * per_channel, row_bias[c], multiplier[c],
                                             y_zero, y + plane * out_plane);
           }
         },
@@ -297,7 +312,7 @@ void FastQLinearConv::execute_shifted(const uint8_t* x, int32_t x_zero, const in
       [&](int64_t g0, int64_t g1, int) { qshifted::pack_image_avx512(plan, x, x_zero, g0, g1, image); }, threads_);
   for (int64_t r = 0; r < out_channels_; ++r)
     row_bias[r] = wrap_to_int32(static_cast<int64_t>(bias ? bias[r] : 0) -
-                                static_cast<int64_t>(x_zero) * w.row_sums[static_cast<size_t>(r)]);
+                                static_cast<int64_t>(x_zero) * w.sums()[r]);
   gemm::QRequant out;
   out.data = y;
   out.row_stride = out_h_ * out_w_;

@@ -33,14 +33,19 @@ class FastQLinearConv {
  public:
   // Prepares `tactic` for QLinearConv's inputs (W and w_zero_point with data). False when the
   // tactic does not apply to this node (the caller then runs the reference). Sizes
-  // info.workspace_bytes. W is copied (packed): it is not referenced after prepare, though a
-  // later prepare with another W pointer packs again (so no input is reported replaced).
+  // info.workspace_bytes. W is copied (packed): it is not referenced after prepare; a later
+  // prepare with another W pointer packs again. The GEMM tactics' panels and the integer
+  // depthwise's weights are recorded for export_prepared, and borrowed from the engine's stored
+  // state when the current prepare has it (prepared_state.h): W's values are then not read.
   bool prepare(int64_t tactic, const edgert_node& node, const WindowGeometry& g, int64_t group,
                const edgert_tensor* inputs, edgert_prepare_info& info);
   // Y from QLinearConv's inputs (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
   // y_zero_point, B or null).
   void execute(const edgert_tensor* inputs, const int32_t* bias, uint8_t* y, void* workspace) const;
   size_t state_bytes() const;
+  // After prepare: whether execute reads the weights only as packed (every tactic but the float
+  // depthwise, whose copy of W is not stored), never W itself (Op::inputs_replaced).
+  bool reads_only_packed_weights() const { return algorithm_ != Algorithm::Depthwise; }
 
  private:
   enum class Algorithm { Gemm1x1, Im2colGemm, Depthwise, ShiftedGemm, DepthwiseVnni };
@@ -59,6 +64,8 @@ class FastQLinearConv {
   qdepthwise::VnniPlan vnni_plan_;
   std::vector<int32_t> vnni_weights_;     // [C][kernel_h][chunks]
   std::vector<int32_t> vnni_weight_sums_;  // [C]
+  const int32_t* vnni_weights_stored_ = nullptr;  // borrowed from the engine's stored state
+  const int32_t* vnni_sums_stored_ = nullptr;
   const void* packed_from_ = nullptr;
   int64_t packed_tactic_ = -1;
   int threads_ = 1;
