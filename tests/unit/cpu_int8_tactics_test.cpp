@@ -122,6 +122,10 @@ const std::vector<QConvCase>& qconv_cases() {
       {2, 3, 3, 7, 40, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 3, true, true, 50},       // depthwise, 3 vectors a row
       {1, 5, 5, 6, 56, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 5, true, true, 128},      // depthwise, 4 vectors a row (56 wide)
       {1, 3, 3, 9, 121, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 3, true, false, 90},     // depthwise s2, 61 wide out
+      {2, 6, 6, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 6, true, true, 128},        // depthwise 7x7: two rows a vector
+      {1, 3, 3, 11, 5, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 3, false, true, 61},       // depthwise 5x5 on 11x5: 8 + 3 rows
+      {1, 4, 4, 19, 16, 3, 3, 2, 2, {1, 0, 0, 1}, 1, 4, true, true, 140},      // depthwise s2 to 8 wide, 10 rows
+      {1, 5, 5, 9, 33, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 5, true, false, 128},      // depthwise 5x5, 3 vectors a row
       {1, 9, 9, 11, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 9, true, true, 128, true},  // depthwise, ties
       {1, 19, 21, 9, 10, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128, true}, // dense, ties
       {1, 64, 30, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128},     // 3x3 on 7x7: runs across rows

@@ -14,6 +14,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace edgert::cpu::qdepthwise {
@@ -137,47 +138,11 @@ alignas(64) constexpr uint8_t kPackedOrder[64] = {
 
 inline __mmask64 bytes64(int64_t n) { return n >= 64 ? ~0ull : n <= 0 ? 0ull : ((1ull << n) - 1); }
 
-// kVnniRows output rows from oy times B vectors of 16 outputs from block b0: the input rows they
-// read walked once, each row's vector (one load and vpermb per block and chunk) added into every
-// output row it reaches.
+// The kVnniRows x B accumulators of a tile requantised and stored (rows past out_h not).
 template <int B>
-void rows_tile(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, const int32_t* packed_w,
-               __m512i bias, const PackedRequant& prq, int64_t oy, int64_t b0, uint8_t* y) {
-  const Geometry& g = plan.g;
+inline void store_tile(const Geometry& g, const __m512i (&acc)[VnniPlan::kVnniRows][B], const PackedRequant& prq,
+                       int64_t oy, int64_t b0, uint8_t* y) {
   constexpr int kRows = VnniPlan::kVnniRows;
-  const int64_t chunks = plan.chunks;
-  __m512i acc[kRows][B];
-#pragma GCC unroll 4
-  for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < B; ++v) acc[r][v] = bias;
-  const int64_t iy0 = oy * g.stride_h - g.pad_top;
-  for (int64_t j = 0; j < plan.walk; ++j) {
-    const int64_t iy = iy0 + j;
-    const int8_t* taps = plan.row_taps.data() + j * kRows;
-    const bool inside = iy >= 0 && iy < g.in_h;
-    const uint8_t* row = x + iy * g.in_w;
-    for (int64_t c = 0; c < chunks; ++c) {
-      __m512i lanes[B];
-#pragma GCC unroll 4
-      for (int v = 0; v < B; ++v) {
-        const VnniPlan::Load& load = plan.loads[static_cast<size_t>((b0 + v) * chunks + c)];
-        if (!inside)
-          lanes[v] = zx;
-        else if (load.mask == ~0ull)
-          lanes[v] = _mm512_permutexvar_epi8(index, _mm512_loadu_si512(row + load.column));
-        else
-          lanes[v] = _mm512_permutexvar_epi8(index, _mm512_mask_loadu_epi8(zx, load.mask, row + load.column));
-      }
-#pragma GCC unroll 4
-      for (int r = 0; r < kRows; ++r) {
-        if (taps[r] < 0) continue;
-        const __m512i w = _mm512_set1_epi32(packed_w[taps[r] * chunks + c]);
-#pragma GCC unroll 4
-        for (int v = 0; v < B; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], lanes[v], w);
-      }
-    }
-  }
   const int64_t rows = std::min<int64_t>(kRows, g.out_h - oy);
   if (B == 1) {
     // One vector a row: the rows' vectors packed together, each stored from its 16 bytes (the
@@ -203,6 +168,172 @@ void rows_tile(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index
   }
 }
 
+// B vectors of 16 bytes of input row iy for chunk c, permuted into [16 outputs][4 taps].
+template <int B>
+inline void row_lanes(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, int64_t iy, int64_t b0,
+                      int64_t c, __m512i (&lanes)[B]) {
+  const Geometry& g = plan.g;
+  const bool inside = iy >= 0 && iy < g.in_h;
+  const uint8_t* row = x + iy * g.in_w;
+#pragma GCC unroll 4
+  for (int v = 0; v < B; ++v) {
+    const VnniPlan::Load& load = plan.loads[static_cast<size_t>((b0 + v) * plan.chunks + c)];
+    if (!inside)
+      lanes[v] = zx;
+    else if (load.mask == ~0ull)
+      lanes[v] = _mm512_permutexvar_epi8(index, _mm512_loadu_si512(row + load.column));
+    else
+      lanes[v] = _mm512_permutexvar_epi8(index, _mm512_mask_loadu_epi8(zx, load.mask, row + load.column));
+  }
+}
+
+// kVnniRows output rows from oy times B vectors of 16 outputs from block b0: the input rows they
+// read walked once, each row's vector (one load and vpermb per block and chunk) added into every
+// output row it reaches. Any kernel height, dilation and stride (row_taps says who gets what).
+template <int B>
+void rows_tile(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, const int32_t* packed_w,
+               __m512i bias, const PackedRequant& prq, int64_t oy, int64_t b0, uint8_t* y) {
+  const Geometry& g = plan.g;
+  constexpr int kRows = VnniPlan::kVnniRows;
+  const int64_t chunks = plan.chunks;
+  __m512i acc[kRows][B];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < B; ++v) acc[r][v] = bias;
+  const int64_t iy0 = oy * g.stride_h - g.pad_top;
+  for (int64_t j = 0; j < plan.walk; ++j) {
+    const int8_t* taps = plan.row_taps.data() + j * kRows;
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m512i lanes[B];
+      row_lanes<B>(plan, x, zx, index, iy0 + j, b0, c, lanes);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        if (taps[r] < 0) continue;
+        const __m512i w = _mm512_set1_epi32(packed_w[taps[r] * chunks + c]);
+#pragma GCC unroll 4
+        for (int v = 0; v < B; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], lanes[v], w);
+      }
+    }
+  }
+  store_tile<B>(g, acc, prq, oy, b0, y);
+}
+
+// rows_tile for kernel height KH, CH chunks, vertical stride S and dilation 1 (the zoo's 3x3 and
+// 5x5, stride 1 and 2), the walk unrolled: which row feeds which output is known at compile time.
+template <int B, int KH, int CH, int S>
+void rows_tile_fixed(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, const int32_t* packed_w,
+                     __m512i bias, const PackedRequant& prq, int64_t oy, int64_t b0, uint8_t* y) {
+  const Geometry& g = plan.g;
+  constexpr int kRows = VnniPlan::kVnniRows, kWalk = (kRows - 1) * S + KH;
+  __m512i acc[kRows][B];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < B; ++v) acc[r][v] = bias;
+  const int64_t iy0 = oy * g.stride_h - g.pad_top;
+#pragma GCC unroll 16
+  for (int j = 0; j < kWalk; ++j) {
+#pragma GCC unroll 2
+    for (int c = 0; c < CH; ++c) {
+      __m512i lanes[B];
+      row_lanes<B>(plan, x, zx, index, iy0 + j, b0, c, lanes);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        const int ky = j - r * S;
+        if (ky < 0 || ky >= KH) continue;
+        const __m512i w = _mm512_set1_epi32(packed_w[ky * CH + c]);
+#pragma GCC unroll 4
+        for (int v = 0; v < B; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], lanes[v], w);
+      }
+    }
+  }
+  store_tile<B>(g, acc, prq, oy, b0, y);
+}
+
+// Planes at most 8 wide (rows_per_vector 2): kVnniRows vectors of two output rows each (vector
+// r: rows oy + 2r and oy + 2r + 1), for kernel height KH, CH chunks, stride S, dilation 1. Input
+// rows iy and iy + S meet in one vpermt2b; with stride 1 that pair serves two vectors.
+template <int KH, int CH, int S>
+void pairs_tile(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, const int32_t* packed_w,
+                __m512i bias, const PackedRequant& prq, int64_t oy, uint8_t* y) {
+  const Geometry& g = plan.g;
+  constexpr int kRows = VnniPlan::kVnniRows, kWalk = 2 * (kRows - 1) * S + KH;
+  __m512i acc[kRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) acc[r] = bias;
+  const int64_t iy0 = oy * g.stride_h - g.pad_top;
+#pragma GCC unroll 32
+  for (int p = 0; p < kWalk; ++p) {
+    bool used = false;
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) used |= p - 2 * r * S >= 0 && p - 2 * r * S < KH;
+    if (!used) continue;
+    const int64_t ia = iy0 + p, ib = ia + S;
+    const bool in_a = ia >= 0 && ia < g.in_h, in_b = ib >= 0 && ib < g.in_h;
+#pragma GCC unroll 2
+    for (int c = 0; c < CH; ++c) {
+      const VnniPlan::Load& load = plan.loads[static_cast<size_t>(c)];
+      const __m512i a = in_a ? _mm512_mask_loadu_epi8(zx, load.mask, x + ia * g.in_w + load.column) : zx;
+      const __m512i b = in_b ? _mm512_mask_loadu_epi8(zx, load.mask, x + ib * g.in_w + load.column) : zx;
+      const __m512i lanes = _mm512_permutex2var_epi8(a, index, b);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        const int ky = p - 2 * r * S;
+        if (ky < 0 || ky >= KH) continue;
+        acc[r] = _mm512_dpbusd_epi32(acc[r], lanes, _mm512_set1_epi32(packed_w[ky * CH + c]));
+      }
+    }
+  }
+  const __m512i packed = prq.bytes(prq.convert(acc[0]), prq.convert(acc[1]), prq.convert(acc[2]), prq.convert(acc[3]));
+  // Output row oy + i sits at bytes [8 i, 8 i + out_w) of `packed`.
+  const __mmask64 row_bytes = bytes64(g.out_w);
+  const int64_t rows = std::min<int64_t>(2 * kRows, g.out_h - oy);
+  for (int64_t i = 0; i < rows; ++i)
+    _mm512_mask_storeu_epi8(y + (oy + i) * g.out_w - 8 * i, row_bytes << (8 * i), packed);
+}
+
+using PairsFn = void (*)(const VnniPlan&, const uint8_t*, __m512i, __m512i, const int32_t*, __m512i,
+                         const PackedRequant&, int64_t, uint8_t*);
+
+PairsFn pairs_tile_for(const VnniPlan& plan) {
+  const Geometry& g = plan.g;
+  if (g.dilation_h != 1 || (g.stride_h != 1 && g.stride_h != 2)) return nullptr;
+  const bool s1 = g.stride_h == 1;
+  if (g.kernel_h == 3 && plan.chunks == 1) return s1 ? pairs_tile<3, 1, 1> : pairs_tile<3, 1, 2>;
+  if (g.kernel_h == 5 && plan.chunks == 2) return s1 ? pairs_tile<5, 2, 1> : pairs_tile<5, 2, 2>;
+  return nullptr;
+}
+
+using TileFn = void (*)(const VnniPlan&, const uint8_t*, __m512i, __m512i, const int32_t*, __m512i,
+                        const PackedRequant&, int64_t, int64_t, uint8_t*);
+
+template <int KH, int CH, int S>
+TileFn fixed_tile(int64_t b) {
+  switch (b) {
+    case 4: return rows_tile_fixed<4, KH, CH, S>;
+    case 3: return rows_tile_fixed<3, KH, CH, S>;
+    case 2: return rows_tile_fixed<2, KH, CH, S>;
+    default: return rows_tile_fixed<1, KH, CH, S>;
+  }
+}
+
+// The tile for B vectors (1 to 4) of this geometry: an unrolled one where there is one.
+TileFn tile_for(const VnniPlan& plan, int64_t b) {
+  const Geometry& g = plan.g;
+  if (g.dilation_h == 1 && (g.stride_h == 1 || g.stride_h == 2)) {
+    const bool s1 = g.stride_h == 1;
+    if (g.kernel_h == 3 && plan.chunks == 1) return s1 ? fixed_tile<3, 1, 1>(b) : fixed_tile<3, 1, 2>(b);
+    if (g.kernel_h == 5 && plan.chunks == 2) return s1 ? fixed_tile<5, 2, 1>(b) : fixed_tile<5, 2, 2>(b);
+  }
+  switch (b) {
+    case 4: return rows_tile<4>;
+    case 3: return rows_tile<3>;
+    case 2: return rows_tile<2>;
+    default: return rows_tile<1>;
+  }
+}
+
 }  // namespace
 
 void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_point, const int32_t* packed_w,
@@ -219,15 +350,21 @@ void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_
     const PackedRequant prq{_mm512_set1_ps(static_cast<float>(255 - y_zero_point)), _mm512_set1_ps(multiplier),
                             _mm512_set1_epi16(static_cast<int16_t>(y_zero_point)),
                             _mm512_loadu_si512(kPackedOrder)};
-    for (int64_t oy = 0; oy < g.out_h; oy += VnniPlan::kVnniRows)
-      for (int64_t b = 0; b < plan.blocks; b += 4) {
-        switch (std::min<int64_t>(4, plan.blocks - b)) {
-          case 4: rows_tile<4>(plan, x, zx, index, packed_w, bias, prq, oy, b, y); break;
-          case 3: rows_tile<3>(plan, x, zx, index, packed_w, bias, prq, oy, b, y); break;
-          case 2: rows_tile<2>(plan, x, zx, index, packed_w, bias, prq, oy, b, y); break;
-          default: rows_tile<1>(plan, x, zx, index, packed_w, bias, prq, oy, b, y); break;
-        }
-      }
+    // Blocks of 4 vectors, then the rest (one call per tile: the tiles of a row group share rows).
+    const int64_t full = plan.blocks / 4 * 4, rest = plan.blocks - full;
+    const TileFn four = tile_for(plan, 4), tail = rest ? tile_for(plan, rest) : nullptr;
+    for (int64_t oy = 0; oy < g.out_h; oy += VnniPlan::kVnniRows) {
+      for (int64_t b = 0; b < full; b += 4) four(plan, x, zx, index, packed_w, bias, prq, oy, b, y);
+      if (tail) tail(plan, x, zx, index, packed_w, bias, prq, oy, full, y);
+    }
+    return;
+  }
+  if (const PairsFn pairs = pairs_tile_for(plan)) {
+    const PackedRequant prq{_mm512_set1_ps(static_cast<float>(255 - y_zero_point)), _mm512_set1_ps(multiplier),
+                            _mm512_set1_epi16(static_cast<int16_t>(y_zero_point)),
+                            _mm512_loadu_si512(kPackedOrder)};
+    for (int64_t oy = 0; oy < g.out_h; oy += 2 * VnniPlan::kVnniRows)
+      pairs(plan, x, zx, index, packed_w, bias, prq, oy, y);
     return;
   }
   // Two output rows a vector: lanes 0-7 row oy, lanes 8-15 row oy + 1 (its input rows one stride
