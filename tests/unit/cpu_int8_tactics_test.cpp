@@ -134,6 +134,9 @@ const std::vector<QConvCase>& qconv_cases() {
       {1, 6, 13, 8, 19, 1, 3, 1, 1, {0, 1, 0, 1}, 1, 1, true, true, 4},        // 1x3
       {1, 5, 11, 17, 6, 3, 1, 1, 1, {1, 0, 1, 0}, 3, 1, true, true, 200},      // 3x1 dilated 3, 6 wide
       {1, 2, 3, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128},        // 3x3 on 3x3, 2 channels
+      {1, 9, 10, 15, 17, 3, 3, 2, 2, {1, 2, 0, 1}, 2, 1, true, true, 128},     // 3x3 s2 dilated 2, uneven pads
+      {2, 6, 13, 16, 16, 4, 4, 2, 2, {1, 1, 2, 2}, 1, 1, true, false, 30},     // 4x4 s2 (even kernel), batch 2
+      {1, 3, 20, 6, 4, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true, true, 128},       // s2 to 3x2
   };
   return cases;
 }

@@ -50,11 +50,11 @@ bool is_pointwise(const WindowGeometry& g) {
   return true;
 }
 
-// Dense stride-1 convolutions the shifted GEMM takes (channels: x's, group 1).
+// Dense convolutions the shifted GEMM takes: group 1, k x k past 1x1, stride 1 or 2 on both axes.
 bool takes_shifted(const WindowGeometry& g, int64_t group, int64_t channels) {
-  if (group != 1 || g.stride[0] != 1 || g.stride[1] != 1 || is_pointwise(g)) return false;
+  if (group != 1 || g.stride[0] != g.stride[1] || g.kernel[0] * g.kernel[1] == 1) return false;
   return qshifted::applies({channels, g.in[0], g.in[1], g.out[0], g.out[1], g.kernel[0], g.kernel[1], g.dilation[0],
-                            g.dilation[1], g.pad_begin[0], g.pad_begin[1]});
+                            g.dilation[1], g.pad_begin[0], g.pad_begin[1], g.stride[0]});
 }
 
 int32_t wrap_to_int32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
@@ -146,7 +146,7 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   if (algorithm_ == Algorithm::DepthwiseVnni) vnni_plan_ = qdepthwise::make_vnni_plan(depthwise_geometry());
   if (algorithm_ == Algorithm::ShiftedGemm)
     shifted_plan_ = qshifted::make_plan({channels_, in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, dilation_h_,
-                                         dilation_w_, pad_top_, pad_left_});
+                                         dilation_w_, pad_top_, pad_left_, stride_h_});
   const int8_t* weights = static_cast<const int8_t*>(w.data);
   if (packed_from_ != w.data || packed_tactic_ != tactic) {
     packed_.clear();

@@ -7,9 +7,9 @@
 //   u8s8-qconv-dw-direct-16-avx512           depthwise (group == C == M), up to 7x7, stride 1/2
 //   u8s8-qconv-dw-vnni-16-avx512vbmi         depthwise, stride_w 1/2: integer sums (vpermb +
 //                                             vpdpbusd) straight from the plane, no float scratch
-//   u8s8-qconv-shifted-gemm-12x32-avx512vnni dense (group 1) k x k, stride 1, any pads and
+//   u8s8-qconv-shifted-gemm-12x32-avx512vnni dense (group 1) k x k, stride 1 or 2, any pads and
 //                                             dilation: taps read as shifts of the packed padded
-//                                             image (fast/qconv_shifted.h), no im2col
+//                                             image or its stride phases (fast/qconv_shifted.h)
 // Every one is bit-exact with the reference (tactic 0, quantize.cpp): sums are exact integers and
 // the requantisation rounds as it does. Weights are packed in prepare and owned here; execute
 // allocates nothing (multipliers and folded biases live in the workspace).

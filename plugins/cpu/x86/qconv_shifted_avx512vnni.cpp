@@ -94,8 +94,63 @@ void tile(const Plan& plan, const int8_t* weights, const uint8_t* image, int64_t
 
 }  // namespace
 
+namespace {
+
+// Bytes [lo, hi) of 32, clamped.
+inline __mmask32 byte_range32(int64_t lo, int64_t hi) {
+  lo = std::max<int64_t>(lo, 0);
+  hi = std::min<int64_t>(hi, 32);
+  if (hi <= lo) return 0;
+  const uint64_t bits = ((hi >= 64 ? ~0ull : (1ull << hi) - 1)) & ~((1ull << lo) - 1);
+  return static_cast<__mmask32>(bits);
+}
+
+// Stride 2: phase (a, b) pixel (i, j) is input (2 i + a - pad_top, 2 j + b - pad_left); 16
+// pixels take 32 bytes of each channel's row (the masked load fills the padding with the zero
+// point) and keep the even ones.
+void pack_phases_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, int64_t group_begin,
+                        int64_t group_end, uint8_t* image) {
+  const Geometry& g = plan.g;
+  const int64_t wp = plan.padded_w, plane = g.in_h * g.in_w, phase_pixels = plan.channel_groups * plan.group_pixels;
+  const __m512i zp4 = _mm512_set1_epi32(static_cast<int32_t>(0x01010101u * static_cast<uint32_t>(x_zero_point)));
+  const __m256i zp32 = _mm256_set1_epi8(static_cast<char>(x_zero_point));
+  const __m512i low_byte = _mm512_set1_epi32(0xFF);
+  for (int64_t cg = group_begin; cg < group_end; ++cg) {
+    const int64_t valid = std::min<int64_t>(4, g.channels - 4 * cg);
+    const uint8_t* src = x + 4 * cg * plane;
+    for (int64_t phase = 0; phase < 4; ++phase) {
+      const int64_t a = phase / 2, b = phase % 2;
+      uint32_t* dst = reinterpret_cast<uint32_t*>(image) + phase * phase_pixels + cg * plan.group_pixels;
+      for (int64_t i = 0; i < plan.padded_h; ++i, dst += wp) {
+        const int64_t iy = 2 * i + a - g.pad_top;
+        if (iy < 0 || iy >= g.in_h) {
+          fill_pixels(dst, zp4, wp);
+          continue;
+        }
+        const uint8_t* row = src + iy * g.in_w;
+        for (int64_t j = 0; j < wp; j += 16) {
+          const int64_t ix = 2 * j + b - g.pad_left;
+          const __mmask32 mask = byte_range32(-ix, g.in_w - ix);
+          __m512i lanes = _mm512_setzero_si512();
+#pragma GCC unroll 4
+          for (int r = 0; r < 4; ++r) {
+            const __m256i pairs = r < valid ? _mm256_mask_loadu_epi8(zp32, mask, row + r * plane + ix) : zp32;
+            lanes = _mm512_or_si512(lanes,
+                                    _mm512_slli_epi32(_mm512_and_si512(_mm512_cvtepu16_epi32(pairs), low_byte), 8 * r));
+          }
+          _mm512_mask_storeu_epi32(dst + j, lanes16(wp - j), lanes);
+        }
+      }
+      fill_pixels(dst, zp4, plan.group_pixels - plan.padded_h * wp);
+    }
+  }
+}
+
+}  // namespace
+
 void pack_image_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, int64_t group_begin,
                        int64_t group_end, uint8_t* image) {
+  if (plan.g.stride == 2) return pack_phases_avx512(plan, x, x_zero_point, group_begin, group_end, image);
   const Geometry& g = plan.g;
   const int64_t wp = plan.padded_w, plane = g.in_h * g.in_w;
   const __m512i zp4 = _mm512_set1_epi32(static_cast<int32_t>(0x01010101u * static_cast<uint32_t>(x_zero_point)));
