@@ -34,6 +34,7 @@ enum Kind : int64_t {
   kQgemmRowSums = 4,    // its s32 row sums: m, k
   kQDepthwiseTaps = 5,  // the integer depthwise's s32 weights (4 taps each): channels, kernel_h, chunks, kernel_w
   kQDepthwiseSums = 6,  // its s32 weight sums per channel: channels, taps
+  kQgemvColumns = 7,    // gemm::PackedQColumns' s8 panels: m, k, panel rows
 };
 
 // Collects what an Op packs during one prepare, for export_prepared.

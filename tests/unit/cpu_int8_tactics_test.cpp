@@ -96,6 +96,10 @@ const std::vector<QConvCase>& qconv_cases() {
       {1, 17, 33, 13, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, false, 7},     // 1x1, tails everywhere
       {2, 33, 40, 9, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, false, true, 0},       // 1x1, batch 2
       {1, 5, 17, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 200},       // 1x1 on 1x1
+      {2, 70, 37, 2, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 90},       // 1x1 on 2x2, batch 2: GEMV
+      {1, 1152, 48, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 128},    // SE reduce 1152 -> 48
+      {1, 48, 1152, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, false, false, 0},    // SE expand 48 -> 1152
+      {1, 3, 1, 1, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 255},        // one output channel, 3 pixels
       {1, 64, 130, 20, 20, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 100},   // 400 pixels, 11 row panels
       {1, 24, 160, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 128},     // 49 pixels: rows split too
       {1, 17, 24, 13, 11, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, true, true, 9},      // 1x1 stride 2: im2col
@@ -195,6 +199,7 @@ TEST(CpuInt8Tactics, QLinearConvTacticsMatchTheReferenceBitForBit) {
   if (cpu_has_vnni()) {
     EXPECT_GT(dense, 0u) << "this CPU has AVX-512 VNNI, but no dense QLinearConv tactic ran";
     EXPECT_TRUE(ran_named(all, "u8s8-qconv-shifted-gemm-12x32-avx512vnni"));
+    EXPECT_TRUE(ran_named(all, "u8s8-qconv-1x1-gemv-16-avx512vnni"));
     if (__builtin_cpu_supports("avx512vbmi")) EXPECT_TRUE(ran_named(all, "u8s8-qconv-dw-vnni-16-avx512vbmi"));
   }
   if (cpu_has_avx512_bw()) {

@@ -17,7 +17,11 @@ enum QLinearConvTactic : int64_t {
   kQConvDepthwiseAvx512 = 33,
   kQConvShiftedAvx512Vnni = 43,
   kQConvDepthwiseVnniAvx512 = 53,
+  kQConvGemv1x1Avx512Vnni = 73,
 };
+
+// Output pixels up to which the GEMV tactic is offered (a 1x1 image, or a few pixels).
+constexpr int64_t kGemvMaxPixels = 4;
 
 size_t round_up_64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
@@ -91,6 +95,10 @@ std::vector<TacticSpec> qlinear_conv_tactics(const edgert_node* node, const edge
   if (w.dims[1] * g.kernel_size() > gemm::kQgemmMaxDepth || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni))
     return out;
   if (is_pointwise(g)) {
+#if defined(__x86_64__)
+    if (group == 1 && g.out_size() <= kGemvMaxPixels && gemm::qgemv_available())
+      out.push_back({kQConvGemv1x1Avx512Vnni, "u8s8-qconv-1x1-gemv-16-avx512vnni"});
+#endif
     out.push_back({kQConv1x1Avx512Vnni, "u8s8-qconv-1x1-gemm-12x32-avx512vnni"});
     return out;
   }
@@ -119,6 +127,14 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
         return false;
       algorithm_ = Algorithm::Depthwise;
       break;
+    case kQConvGemv1x1Avx512Vnni:
+#if defined(__x86_64__)
+      if (!is_pointwise(g) || group != 1 || g.out_size() > kGemvMaxPixels || !gemm::qgemv_available()) return false;
+      algorithm_ = Algorithm::Gemv1x1;
+      break;
+#else
+      return false;
+#endif
     case kQConvDepthwiseVnniAvx512:
 #if defined(__x86_64__)
       if (!is_depthwise(group, x, w) || !qdepthwise::vnni_available() ||
@@ -154,6 +170,7 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
     vnni_weights_.clear();
     vnni_weight_sums_.clear();
     vnni_weights_stored_ = vnni_sums_stored_ = nullptr;
+    gemv_columns_ = gemm::PackedQColumns{};
     if (algorithm_ == Algorithm::Depthwise) {
       depthwise_weights_.assign(weights, weights + out_channels_ * taps);
     } else if (algorithm_ == Algorithm::DepthwiseVnni) {
@@ -175,6 +192,8 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
         prepared::record_bytes(key, vnni_weights_.data(), weight_bytes);
         prepared::record_bytes(sums_key, vnni_weight_sums_.data(), sum_bytes);
       }
+    } else if (algorithm_ == Algorithm::Gemv1x1) {
+      if (!gemm::pack_qcolumns(weights, out_channels_, channels_, gemv_columns_)) return false;
     } else if (algorithm_ == Algorithm::ShiftedGemm) {
       packed_.assign(1, gemm::PackedQRows{});
       if (!qshifted::pack_weights(weights, out_channels_, shifted_plan_, packed_[0])) return false;
@@ -190,6 +209,7 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   threads_ = ThreadPool::instance().num_threads();
   if (algorithm_ == Algorithm::Depthwise) depthwise_plan_ = qdepthwise::make_plan(depthwise_geometry());
   per_thread_bytes_ = algorithm_ == Algorithm::DepthwiseVnni ? 0  // no scratch: it reads the planes in place
+                      : algorithm_ == Algorithm::Gemv1x1 ? round_up_64(static_cast<size_t>(4 * gemv_columns_.groups()))
                       : algorithm_ == Algorithm::Depthwise
                           ? static_cast<size_t>(qdepthwise::scratch_floats(depthwise_geometry())) * sizeof(float)
                       : algorithm_ == Algorithm::ShiftedGemm
@@ -197,7 +217,10 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
                           : gemm::qgemm_workspace_bytes((channels_ / group_) * taps, threads_);
   // The multipliers and folded biases, then the threads' scratch (qgemm's is one block).
   info.workspace_bytes = round_up_64(static_cast<size_t>(out_channels_) * (sizeof(float) + sizeof(int32_t))) +
-                         (algorithm_ == Algorithm::Depthwise ? static_cast<size_t>(threads_) : 1) * per_thread_bytes_;
+                         (algorithm_ == Algorithm::Depthwise || algorithm_ == Algorithm::Gemv1x1
+                              ? static_cast<size_t>(threads_)
+                              : 1) *
+                             per_thread_bytes_;
   return true;
 }
 
@@ -205,6 +228,7 @@ size_t FastQLinearConv::state_bytes() const {
   size_t bytes = depthwise_weights_.capacity() * sizeof(float) +
                  (vnni_weights_.capacity() + vnni_weight_sums_.capacity()) * sizeof(int32_t);
   for (const gemm::PackedQRows& p : packed_) bytes += p.state_bytes();
+  bytes += gemv_columns_.state_bytes();
   return bytes;
 }
 
@@ -264,6 +288,27 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
           }
         },
         threads_);
+#endif
+    return;
+  }
+  if (algorithm_ == Algorithm::Gemv1x1) {
+#if defined(__x86_64__)
+    const gemm::PackedQColumns& w = gemv_columns_;
+    for (int64_t r = 0; r < out_channels_; ++r)
+      row_bias[r] = wrap_to_int32(static_cast<int64_t>(bias ? bias[r] : 0) -
+                                  static_cast<int64_t>(x_zero) * w.row_sums[static_cast<size_t>(r)]);
+    // Threads only where there is work for them: an SE convolution is a few microseconds.
+    const int threads = w.m * w.k * batch_ * out_plane >= (int64_t{1} << 20) ? threads_ : 1;
+    for (int64_t n = 0; n < batch_; ++n)
+      for (int64_t p = 0; p < out_plane; ++p)
+        ThreadPool::instance().parallel_ranges(
+            w.panels(),
+            [&](int64_t b, int64_t e, int thread) {
+              gemm::qgemv_avx512vnni(w, b, e, x + n * channels_ * in_plane + p, in_plane, x_zero, row_bias,
+                                     multiplier, y_zero, y + n * out_channels_ * out_plane + p, out_plane,
+                                     scratch + static_cast<size_t>(thread) * per_thread_bytes_);
+            },
+            threads);
 #endif
     return;
   }

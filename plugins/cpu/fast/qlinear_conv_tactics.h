@@ -2,6 +2,8 @@
 // 0, w_scale per tensor or per output channel), u8 output, optional int32 B, NCHW 2-D:
 //   u8s8-qconv-1x1-gemm-12x32-avx512vnni     1x1, stride 1, no pad: the NCHW qgemm packing the
 //                                             image's rows (gemm/qgemm.h)
+//   u8s8-qconv-1x1-gemv-16-avx512vnni        1x1, stride 1, no pad, group 1, at most 4 output
+//                                             pixels (squeeze-and-excitation): gemm/qgemv.h
 //   u8s8-qconv-im2col-gemm-12x32-avx512vnni  any other dense or grouped conv (groups looped):
 //                                             im2col while packing, padding read as x_zero_point
 //   u8s8-qconv-dw-direct-16-avx512           depthwise (group == C == M), up to 7x7, stride 1/2
@@ -20,6 +22,7 @@
 #include "fast/qconv_shifted.h"
 #include "fast/qdepthwise.h"
 #include "gemm/qgemm.h"
+#include "gemm/qgemv.h"
 #include "kernel.h"
 #include "nn_common.h"
 
@@ -48,7 +51,7 @@ class FastQLinearConv {
   bool reads_only_packed_weights() const { return algorithm_ != Algorithm::Depthwise; }
 
  private:
-  enum class Algorithm { Gemm1x1, Im2colGemm, Depthwise, ShiftedGemm, DepthwiseVnni };
+  enum class Algorithm { Gemm1x1, Im2colGemm, Depthwise, ShiftedGemm, DepthwiseVnni, Gemv1x1 };
   qdepthwise::Geometry depthwise_geometry() const {
     return {in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
             pad_top_, pad_left_};
@@ -61,6 +64,7 @@ class FastQLinearConv {
   std::vector<float> depthwise_weights_;   // [C][taps], exact as floats
   qdepthwise::Plan depthwise_plan_;
   qshifted::Plan shifted_plan_;
+  gemm::PackedQColumns gemv_columns_;
   qdepthwise::VnniPlan vnni_plan_;
   std::vector<int32_t> vnni_weights_;     // [C][kernel_h][chunks]
   std::vector<int32_t> vnni_weight_sums_;  // [C]
