@@ -130,6 +130,9 @@ const std::vector<QConvCase>& qconv_cases() {
       {1, 3, 3, 11, 5, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 3, false, true, 61},       // depthwise 5x5 on 11x5: 8 + 3 rows
       {1, 4, 4, 19, 16, 3, 3, 2, 2, {1, 0, 0, 1}, 1, 4, true, true, 140},      // depthwise s2 to 8 wide, 10 rows
       {1, 5, 5, 9, 33, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 5, true, false, 128},      // depthwise 5x5, 3 vectors a row
+      {1, 4, 4, 14, 20, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 4, true, true, 128},      // depthwise, tiles of 7 rows x 2 vectors
+      {1, 3, 3, 14, 24, 5, 5, 2, 2, {2, 2, 2, 2}, 1, 3, true, true, 17},       // depthwise 5x5 s2 to 7x12: 7 rows
+      {2, 3, 3, 21, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 3, false, true, 128},      // depthwise, 3 tiles of 7 rows, 9 wide
       {1, 9, 9, 11, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 9, true, true, 128, true},  // depthwise, ties
       {1, 19, 21, 9, 10, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128, true}, // dense, ties
       {1, 64, 30, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128},     // 3x3 on 7x7: runs across rows
