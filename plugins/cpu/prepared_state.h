@@ -27,7 +27,15 @@ struct Key {
   int64_t a = 0, b = 0, c = 0, d = 0;
   bool operator==(const Key& o) const { return kind == o.kind && a == o.a && b == o.b && c == o.c && d == o.d; }
 };
-enum Kind : int64_t { kPackedA = 1, kGemvPanels = 2 };
+enum Kind : int64_t {
+  kPackedA = 1,
+  kGemvPanels = 2,
+  kQgemmRows = 3,       // gemm::PackedQRows' s8 panels: m, k, panel rows
+  kQgemmRowSums = 4,    // its s32 row sums: m, k
+  kQDepthwiseTaps = 5,  // the integer depthwise's s32 weights (4 taps each): channels, kernel_h, chunks, kernel_w
+  kQDepthwiseSums = 6,  // its s32 weight sums per channel: channels, taps
+  kQgemvColumns = 7,    // gemm::PackedQColumns' s8 panels: m, k, panel rows
+};
 
 // Collects what an Op packs during one prepare, for export_prepared.
 class Recorder {
@@ -102,6 +110,13 @@ inline const float* take(const Key& key, size_t floats) {
 // For the packing functions: a finished array, recorded when the current prepare exports.
 inline void record(const Key& key, const float* data, size_t floats) {
   if (Recorder* recorder = Scope::recorder()) recorder->add(key, data, floats);
+}
+
+// Arrays of other element types (the INT8 kernels' s8 panels and s32 sums) travel as their
+// bytes; `bytes` must be a multiple of 4 (the format counts 4-byte units).
+inline const void* take_bytes(const Key& key, size_t bytes) { return take(key, bytes / sizeof(float)); }
+inline void record_bytes(const Key& key, const void* data, size_t bytes) {
+  record(key, static_cast<const float*>(data), bytes / sizeof(float));
 }
 
 }  // namespace edgert::cpu::prepared

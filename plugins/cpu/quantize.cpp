@@ -294,6 +294,9 @@ class QLinearConvOp : public Op {
 
  public:
   size_t state_bytes() const override { return fast_conv_.state_bytes(); }
+  uint64_t inputs_replaced() const override {
+    return fast_ && fast_conv_.reads_only_packed_weights() ? uint64_t{1} << 3 : 0;
+  }
 };
 
 // Refuses what opset 19+/21 added and these kernels do not do: float8 / 4-bit types and

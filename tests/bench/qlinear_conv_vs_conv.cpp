@@ -1,11 +1,12 @@
 // The INT8 QLinearConv tactics (u8 x s8, NCHW) against the float32 Conv tactics at the layer
-// shapes of resnet18 and mobilenet_v2, through the CPU plugin's C ABI as an engine runs them:
+// shapes of resnet18, mobilenet_v2, squeezenet1_1 and efficientnet_b0, through the CPU plugin's C ABI as an engine runs them:
 //
-//   edgert_qlinear_conv_vs_conv [--seconds 0.2] [--threads 1,2] [--only <part of a layer's name>]
+//   edgert_qlinear_conv_vs_conv [--seconds 0.2] [--threads 1,2] [--only <part of a layer's name>] [--all 1]
 //
 // One line per shape and thread count: the fastest float32 tactic and the fastest INT8 one (each
 // the best of every tactic the plugin lists for the node on this CPU, each timed as the best of
-// several batches) and the ratio int8 time / fp32 time. Not a test: nothing is asserted.
+// several batches) and the ratio int8 time / fp32 time; --all 1 also prints every tactic's time.
+// Not a test: nothing is asserted.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -58,6 +59,8 @@ NodeSpec conv_node(const char* op, const Layer& l, int inputs) {
   return spec;
 }
 
+bool print_every_tactic = false;
+
 struct Best {
   double seconds = 1e30;
   std::string name = "-";
@@ -71,6 +74,7 @@ Best fastest(const char* kernel, const NodeSpec& spec, const std::vector<Tensor>
     if (t.id == 0) continue;  // the references are not what an engine would run
     PreparedRun run(k, node, inputs, t.id);
     const double s = seconds_per_call([&] { run.execute(); }, seconds);
+    if (print_every_tactic) std::printf("    %-44s %10.1f us\n", t.name, s * 1e6);
     if (s < best.seconds) best = {s, t.name};
   }
   return best;
@@ -85,6 +89,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+    if (std::strcmp(argv[i], "--all") == 0) print_every_tactic = std::atoi(argv[i + 1]) != 0;
     if (std::strcmp(argv[i], "--threads") == 0) {
       thread_counts.clear();
       for (const char* p = argv[i + 1]; *p;) {
@@ -112,6 +117,14 @@ int main(int argc, char** argv) {
       {"mnv2 dw 3x3 576", 576, 576, 14, 3, 1, 576},
       {"mnv2 dw 3x3 960", 960, 960, 7, 3, 1, 960},
       {"mnv2 last 1x1 320->1280", 320, 1280, 7, 1, 1, 1},
+      {"mnv2 stem 3x3/2", 3, 32, 224, 3, 2, 1},
+      {"squeezenet expand 3x3 16->64", 16, 64, 55, 3, 1, 1},
+      {"effnet dw 5x5/2 144", 144, 144, 56, 5, 2, 144},
+      {"effnet dw 5x5 240", 240, 240, 28, 5, 1, 240},
+      {"effnet dw 5x5 672", 672, 672, 14, 5, 1, 672},
+      {"effnet dw 5x5 1152", 1152, 1152, 7, 5, 1, 1152},
+      {"effnet se 1x1 1152->48", 1152, 48, 1, 1, 1, 1},
+      {"effnet se 1x1 48->1152", 48, 1152, 1, 1, 1, 1},
   };
   std::mt19937 rng(1);
   std::printf("%-28s %3s %10s %-40s %10s %-40s %6s\n", "layer", "thr", "fp32 us", "fp32 tactic", "int8 us",

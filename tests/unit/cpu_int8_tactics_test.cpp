@@ -4,8 +4,9 @@
 // QLinearGlobalAveragePool, edgert.QLookup; and MaxPool on uint8. Random inputs of awkward sizes
 // (odd channel counts, K not a multiple of 4, pixel tails, padding on one side, stride 2,
 // dilation, groups, batch 2, nonzero zero points, per-tensor and per-channel scales, results
-// saturating at both ends of u8 and ties of the rounding), with 1 and 2 threads. What runs is
-// what this CPU offers: the reference always, each tactic the plugin lists here.
+// saturating at both ends of u8 and ties of the rounding), with 1 and 2 threads; and the INT8
+// convolution's weights as an engine stores them (export_prepared). What runs is what this CPU
+// offers: the reference always, each tactic the plugin lists here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -94,6 +96,10 @@ const std::vector<QConvCase>& qconv_cases() {
       {1, 17, 33, 13, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, false, 7},     // 1x1, tails everywhere
       {2, 33, 40, 9, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, false, true, 0},       // 1x1, batch 2
       {1, 5, 17, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 200},       // 1x1 on 1x1
+      {2, 70, 37, 2, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 90},       // 1x1 on 2x2, batch 2: GEMV
+      {1, 1152, 48, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 128},    // SE reduce 1152 -> 48
+      {1, 48, 1152, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, false, false, 0},    // SE expand 48 -> 1152
+      {1, 3, 1, 1, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 255},        // one output channel, 3 pixels
       {1, 64, 130, 20, 20, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 100},   // 400 pixels, 11 row panels
       {1, 24, 160, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, true, true, 128},     // 49 pixels: rows split too
       {1, 17, 24, 13, 11, 1, 1, 2, 2, {0, 0, 0, 0}, 1, 1, true, true, 9},      // 1x1 stride 2: im2col
@@ -118,8 +124,26 @@ const std::vector<QConvCase>& qconv_cases() {
       {1, 2, 2, 8, 131, 3, 3, 2, 2, {0, 1, 1, 0}, 1, 2, true, true, 1},        // depthwise s2, pad left only
       {1, 3, 3, 17, 19, 7, 7, 1, 2, {3, 2, 3, 4}, 1, 3, true, true, 128},      // depthwise 7x7, strides 1 and 2
       {2, 3, 3, 7, 40, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 3, true, true, 50},       // depthwise, 3 vectors a row
+      {1, 5, 5, 6, 56, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 5, true, true, 128},      // depthwise, 4 vectors a row (56 wide)
+      {1, 3, 3, 9, 121, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 3, true, false, 90},     // depthwise s2, 61 wide out
+      {2, 6, 6, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 6, true, true, 128},        // depthwise 7x7: two rows a vector
+      {1, 3, 3, 11, 5, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 3, false, true, 61},       // depthwise 5x5 on 11x5: 8 + 3 rows
+      {1, 4, 4, 19, 16, 3, 3, 2, 2, {1, 0, 0, 1}, 1, 4, true, true, 140},      // depthwise s2 to 8 wide, 10 rows
+      {1, 5, 5, 9, 33, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 5, true, false, 128},      // depthwise 5x5, 3 vectors a row
+      {1, 4, 4, 14, 20, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 4, true, true, 128},      // depthwise, tiles of 7 rows x 2 vectors
+      {1, 3, 3, 14, 24, 5, 5, 2, 2, {2, 2, 2, 2}, 1, 3, true, true, 17},       // depthwise 5x5 s2 to 7x12: 7 rows
+      {2, 3, 3, 21, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 3, false, true, 128},      // depthwise, 3 tiles of 7 rows, 9 wide
       {1, 9, 9, 11, 11, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 9, true, true, 128, true},  // depthwise, ties
       {1, 19, 21, 9, 10, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128, true}, // dense, ties
+      {1, 64, 30, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128},     // 3x3 on 7x7: runs across rows
+      {2, 13, 25, 10, 41, 5, 5, 1, 1, {2, 1, 0, 3}, 1, 1, true, false, 66},    // 5x5, uneven pads, 41 wide
+      {1, 9, 14, 12, 12, 3, 3, 1, 1, {0, 0, 0, 0}, 1, 1, false, true, 128},    // 3x3 without padding
+      {1, 6, 13, 8, 19, 1, 3, 1, 1, {0, 1, 0, 1}, 1, 1, true, true, 4},        // 1x3
+      {1, 5, 11, 17, 6, 3, 1, 1, 1, {1, 0, 1, 0}, 3, 1, true, true, 200},      // 3x1 dilated 3, 6 wide
+      {1, 2, 3, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, true, true, 128},        // 3x3 on 3x3, 2 channels
+      {1, 9, 10, 15, 17, 3, 3, 2, 2, {1, 2, 0, 1}, 2, 1, true, true, 128},     // 3x3 s2 dilated 2, uneven pads
+      {2, 6, 13, 16, 16, 4, 4, 2, 2, {1, 1, 2, 2}, 1, 1, true, false, 30},     // 4x4 s2 (even kernel), batch 2
+      {1, 3, 20, 6, 4, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 1, true, true, 128},       // s2 to 3x2
   };
   return cases;
 }
@@ -161,19 +185,90 @@ NodeSpec qconv_node(const QConvCase& c) {
   return spec;
 }
 
+bool ran_named(const std::vector<std::string>& ran, const char* name) {
+  return std::find(ran.begin(), ran.end(), name) != ran.end();
+}
+
 TEST(CpuInt8Tactics, QLinearConvTacticsMatchTheReferenceBitForBit) {
   std::mt19937 rng(2024);
   size_t dense = 0, depthwise = 0;
+  std::vector<std::string> all;
   for (const QConvCase& c : qconv_cases()) {
     const std::vector<std::string> ran =
         check_all_tactics("ref-qlinear-conv", qconv_node(c), qconv_inputs(c, rng), "QLinearConv " + describe(c));
     (c.group > 1 && c.group == c.channels ? depthwise : dense) += ran.size();
+    all.insert(all.end(), ran.begin(), ran.end());
   }
   if (cpu_has_vnni()) {
     EXPECT_GT(dense, 0u) << "this CPU has AVX-512 VNNI, but no dense QLinearConv tactic ran";
+    EXPECT_TRUE(ran_named(all, "u8s8-qconv-shifted-gemm-12x32-avx512vnni"));
+    EXPECT_TRUE(ran_named(all, "u8s8-qconv-1x1-gemv-16-avx512vnni"));
+    if (__builtin_cpu_supports("avx512vbmi")) EXPECT_TRUE(ran_named(all, "u8s8-qconv-dw-vnni-16-avx512vbmi"));
   }
   if (cpu_has_avx512_bw()) {
     EXPECT_GT(depthwise, 0u) << "this CPU has AVX-512 BW, but no depthwise tactic ran";
+  }
+}
+
+// What export_prepared gives for a node at a tactic, in a 64-byte aligned buffer as an engine
+// maps it (empty when the kernel exports nothing), and the inputs it says the bytes replace.
+struct PreparedBytes {
+  std::shared_ptr<uint8_t> data;
+  size_t size = 0;
+  uint64_t replaced_inputs = 0;
+};
+
+PreparedBytes export_state(const edgert_kernel& k, const edgert_node& node, const std::vector<Tensor>& inputs,
+                           int64_t tactic) {
+  std::vector<edgert_tensor> views;
+  for (const Tensor& t : inputs) views.push_back(t.view(t.constant));
+  PreparedBytes out;
+  edgert_error error{};
+  if (!k.export_prepared) return out;
+  edgert_status s =
+      k.export_prepared(&k, &node, tactic, views.data(), nullptr, 0, &out.size, &out.replaced_inputs, &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  if (s != EDGERT_OK || out.size == 0) return PreparedBytes{};
+  out.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (out.size + 63) / 64 * 64)), &std::free);
+  size_t written = 0;
+  s = k.export_prepared(&k, &node, tactic, views.data(), out.data.get(), out.size, &written, &out.replaced_inputs,
+                        &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  EXPECT_EQ(written, out.size);
+  return out;
+}
+
+// The weights an engine stores for the INT8 convolution (export_prepared): prepared from them the
+// tactic gives the reference's bytes, and with W overwritten when they say they replace it.
+TEST(CpuInt8Tactics, QLinearConvStoredWeightsGiveTheSameBytes) {
+  std::mt19937 rng(77);
+  const edgert_kernel& k = kernel_named(plugin(), "ref-qlinear-conv");
+  size_t stored = 0;
+  for (const QConvCase& c : qconv_cases()) {
+    const std::string what = "QLinearConv " + describe(c);
+    const std::vector<Tensor> inputs = qconv_inputs(c, rng);
+    const NodeSpec spec = qconv_node(c);  // owns what the node points to
+    const edgert_node node = spec.node();
+    const std::vector<uint8_t> reference = run_tactic(k, node, inputs, 0);
+    for (const edgert_tactic& t : list_tactics(k, node, inputs)) {
+      if (t.id == 0) continue;
+      const PreparedBytes bytes = export_state(k, node, inputs, t.id);
+      if (bytes.size == 0) continue;
+      ++stored;
+      edgert_node with_state = node;
+      with_state.prepared = bytes.data.get();
+      with_state.prepared_bytes = bytes.size;
+      EXPECT_EQ(run_tactic(k, with_state, inputs, t.id), reference) << what << ": tactic " << t.name;
+      EXPECT_EQ(bytes.replaced_inputs, uint64_t{1} << 3) << what << ": tactic " << t.name << " should replace W";
+      if (!((bytes.replaced_inputs >> 3) & 1u)) continue;
+      std::vector<Tensor> overwritten = inputs;
+      for (uint8_t& b : overwritten[3].bytes) b = static_cast<uint8_t>(b * 7 + 1);
+      EXPECT_EQ(run_tactic(k, with_state, overwritten, t.id), reference)
+          << what << ": tactic " << t.name << " reads W though its stored state replaces it";
+    }
+  }
+  if (cpu_has_vnni()) {
+    EXPECT_GT(stored, 0u) << "this CPU has AVX-512 VNNI, but no INT8 tactic exported its weights";
   }
 }
 

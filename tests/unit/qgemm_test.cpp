@@ -112,7 +112,7 @@ TEST(Qgemm, PackingKeepsEveryWeightAndItsRowSum) {
       EXPECT_EQ(p.packed.at(r, k), p.w[static_cast<size_t>(r * p.k + k)]);
       sum += p.w[static_cast<size_t>(r * p.k + k)];
     }
-    EXPECT_EQ(p.packed.row_sums[static_cast<size_t>(r)], sum);
+    EXPECT_EQ(p.packed.sums()[r], sum);
   }
   PackedQRows too_deep;
   EXPECT_FALSE(pack_qrows(p.w.data(), 1, kQgemmMaxDepth + 1, too_deep));

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace edgert::cpu::qdepthwise {
 
@@ -63,7 +64,49 @@ inline Plan make_plan(const Geometry& g) {
   return p;
 }
 
+// The integer family (x86/qdepthwise_vnni_avx512.cpp): no copy of the plane. For 16 outputs
+// and one kernel row, 64 bytes of the input row are loaded (columns outside the image read as
+// x_zero_point through the load's mask), vpermb lays out [16 outputs][4 neighbouring taps] and
+// one vpdpbusd adds 4 products per lane against that row's 4 weights (zero past kernel_w):
+// acc = bias - x_zero_point * sum(w) + sum x w, exact in int32 as the reference's sum. Planes at
+// most 8 wide hold two output rows per vector (vpermt2b over both input rows).
+struct VnniPlan {
+  Geometry g{};
+  int rows_per_vector = 1;    // 2 when out_w <= 8
+  int64_t chunks = 1;         // ceil(kernel_w / 4): weights of 4 taps per vpdpbusd
+  int64_t blocks = 0;         // vectors of 16 (or 2 x 8) outputs along a row
+  struct Load {
+    int64_t column;           // first input column read (may be negative)
+    uint64_t mask;            // bytes of the 64 inside the image row
+  };
+  std::vector<Load> loads;    // [blocks][chunks]
+  uint8_t index[64] = {};     // vpermb / vpermt2b byte selection
+  // One vector a row: output rows are computed kVnniRows at a time, walking the input rows they
+  // read once each (an input row serves up to kernel_h of them: one vpermb, several vpdpbusd).
+  // row_taps[j * kVnniRows + r]: the kernel row by which input row j of the walk reaches output
+  // row r of the block, or -1.
+  static constexpr int kVnniRows = 4;
+  int64_t walk = 0;                 // input rows per block of kVnniRows output rows
+  std::vector<int8_t> row_taps;     // [walk][kVnniRows]
+};
+// Shapes the integer family takes: stride_w 1 or 2 and a window of 16 outputs within 64 bytes.
+inline bool vnni_applies(const Geometry& g) {
+  return (g.stride_w == 1 || g.stride_w == 2) && g.stride_h >= 1 && g.stride_w * 15 + 3 * g.dilation_w <= 63 &&
+         g.kernel_h * g.kernel_w <= 65536 / 4;
+}
+VnniPlan make_vnni_plan(const Geometry& g);
+// Weights [kernel_h][kernel_w] s8 as kernel_h x chunks int32 of 4 bytes each, zero past kernel_w;
+// returns their sum (for the zero point's term).
+int32_t pack_vnni_weights(const VnniPlan& plan, const int8_t* w, int32_t* packed);
+
 #if defined(__x86_64__)
+// Whether this CPU runs the integer family (avx512 bw, vl, vnni and vbmi).
+bool vnni_available();
+// One plane: x [in_h, in_w] u8, y [out_h, out_w] u8; `folded_bias` = bias - x_zero_point * sum(w)
+// (wrapping int32).
+void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_point, const int32_t* packed_w,
+                         int32_t folded_bias, float multiplier, int32_t y_zero_point, uint8_t* y);
+
 // One plane: x [in_h, in_w] u8, w [kernel_h x kernel_w] as floats, y [out_h, out_w] u8.
 void channel_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
                     float multiplier, int32_t y_zero_point, uint8_t* y, float* scratch);

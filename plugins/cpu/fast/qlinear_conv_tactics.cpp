@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "fast/avx512_bw.h"
+#include "prepared_state.h"
 #include "thread_pool.h"
 
 namespace edgert::cpu {
@@ -14,7 +15,13 @@ enum QLinearConvTactic : int64_t {
   kQConv1x1Avx512Vnni = 13,
   kQConvIm2colAvx512Vnni = 23,
   kQConvDepthwiseAvx512 = 33,
+  kQConvShiftedAvx512Vnni = 43,
+  kQConvDepthwiseVnniAvx512 = 53,
+  kQConvGemv1x1Avx512Vnni = 73,
 };
+
+// Output pixels up to which the GEMV tactic is offered (a 1x1 image, or a few pixels).
+constexpr int64_t kGemvMaxPixels = 4;
 
 size_t round_up_64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
@@ -47,6 +54,15 @@ bool is_pointwise(const WindowGeometry& g) {
   return true;
 }
 
+// Dense convolutions the shifted GEMM takes: group 1, k x k past 1x1, stride 1 or 2 on both axes.
+bool takes_shifted(const WindowGeometry& g, int64_t group, int64_t channels) {
+  if (group != 1 || g.stride[0] != g.stride[1] || g.kernel[0] * g.kernel[1] == 1) return false;
+  return qshifted::applies({channels, g.in[0], g.in[1], g.out[0], g.out[1], g.kernel[0], g.kernel[1], g.dilation[0],
+                            g.dilation[1], g.pad_begin[0], g.pad_begin[1], g.stride[0]});
+}
+
+int32_t wrap_to_int32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
+
 qdepthwise::Geometry depthwise_geometry_of(const WindowGeometry& g) {
   return {g.in[0], g.in[1], g.out[0], g.out[1], g.kernel[0], g.kernel[1], g.stride[0], g.stride[1],
           g.dilation[0], g.dilation[1], g.pad_begin[0], g.pad_begin[1]};
@@ -68,16 +84,27 @@ std::vector<TacticSpec> qlinear_conv_tactics(const edgert_node* node, const edge
   }
   if (g.rank != 2) return out;
   if (is_depthwise(group, x, w)) {
+#if defined(__x86_64__)
+    if (qdepthwise::vnni_available() && qdepthwise::vnni_applies(depthwise_geometry_of(g)))
+      out.push_back({kQConvDepthwiseVnniAvx512, "u8s8-qconv-dw-vnni-16-avx512vbmi"});
+#endif
     if (avx512_bw_available() && qdepthwise::applies(depthwise_geometry_of(g)))
       out.push_back({kQConvDepthwiseAvx512, "u8s8-qconv-dw-direct-16-avx512"});
     return out;
   }
   if (w.dims[1] * g.kernel_size() > gemm::kQgemmMaxDepth || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni))
     return out;
-  if (is_pointwise(g))
+  if (is_pointwise(g)) {
+#if defined(__x86_64__)
+    if (group == 1 && g.out_size() <= kGemvMaxPixels && gemm::qgemv_available())
+      out.push_back({kQConvGemv1x1Avx512Vnni, "u8s8-qconv-1x1-gemv-16-avx512vnni"});
+#endif
     out.push_back({kQConv1x1Avx512Vnni, "u8s8-qconv-1x1-gemm-12x32-avx512vnni"});
-  else
-    out.push_back({kQConvIm2colAvx512Vnni, "u8s8-qconv-im2col-gemm-12x32-avx512vnni"});
+    return out;
+  }
+  if (takes_shifted(g, group, x.dims[1]))
+    out.push_back({kQConvShiftedAvx512Vnni, "u8s8-qconv-shifted-gemm-12x32-avx512vnni"});
+  out.push_back({kQConvIm2colAvx512Vnni, "u8s8-qconv-im2col-gemm-12x32-avx512vnni"});
   return out;
 }
 
@@ -100,6 +127,28 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
         return false;
       algorithm_ = Algorithm::Depthwise;
       break;
+    case kQConvGemv1x1Avx512Vnni:
+#if defined(__x86_64__)
+      if (!is_pointwise(g) || group != 1 || g.out_size() > kGemvMaxPixels || !gemm::qgemv_available()) return false;
+      algorithm_ = Algorithm::Gemv1x1;
+      break;
+#else
+      return false;
+#endif
+    case kQConvDepthwiseVnniAvx512:
+#if defined(__x86_64__)
+      if (!is_depthwise(group, x, w) || !qdepthwise::vnni_available() ||
+          !qdepthwise::vnni_applies(depthwise_geometry_of(g)))
+        return false;
+      algorithm_ = Algorithm::DepthwiseVnni;
+      break;
+#else
+      return false;
+#endif
+    case kQConvShiftedAvx512Vnni:
+      if (!takes_shifted(g, group, x.dims[1]) || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni)) return false;
+      algorithm_ = Algorithm::ShiftedGemm;
+      break;
     default: return false;
   }
   batch_ = x.dims[0];
@@ -110,12 +159,44 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   kernel_h_ = g.kernel[0], kernel_w_ = g.kernel[1], stride_h_ = g.stride[0], stride_w_ = g.stride[1];
   dilation_h_ = g.dilation[0], dilation_w_ = g.dilation[1], pad_top_ = g.pad_begin[0], pad_left_ = g.pad_begin[1];
   const int64_t taps = kernel_h_ * kernel_w_;
+  if (algorithm_ == Algorithm::DepthwiseVnni) vnni_plan_ = qdepthwise::make_vnni_plan(depthwise_geometry());
+  if (algorithm_ == Algorithm::ShiftedGemm)
+    shifted_plan_ = qshifted::make_plan({channels_, in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, dilation_h_,
+                                         dilation_w_, pad_top_, pad_left_, stride_h_});
   const int8_t* weights = static_cast<const int8_t*>(w.data);
   if (packed_from_ != w.data || packed_tactic_ != tactic) {
     packed_.clear();
     depthwise_weights_.clear();
+    vnni_weights_.clear();
+    vnni_weight_sums_.clear();
+    vnni_weights_stored_ = vnni_sums_stored_ = nullptr;
+    gemv_columns_ = gemm::PackedQColumns{};
     if (algorithm_ == Algorithm::Depthwise) {
       depthwise_weights_.assign(weights, weights + out_channels_ * taps);
+    } else if (algorithm_ == Algorithm::DepthwiseVnni) {
+      const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
+      const size_t weight_bytes = static_cast<size_t>(out_channels_ * per_channel) * sizeof(int32_t);
+      const size_t sum_bytes = static_cast<size_t>(out_channels_) * sizeof(int32_t);
+      const prepared::Key key{prepared::kQDepthwiseTaps, out_channels_, kernel_h_, vnni_plan_.chunks, kernel_w_};
+      const prepared::Key sums_key{prepared::kQDepthwiseSums, out_channels_, taps, 0, 0};
+      vnni_weights_stored_ = static_cast<const int32_t*>(prepared::take_bytes(key, weight_bytes));
+      vnni_sums_stored_ =
+          vnni_weights_stored_ ? static_cast<const int32_t*>(prepared::take_bytes(sums_key, sum_bytes)) : nullptr;
+      if (!vnni_sums_stored_) {
+        vnni_weights_stored_ = nullptr;
+        vnni_weights_.assign(static_cast<size_t>(out_channels_ * per_channel), 0);
+        vnni_weight_sums_.assign(static_cast<size_t>(out_channels_), 0);
+        for (int64_t c = 0; c < out_channels_; ++c)
+          vnni_weight_sums_[static_cast<size_t>(c)] =
+              qdepthwise::pack_vnni_weights(vnni_plan_, weights + c * taps, vnni_weights_.data() + c * per_channel);
+        prepared::record_bytes(key, vnni_weights_.data(), weight_bytes);
+        prepared::record_bytes(sums_key, vnni_weight_sums_.data(), sum_bytes);
+      }
+    } else if (algorithm_ == Algorithm::Gemv1x1) {
+      if (!gemm::pack_qcolumns(weights, out_channels_, channels_, gemv_columns_)) return false;
+    } else if (algorithm_ == Algorithm::ShiftedGemm) {
+      packed_.assign(1, gemm::PackedQRows{});
+      if (!qshifted::pack_weights(weights, out_channels_, shifted_plan_, packed_[0])) return false;
     } else {
       const int64_t mg = out_channels_ / group_, k = (channels_ / group_) * taps;
       packed_.assign(static_cast<size_t>(group_), gemm::PackedQRows{});
@@ -127,18 +208,27 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   }
   threads_ = ThreadPool::instance().num_threads();
   if (algorithm_ == Algorithm::Depthwise) depthwise_plan_ = qdepthwise::make_plan(depthwise_geometry());
-  per_thread_bytes_ = algorithm_ == Algorithm::Depthwise
+  per_thread_bytes_ = algorithm_ == Algorithm::DepthwiseVnni ? 0  // no scratch: it reads the planes in place
+                      : algorithm_ == Algorithm::Gemv1x1 ? round_up_64(static_cast<size_t>(4 * gemv_columns_.groups()))
+                      : algorithm_ == Algorithm::Depthwise
                           ? static_cast<size_t>(qdepthwise::scratch_floats(depthwise_geometry())) * sizeof(float)
+                      : algorithm_ == Algorithm::ShiftedGemm
+                          ? round_up_64(shifted_plan_.image_bytes())  // one image for all threads
                           : gemm::qgemm_workspace_bytes((channels_ / group_) * taps, threads_);
   // The multipliers and folded biases, then the threads' scratch (qgemm's is one block).
   info.workspace_bytes = round_up_64(static_cast<size_t>(out_channels_) * (sizeof(float) + sizeof(int32_t))) +
-                         (algorithm_ == Algorithm::Depthwise ? static_cast<size_t>(threads_) : 1) * per_thread_bytes_;
+                         (algorithm_ == Algorithm::Depthwise || algorithm_ == Algorithm::Gemv1x1
+                              ? static_cast<size_t>(threads_)
+                              : 1) *
+                             per_thread_bytes_;
   return true;
 }
 
 size_t FastQLinearConv::state_bytes() const {
-  size_t bytes = depthwise_weights_.capacity() * sizeof(float);
+  size_t bytes = depthwise_weights_.capacity() * sizeof(float) +
+                 (vnni_weights_.capacity() + vnni_weight_sums_.capacity()) * sizeof(int32_t);
   for (const gemm::PackedQRows& p : packed_) bytes += p.state_bytes();
+  bytes += gemv_columns_.state_bytes();
   return bytes;
 }
 
@@ -160,6 +250,27 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
     for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * scale_at(in[4], m) / y_scale;
   }
   const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+  if (algorithm_ == Algorithm::DepthwiseVnni) {
+#if defined(__x86_64__)
+    const int32_t* sums = vnni_sums_stored_ ? vnni_sums_stored_ : vnni_weight_sums_.data();
+    const int32_t* packed_w = vnni_weights_stored_ ? vnni_weights_stored_ : vnni_weights_.data();
+    for (int64_t c = 0; c < channels_; ++c)
+      row_bias[c] = wrap_to_int32(static_cast<int64_t>(bias ? bias[c] : 0) - static_cast<int64_t>(x_zero) * sums[c]);
+    const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
+    ThreadPool::instance().parallel_ranges(
+        batch_ * channels_,
+        [&](int64_t p0, int64_t p1, int) {
+          for (int64_t plane = p0; plane < p1; ++plane) {
+            const int64_t c = plane % channels_;
+            qdepthwise::channel_vnni_avx512(vnni_plan_, x + plane * in_plane, x_zero,
+                                            packed_w + c * per_channel, row_bias[c], multiplier[c],
+                                            y_zero, y + plane * out_plane);
+          }
+        },
+        threads_);
+#endif
+    return;
+  }
   if (algorithm_ == Algorithm::Depthwise) {
 #if defined(__x86_64__)
     const qdepthwise::Geometry dg = depthwise_geometry();
@@ -178,6 +289,33 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
         },
         threads_);
 #endif
+    return;
+  }
+  if (algorithm_ == Algorithm::Gemv1x1) {
+#if defined(__x86_64__)
+    const gemm::PackedQColumns& w = gemv_columns_;
+    for (int64_t r = 0; r < out_channels_; ++r)
+      row_bias[r] = wrap_to_int32(static_cast<int64_t>(bias ? bias[r] : 0) -
+                                  static_cast<int64_t>(x_zero) * w.row_sums[static_cast<size_t>(r)]);
+    // Threads only where there is work for them: an SE convolution is a few microseconds.
+    const int threads = w.m * w.k * batch_ * out_plane >= (int64_t{1} << 20) ? threads_ : 1;
+    for (int64_t n = 0; n < batch_; ++n)
+      for (int64_t p = 0; p < out_plane; ++p)
+        ThreadPool::instance().parallel_ranges(
+            w.panels(),
+            [&](int64_t b, int64_t e, int thread) {
+              gemm::qgemv_avx512vnni(w, b, e, x + n * channels_ * in_plane + p, in_plane, x_zero, row_bias,
+                                     multiplier, y_zero, y + n * out_channels_ * out_plane + p, out_plane,
+                                     scratch + static_cast<size_t>(thread) * per_thread_bytes_);
+            },
+            threads);
+#endif
+    return;
+  }
+  if (algorithm_ == Algorithm::ShiftedGemm) {
+    for (int64_t n = 0; n < batch_; ++n)
+      execute_shifted(x + n * channels_ * in_plane, x_zero, bias, multiplier, y_zero, y + n * out_channels_ * out_plane,
+                      row_bias, scratch);
     return;
   }
   const int64_t cg = channels_ / group_, mg = out_channels_ / group_;
@@ -205,6 +343,44 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
                   scratch, threads_);
     }
   }
+}
+
+void FastQLinearConv::execute_shifted(const uint8_t* x, int32_t x_zero, const int32_t* bias,
+                                      const float* multiplier, int32_t y_zero, uint8_t* y, int32_t* row_bias,
+                                      uint8_t* image) const {
+#if defined(__x86_64__)
+  const gemm::PackedQRows& w = packed_[0];
+  const qshifted::Plan& plan = shifted_plan_;
+  ThreadPool& pool = ThreadPool::instance();
+  pool.parallel_ranges(
+      plan.channel_groups,
+      [&](int64_t g0, int64_t g1, int) { qshifted::pack_image_avx512(plan, x, x_zero, g0, g1, image); }, threads_);
+  for (int64_t r = 0; r < out_channels_; ++r)
+    row_bias[r] = wrap_to_int32(static_cast<int64_t>(bias ? bias[r] : 0) -
+                                static_cast<int64_t>(x_zero) * w.sums()[r]);
+  gemm::QRequant out;
+  out.data = y;
+  out.row_stride = out_h_ * out_w_;
+  out.multiplier = multiplier;
+  out.zero_point = y_zero;
+  // As qgemm: pixel panels, the rows split too when there are fewer than two panels a thread.
+  const int64_t pixel_panels = (plan.pixels + gemm::kQgemmPanelPixels - 1) / gemm::kQgemmPanelPixels;
+  const int64_t row_panels = w.panels(), threads = std::max(1, std::min(pool.num_threads(), threads_));
+  const int64_t row_parts =
+      std::min(row_panels, std::max<int64_t>(1, (2 * threads + pixel_panels - 1) / pixel_panels));
+  pool.parallel_for(
+      pixel_panels * row_parts,
+      [&](int64_t task, int) {
+        const int64_t panel = task / row_parts, part = task % row_parts;
+        const int64_t q0 = panel * gemm::kQgemmPanelPixels;
+        qshifted::panel_12x32_avx512vnni(plan, w, part * row_panels / row_parts, (part + 1) * row_panels / row_parts,
+                                         image, q0, std::min(gemm::kQgemmPanelPixels, plan.pixels - q0), row_bias,
+                                         out);
+      },
+      threads_);
+#else
+  (void)x, (void)x_zero, (void)bias, (void)multiplier, (void)y_zero, (void)y, (void)row_bias, (void)image;
+#endif
 }
 
 }  // namespace edgert::cpu

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "prepared_state.h"
 #include "thread_pool.h"
 
 namespace edgert::cpu::gemm {
@@ -34,14 +35,41 @@ bool qgemm_isa_available(QgemmIsa isa) {
   return false;
 }
 
-bool pack_qrows(const int8_t* src, int64_t m, int64_t k, PackedQRows& out) {
+namespace {
+
+prepared::Key rows_key(int64_t m, int64_t k) { return {prepared::kQgemmRows, m, k, kQgemmPanelRows, 0}; }
+prepared::Key sums_key(int64_t m, int64_t k) { return {prepared::kQgemmRowSums, m, k, 0, 0}; }
+
+}  // namespace
+
+bool take_stored_qrows(int64_t m, int64_t k, PackedQRows& out) {
   out.data.clear();
   out.row_sums.clear();
+  out.stored = nullptr;
+  out.stored_sums = nullptr;
   out.m = out.k = 0;
   if (m < 0 || k < 0 || k > kQgemmMaxDepth) return false;
   out.m = m;
   out.k = k;
-  out.data.assign(static_cast<size_t>(out.panels() * out.panel_bytes()), 0);
+  const size_t bytes = static_cast<size_t>(out.panels() * out.panel_bytes());  // a multiple of 48
+  out.stored = static_cast<const int8_t*>(prepared::take_bytes(rows_key(m, k), bytes));
+  if (!out.stored) return false;
+  out.stored_sums = static_cast<const int32_t*>(prepared::take_bytes(sums_key(m, k), static_cast<size_t>(m) * 4));
+  if (!out.stored_sums) {  // the panels hold every weight: the sums from them
+    out.row_sums.assign(static_cast<size_t>(m), 0);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t p = 0; p < k; ++p) out.row_sums[static_cast<size_t>(r)] += out.at(r, p);
+  }
+  return true;
+}
+
+bool pack_qrows(const int8_t* src, int64_t m, int64_t k, PackedQRows& out) {
+  if (take_stored_qrows(m, k, out)) return true;
+  if (m < 0 || k < 0 || k > kQgemmMaxDepth) return false;
+  out.stored = nullptr;
+  const size_t bytes = static_cast<size_t>(out.panels() * out.panel_bytes());
+  const prepared::Key key = rows_key(m, k), row_sums_key = sums_key(m, k);
+  out.data.assign(bytes, 0);
   out.row_sums.assign(static_cast<size_t>(m), 0);
   for (int64_t r = 0; r < m; ++r) {
     int8_t* row = out.data.data() + (r / kQgemmPanelRows) * out.panel_bytes() + (r % kQgemmPanelRows) * 4;
@@ -53,6 +81,8 @@ bool pack_qrows(const int8_t* src, int64_t m, int64_t k, PackedQRows& out) {
     }
     out.row_sums[static_cast<size_t>(r)] = sum;
   }
+  prepared::record_bytes(key, out.data.data(), bytes);
+  prepared::record_bytes(row_sums_key, out.row_sums.data(), static_cast<size_t>(m) * 4);
   return true;
 }
 
@@ -101,7 +131,7 @@ void qgemm(QgemmIsa isa, const PackedQRows& w, const QPixels& b, int64_t pixels,
 #if defined(__x86_64__)
   for (int64_t r = 0; r < w.m; ++r)
     row_bias[r] = wrap_to_int32(static_cast<int64_t>(y.bias ? y.bias[r] : 0) -
-                                static_cast<int64_t>(b.zero_point) * w.row_sums[static_cast<size_t>(r)]);
+                                static_cast<int64_t>(b.zero_point) * w.sums()[r]);
   const int64_t pixel_panels = (pixels + kQgemmPanelPixels - 1) / kQgemmPanelPixels, row_panels = w.panels();
   // A task packs one pixel panel and runs rows over it. With fewer panels than two per thread (a
   // 7x7 image has 2), the rows are split too, each part packing the panel again (k x 32 bytes

@@ -34,25 +34,35 @@ constexpr int64_t kQgemmMaxDepth = 65536;
 // W [m, k] packed. For each panel of 12 rows: ceil(k / 4) groups of 12 x 4 bytes, group g
 // holding W(r, 4g .. 4g + 3) at bytes [4 (r % 12), 4 (r % 12) + 4); rows past m and depths past
 // k are zero, so a tile may multiply them with any activation byte.
+// Either array may instead be borrowed from the engine's stored state (prepared_state.h: the
+// mapping outlives the kernel state), `data` or `row_sums` then staying empty.
 struct PackedQRows {
   std::vector<int8_t> data;
   std::vector<int32_t> row_sums;  // sum_k W(r, k), one per row
+  const int8_t* stored = nullptr;
+  const int32_t* stored_sums = nullptr;
   int64_t m = 0, k = 0;
   int64_t groups() const { return (k + 3) / 4; }
   int64_t panels() const { return (m + kQgemmPanelRows - 1) / kQgemmPanelRows; }
   int64_t panel_bytes() const { return groups() * 4 * kQgemmPanelRows; }
-  const int8_t* panel(int64_t index) const { return data.data() + index * panel_bytes(); }
+  const int8_t* values() const { return stored ? stored : data.data(); }
+  const int32_t* sums() const { return stored_sums ? stored_sums : row_sums.data(); }
+  const int8_t* panel(int64_t index) const { return values() + index * panel_bytes(); }
   // W(r, k) read back from the packing (what the reference kernel multiplies).
   int8_t at(int64_t r, int64_t p) const {
-    return data[static_cast<size_t>((r / kQgemmPanelRows) * panel_bytes() + (p / 4) * 4 * kQgemmPanelRows +
-                                    (r % kQgemmPanelRows) * 4 + p % 4)];
+    return values()[(r / kQgemmPanelRows) * panel_bytes() + (p / 4) * 4 * kQgemmPanelRows + (r % kQgemmPanelRows) * 4 +
+                    p % 4];
   }
   size_t state_bytes() const { return data.capacity() + row_sums.capacity() * sizeof(int32_t); }
 };
 // Packs W(r, p) = src[r * k + p] for r < m, p < k (a convolution's [M, C/group, kh, kw] weights
-// of one group). The source is not referenced afterwards. False (and `out` left empty) when
-// k > kQgemmMaxDepth or a size is negative.
+// of one group). The source is not referenced afterwards, nor read at all when the current
+// prepare has the packing stored (prepared_state.h; recorded when it exports). False (and `out`
+// left empty) when k > kQgemmMaxDepth or a size is negative.
 bool pack_qrows(const int8_t* src, int64_t m, int64_t k, PackedQRows& out);
+// The stored packing of an m x k W when the current prepare has it (prepared_state.h): true and
+// `out` borrowing it; else false, and the caller packs (pack_qrows) from W.
+bool take_stored_qrows(int64_t m, int64_t k, PackedQRows& out);
 
 // Where B(k, p) comes from, borrowed for one qgemm() call. Rows: B(k, p) = data[k * row_stride +
 // p] (a 1x1 stride-1 convolution: the image's channel planes). Im2col: k = (c, ky, kx) over the

@@ -116,6 +116,7 @@ void channel_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, co
     for (; oy + 2 <= g.out_h; oy += 2) row_block<2, 2>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y);
   for (; oy < g.out_h; ++oy) {
     switch (tail) {
+      case 4: row_block<1, 4>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y); break;
       case 3: row_block<1, 3>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y); break;
       case 2: row_block<1, 2>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y); break;
       case 1: row_block<1, 1>(plan, scratch, w, oy, wide, bias, multiplier, y_zero_point, y); break;
