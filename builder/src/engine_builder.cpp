@@ -129,6 +129,19 @@ std::vector<const LoadedPlugin*> usable_plugins(const BuildOptions& options) {
   return plugins;
 }
 
+// The graph passes' options of a build; explicit quantization on (Q/DQ pairs become int8
+// layers with or without --int8).
+PassOptions pass_options_for(const BuildOptions& options, const std::vector<const LoadedPlugin*>& plugins,
+                             bool target_device) {
+  PassOptions pass_options;
+  pass_options.plugins = plugins;
+  pass_options.log = options.log;
+  pass_options.profiles = options.profiles;
+  pass_options.target_device = target_device;
+  pass_options.explicit_quantization = std::make_shared<QuantizationTable>();
+  return pass_options;
+}
+
 // One build as the options say (the FP16 check runs several); `precision`: the precision pass
 // (PassOptions::precision), empty for none.
 BuildResult build_once(const BuildOptions& options, const std::function<int(PassContext&)>& precision = {}) {
@@ -176,13 +189,7 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
                                 "given: what depends on it is neither tuned nor memory-planned (give "
                                 "--min-shapes, --opt-shapes and --max-shapes)");
   if (options.optimize) {
-    PassOptions pass_options;
-    pass_options.plugins = plugins;
-    pass_options.log = options.log;
-    pass_options.profiles = options.profiles;
-    pass_options.target_device = have_device;
-    // Explicit quantization: Q/DQ pairs become int8 layers with or without --int8.
-    pass_options.explicit_quantization = std::make_shared<QuantizationTable>();
+    PassOptions pass_options = pass_options_for(options, plugins, have_device);
     pass_options.precision = precision ? precision : [&options, &result](PassContext& context) {
       return run_int8_rewrite(context, QuantizationTable(), options, &result.int8);
     };
@@ -457,12 +464,8 @@ Model quantized_qdq_model(const BuildOptions& options, Int8RewriteReport* report
   std::vector<const LoadedPlugin*> plugins = usable_plugins(options);
   plugins.erase(std::remove_if(plugins.begin(), plugins.end(), [](const LoadedPlugin* p) { return p->table->device; }),
                 plugins.end());
-  PassOptions pass_options;
-  pass_options.plugins = plugins;
-  pass_options.log = options.log;
-  pass_options.profiles = options.profiles;
+  PassOptions pass_options = pass_options_for(options, plugins, false);
   pass_options.stop_after_precision = true;
-  pass_options.explicit_quantization = std::make_shared<QuantizationTable>();
   pass_options.precision = [&](PassContext& context) {
     QuantizationTable merged = table;
     for (const auto& [name, quantization] : *context.options.explicit_quantization) merged[name] = quantization;

@@ -303,24 +303,30 @@ class Int8Rewriter {
       return false;
     }
     absorb(activation);
-    Node add;
-    add.name = node.name;
-    add.domain = kMicrosoft;
-    add.op_type = "QLinearAdd";
-    add.opset = 1;
+    binary(node, "QLinearAdd", a, b, c);
+    ++report_.adds;
+    return true;
+  }
+
+  // com.microsoft `op_type`(A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale,
+  // C_zero_point) in place of `node`, writing c's uint8 twin.
+  void binary(const Node& node, const char* op_type, int32_t a, int32_t b, int32_t c) {
+    Node made;
+    made.name = node.name;
+    made.domain = kMicrosoft;
+    made.op_type = op_type;
+    made.opset = 1;
     for (int32_t v : {a, b}) {
       const std::string& vn = graph_.values[v].name;
-      add.inputs.push_back(need_uint8(v));
-      add.inputs.push_back(scale_constant(quant_[v].scale, vn));
-      add.inputs.push_back(zero_point_constant(quant_[v].zero_point, vn));
+      made.inputs.push_back(need_uint8(v));
+      made.inputs.push_back(scale_constant(quant_[v].scale, vn));
+      made.inputs.push_back(zero_point_constant(quant_[v].zero_point, vn));
     }
-    add.inputs.push_back(scale_constant(quant_[c].scale, graph_.values[c].name));
-    add.inputs.push_back(zero_point_constant(quant_[c].zero_point, graph_.values[c].name));
-    add.outputs = {int8_output(c)};
-    record(add, node, c);
-    ++report_.adds;
-    graph_.nodes.push_back(std::move(add));
-    return true;
+    made.inputs.push_back(scale_constant(quant_[c].scale, graph_.values[c].name));
+    made.inputs.push_back(zero_point_constant(quant_[c].zero_point, graph_.values[c].name));
+    made.outputs = {int8_output(c)};
+    record(made, node, c);
+    graph_.nodes.push_back(std::move(made));
   }
 
   // A product of two uint8 tensors, one of the output's shape and the other of it or
@@ -331,23 +337,8 @@ class Int8Rewriter {
     if (!usable_input(a) || !usable_input(b) || !usable_input(c)) return false;
     if (!graph_.values[a].same_shape_as(graph_.values[c]) && !graph_.values[b].same_shape_as(graph_.values[c]))
       return false;
-    Node mul;
-    mul.name = node.name;
-    mul.domain = kMicrosoft;
-    mul.op_type = "QLinearMul";
-    mul.opset = 1;
-    for (int32_t v : {a, b}) {
-      const std::string& vn = graph_.values[v].name;
-      mul.inputs.push_back(need_uint8(v));
-      mul.inputs.push_back(scale_constant(quant_[v].scale, vn));
-      mul.inputs.push_back(zero_point_constant(quant_[v].zero_point, vn));
-    }
-    mul.inputs.push_back(scale_constant(quant_[c].scale, graph_.values[c].name));
-    mul.inputs.push_back(zero_point_constant(quant_[c].zero_point, graph_.values[c].name));
-    mul.outputs = {int8_output(c)};
-    record(mul, node, c);
+    binary(node, "QLinearMul", a, b, c);
     ++report_.muls;
-    graph_.nodes.push_back(std::move(mul));
     return true;
   }
 

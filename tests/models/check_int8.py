@@ -25,29 +25,15 @@ accuracy guard is for; a wrong scale or layout gives about 1).
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
+from check_zoo import dims, run
+
 MAX_ACCURACY_LOSS = 0.005
 MAX_CLASSIFIER_REL_L2 = 0.3
 MAX_ORT_QDQ_REL_L2 = 0.02
-
-
-def run(cmd, expect_ok=True):
-    print("$ " + " ".join(cmd), flush=True)
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(result.stdout)
-    sys.stdout.write(result.stderr)
-    if expect_ok and result.returncode != 0:
-        raise SystemExit(f"FAIL: exit code {result.returncode}: {' '.join(cmd)}")
-    return result
-
-
-def dims(shape):
-    return "x".join(str(d) for d in shape)
 
 
 def build(args, entry, engine, extra, expect_ok=True):
