@@ -208,7 +208,7 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   }
   threads_ = ThreadPool::instance().num_threads();
   if (algorithm_ == Algorithm::Depthwise) depthwise_plan_ = qdepthwise::make_plan(depthwise_geometry());
-  per_thread_bytes_ = algorithm_ == Algorithm::DepthwiseVnni ? 0  // no scratch: it reads the planes in place
+  per_thread_bytes_ = algorithm_ == Algorithm::DepthwiseVnni ? round_up_64(vnni_plan_.scratch_bytes())
                       : algorithm_ == Algorithm::Gemv1x1 ? round_up_64(static_cast<size_t>(4 * gemv_columns_.groups()))
                       : algorithm_ == Algorithm::Depthwise
                           ? static_cast<size_t>(qdepthwise::scratch_floats(depthwise_geometry())) * sizeof(float)
@@ -217,7 +217,8 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
                           : gemm::qgemm_workspace_bytes((channels_ / group_) * taps, threads_);
   // The multipliers and folded biases, then the threads' scratch (qgemm's is one block).
   info.workspace_bytes = round_up_64(static_cast<size_t>(out_channels_) * (sizeof(float) + sizeof(int32_t))) +
-                         (algorithm_ == Algorithm::Depthwise || algorithm_ == Algorithm::Gemv1x1
+                         (algorithm_ == Algorithm::Depthwise || algorithm_ == Algorithm::Gemv1x1 ||
+                                  algorithm_ == Algorithm::DepthwiseVnni
                               ? static_cast<size_t>(threads_)
                               : 1) *
                              per_thread_bytes_;
@@ -259,12 +260,14 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
     const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
     ThreadPool::instance().parallel_ranges(
         batch_ * channels_,
-        [&](int64_t p0, int64_t p1, int) {
+        [&](int64_t p0, int64_t p1, int thread) {
+          uint8_t* own = scratch + static_cast<size_t>(thread) * per_thread_bytes_;
+          qdepthwise::vnni_fill_scratch(vnni_plan_, x_zero, own);
           for (int64_t plane = p0; plane < p1; ++plane) {
             const int64_t c = plane % channels_;
             qdepthwise::channel_vnni_avx512(vnni_plan_, x + plane * in_plane, x_zero,
                                             packed_w + c * per_channel, row_bias[c], multiplier[c],
-                                            y_zero, y + plane * out_plane);
+                                            y_zero, y + plane * out_plane, own);
           }
         },
         threads_);
