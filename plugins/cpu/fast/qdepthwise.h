@@ -86,6 +86,10 @@ struct VnniPlan {
   // row iy at iy * row_stride + row_left + ix, every load's 64 bytes inside the row. Otherwise
   // in place (row_stride in_w, row_left 0), with masked loads.
   bool copy_rows = false;
+  // 5x5 (dilation_h 1, one vector a row): the fifth column's taps of two neighbouring kernel
+  // rows share one vpdpbusd (pair_index: vpermt2b of the two rows' loads), not one each.
+  bool paired_last_tap = false;
+  uint8_t pair_index[64] = {};
   int64_t row_left = 0, row_stride = 0;
   size_t scratch_bytes() const { return copy_rows ? static_cast<size_t>(g.in_h * row_stride) : 0; }
   uint8_t index[64] = {};     // vpermb / vpermt2b byte selection
@@ -103,8 +107,13 @@ inline bool vnni_applies(const Geometry& g) {
          g.kernel_h * g.kernel_w <= 65536 / 4;
 }
 VnniPlan make_vnni_plan(const Geometry& g);
-// Weights [kernel_h][kernel_w] s8 as kernel_h x chunks int32 of 4 bytes each, zero past kernel_w;
-// returns their sum (for the zero point's term).
+// Weights [kernel_h][kernel_w] s8 as kernel_h x chunks int32 of 4 bytes each, zero past kernel_w,
+// then (paired_last_tap) kernel_h + 1 pairs (w(k, last), w(k + 1, last)) for k = -1 ..
+// kernel_h - 1, zero outside the kernel: vnni_weights_per_channel(plan) int32 in all. Returns
+// their sum (for the zero point's term).
+inline int64_t vnni_weights_per_channel(const VnniPlan& plan) {
+  return plan.g.kernel_h * plan.chunks + (plan.paired_last_tap ? plan.g.kernel_h + 1 : 0);
+}
 int32_t pack_vnni_weights(const VnniPlan& plan, const int8_t* w, int32_t* packed);
 
 #if defined(__x86_64__)

@@ -174,7 +174,7 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
     if (algorithm_ == Algorithm::Depthwise) {
       depthwise_weights_.assign(weights, weights + out_channels_ * taps);
     } else if (algorithm_ == Algorithm::DepthwiseVnni) {
-      const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
+      const int64_t per_channel = qdepthwise::vnni_weights_per_channel(vnni_plan_);
       const size_t weight_bytes = static_cast<size_t>(out_channels_ * per_channel) * sizeof(int32_t);
       const size_t sum_bytes = static_cast<size_t>(out_channels_) * sizeof(int32_t);
       const prepared::Key key{prepared::kQDepthwiseTaps, out_channels_, kernel_h_, vnni_plan_.chunks, kernel_w_};
@@ -257,7 +257,7 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
     const int32_t* packed_w = vnni_weights_stored_ ? vnni_weights_stored_ : vnni_weights_.data();
     for (int64_t c = 0; c < channels_; ++c)
       row_bias[c] = wrap_to_int32(static_cast<int64_t>(bias ? bias[c] : 0) - static_cast<int64_t>(x_zero) * sums[c]);
-    const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
+    const int64_t per_channel = qdepthwise::vnni_weights_per_channel(vnni_plan_);
     ThreadPool::instance().parallel_ranges(
         batch_ * channels_,
         [&](int64_t p0, int64_t p1, int thread) {

@@ -53,6 +53,12 @@ VnniPlan make_vnni_plan(const Geometry& g) {
   // Planes of one vector a row and 4 taps, and those of two rows a vector, load each row a few
   // times only: the copy would cost more than the masks it saves.
   p.copy_rows = p.rows_per_vector == 1 && (p.chunks >= 2 || p.blocks >= 2);
+  p.paired_last_tap = p.rows_per_vector == 1 && g.kernel_h == 5 && g.kernel_w == 5 && g.dilation_h == 1 &&
+                      (g.stride_h == 1 || g.stride_h == 2);
+  for (int i = 0; i < 16; ++i) {
+    p.pair_index[4 * i] = static_cast<uint8_t>(g.stride_w * i + 4 * g.dilation_w);
+    p.pair_index[4 * i + 1] = static_cast<uint8_t>(64 + g.stride_w * i + 4 * g.dilation_w);
+  }
   p.row_left = p.copy_rows ? (-lowest + 63) / 64 * 64 : 0;
   p.row_stride = p.copy_rows ? (p.row_left + highest + 63) / 64 * 64 : g.in_w;
   for (int i = 0; i < 16; ++i)
@@ -85,6 +91,14 @@ int32_t pack_vnni_weights(const VnniPlan& plan, const int8_t* w, int32_t* packed
       }
       packed[ky * plan.chunks + c] = static_cast<int32_t>(four);
     }
+  if (plan.paired_last_tap) {
+    const auto last = [&](int64_t ky) {
+      return ky >= 0 && ky < g.kernel_h ? static_cast<uint8_t>(w[ky * g.kernel_w + g.kernel_w - 1]) : uint8_t{0};
+    };
+    for (int64_t k = -1; k < g.kernel_h; ++k)
+      packed[g.kernel_h * plan.chunks + k + 1] =
+          static_cast<int32_t>(static_cast<uint32_t>(last(k)) | static_cast<uint32_t>(last(k + 1)) << 8);
+  }
   return sum;
 }
 
@@ -322,6 +336,64 @@ PairsFn pairs_tile_for(const VnniPlan& plan) {
   return nullptr;
 }
 
+// B vectors of input row iy's 64 bytes at block b0's chunk-0 loads (zx outside the image rows).
+template <int B, bool Copied>
+inline void row_data(const VnniPlan& plan, const uint8_t* x, __m512i zx, int64_t iy, int64_t b0, __m512i (&data)[B]) {
+  const bool inside = iy >= 0 && iy < plan.g.in_h;
+  const uint8_t* row = x + iy * plan.row_stride;
+#pragma GCC unroll 4
+  for (int v = 0; v < B; ++v) {
+    const VnniPlan::Load& load = plan.loads[static_cast<size_t>((b0 + v) * plan.chunks)];
+    data[v] = inside ? load_row<Copied>(zx, load.mask, row + load.column) : zx;
+  }
+}
+
+// The 5x5 tile (paired_last_tap): input rows walked two at a time, j and j + 1. Taps 0-3 of each
+// row through vpermb and one vpdpbusd per output row it reaches; the fifth taps of both rows
+// through one vpermt2b of the same loads, one vpdpbusd per output row with the pair of weights
+// (w(k, 4), w(k + 1, 4)) for k = j - r S.
+template <int B, int S, bool Copied>
+void rows_tile_5x5(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, const int32_t* packed_w,
+                   __m512i bias, const PackedRequant& prq, int64_t oy, int64_t b0, uint8_t* y) {
+  const Geometry& g = plan.g;
+  constexpr int KH = 5, kRows = VnniPlan::kVnniRows, kWalk = (kRows - 1) * S + KH;
+  const int32_t* pairs = packed_w + 2 * KH;
+  const __m512i pair_index = _mm512_loadu_si512(plan.pair_index);
+  __m512i acc[kRows][B];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < B; ++v) acc[r][v] = bias;
+  const int64_t iy0 = oy * g.stride_h - g.pad_top;
+#pragma GCC unroll 8
+  for (int j = 0; j < kWalk; j += 2) {
+    __m512i d0[B], d1[B];
+    row_data<B, Copied>(plan, x, zx, iy0 + j, b0, d0);
+    row_data<B, Copied>(plan, x, zx, iy0 + j + 1, b0, d1);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const int k = j - r * S;
+      if (k >= 0 && k < KH) {
+        const __m512i w = _mm512_set1_epi32(packed_w[2 * k]);
+#pragma GCC unroll 4
+        for (int v = 0; v < B; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], _mm512_permutexvar_epi8(index, d0[v]), w);
+      }
+      if (j + 1 < kWalk && k + 1 >= 0 && k + 1 < KH) {
+        const __m512i w = _mm512_set1_epi32(packed_w[2 * (k + 1)]);
+#pragma GCC unroll 4
+        for (int v = 0; v < B; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], _mm512_permutexvar_epi8(index, d1[v]), w);
+      }
+      if (k >= -1 && k < KH) {
+        const __m512i w = _mm512_set1_epi32(pairs[k + 1]);
+#pragma GCC unroll 4
+        for (int v = 0; v < B; ++v)
+          acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], _mm512_permutex2var_epi8(d0[v], pair_index, d1[v]), w);
+      }
+    }
+  }
+  store_tile<B>(g, acc, prq, oy, b0, y);
+}
+
 using TileFn = void (*)(const VnniPlan&, const uint8_t*, __m512i, __m512i, const int32_t*, __m512i,
                         const PackedRequant&, int64_t, int64_t, uint8_t*);
 
@@ -335,9 +407,20 @@ TileFn fixed_tile(int64_t b) {
   }
 }
 
+template <int S, bool Copied>
+TileFn tile_5x5(int64_t b) {
+  switch (b) {
+    case 4: return rows_tile_5x5<4, S, Copied>;
+    case 3: return rows_tile_5x5<3, S, Copied>;
+    case 2: return rows_tile_5x5<2, S, Copied>;
+    default: return rows_tile_5x5<1, S, Copied>;
+  }
+}
+
 template <bool Copied>
 TileFn tile_of(const VnniPlan& plan, int64_t b) {
   const Geometry& g = plan.g;
+  if (plan.paired_last_tap) return g.stride_h == 1 ? tile_5x5<1, Copied>(b) : tile_5x5<2, Copied>(b);
   if (g.dilation_h == 1 && (g.stride_h == 1 || g.stride_h == 2)) {
     const bool s1 = g.stride_h == 1;
     if (g.kernel_h == 3 && plan.chunks == 1)
