@@ -64,9 +64,11 @@ inline Plan make_plan(const Geometry& g) {
   return p;
 }
 
-// The integer family (x86/qdepthwise_vnni_avx512.cpp): no copy of the plane. For 16 outputs
-// and one kernel row, 64 bytes of the input row are loaded (columns outside the image read as
-// x_zero_point through the load's mask), vpermb lays out [16 outputs][4 neighbouring taps] and
+// The integer family (x86/qdepthwise_vnni_avx512.cpp). For 16 outputs and one kernel row, 64
+// bytes of the input row are loaded, columns outside the image reading as x_zero_point: through
+// the load's mask, or (planes of several vectors a row, or 5 to 8 taps wide) from a copy of the
+// plane whose rows are padded with x_zero_point, masked loads costing more than the sums on
+// some cores (Zen 4) where a row is loaded many times. vpermb lays out [16 outputs][4 taps] and
 // one vpdpbusd adds 4 products per lane against that row's 4 weights (zero past kernel_w):
 // acc = bias - x_zero_point * sum(w) + sum x w, exact in int32 as the reference's sum. Planes at
 // most 8 wide hold two output rows per vector (vpermt2b over both input rows).
@@ -80,6 +82,16 @@ struct VnniPlan {
     uint64_t mask;            // bytes of the 64 inside the image row
   };
   std::vector<Load> loads;    // [blocks][chunks]
+  // copy_rows: the plane is read from padded rows in the thread's scratch, image column ix of
+  // row iy at iy * row_stride + row_left + ix, every load's 64 bytes inside the row. Otherwise
+  // in place (row_stride in_w, row_left 0), with masked loads.
+  bool copy_rows = false;
+  // 5x5 (dilation_h 1, one vector a row): the fifth column's taps of two neighbouring kernel
+  // rows share one vpdpbusd (pair_index: vpermt2b of the two rows' loads), not one each.
+  bool paired_last_tap = false;
+  uint8_t pair_index[64] = {};
+  int64_t row_left = 0, row_stride = 0;
+  size_t scratch_bytes() const { return copy_rows ? static_cast<size_t>(g.in_h * row_stride) : 0; }
   uint8_t index[64] = {};     // vpermb / vpermt2b byte selection
   // One vector a row: output rows are computed kVnniRows at a time, walking the input rows they
   // read once each (an input row serves up to kernel_h of them: one vpermb, several vpdpbusd).
@@ -95,17 +107,27 @@ inline bool vnni_applies(const Geometry& g) {
          g.kernel_h * g.kernel_w <= 65536 / 4;
 }
 VnniPlan make_vnni_plan(const Geometry& g);
-// Weights [kernel_h][kernel_w] s8 as kernel_h x chunks int32 of 4 bytes each, zero past kernel_w;
-// returns their sum (for the zero point's term).
+// Weights [kernel_h][kernel_w] s8 as kernel_h x chunks int32 of 4 bytes each, zero past kernel_w,
+// then (paired_last_tap) kernel_h + 1 pairs (w(k, last), w(k + 1, last)) for k = -1 ..
+// kernel_h - 1, zero outside the kernel: vnni_weights_per_channel(plan) int32 in all. Returns
+// their sum (for the zero point's term).
+inline int64_t vnni_weights_per_channel(const VnniPlan& plan) {
+  return plan.g.kernel_h * plan.chunks + (plan.paired_last_tap ? plan.g.kernel_h + 1 : 0);
+}
 int32_t pack_vnni_weights(const VnniPlan& plan, const int8_t* w, int32_t* packed);
 
 #if defined(__x86_64__)
 // Whether this CPU runs the integer family (avx512 bw, vl, vnni and vbmi).
 bool vnni_available();
-// One plane: x [in_h, in_w] u8, y [out_h, out_w] u8; `folded_bias` = bias - x_zero_point * sum(w)
-// (wrapping int32).
+// Fills a thread's scratch (plan.scratch_bytes(), maybe none) with x_zero_point: the padding,
+// which the planes' copies leave as it is, for every plane of one call.
+void vnni_fill_scratch(const VnniPlan& plan, int32_t x_zero_point, uint8_t* scratch);
+// One plane: x [in_h, in_w] u8 (copied into `scratch`, filled for this x_zero_point, where the
+// plan copies rows), y [out_h,
+// out_w] u8; `folded_bias` = bias - x_zero_point * sum(w) (wrapping int32).
 void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_point, const int32_t* packed_w,
-                         int32_t folded_bias, float multiplier, int32_t y_zero_point, uint8_t* y);
+                         int32_t folded_bias, float multiplier, int32_t y_zero_point, uint8_t* y,
+                         uint8_t* scratch);
 
 // One plane: x [in_h, in_w] u8, w [kernel_h x kernel_w] as floats, y [out_h, out_w] u8.
 void channel_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,

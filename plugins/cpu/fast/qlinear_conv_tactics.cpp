@@ -174,7 +174,7 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
     if (algorithm_ == Algorithm::Depthwise) {
       depthwise_weights_.assign(weights, weights + out_channels_ * taps);
     } else if (algorithm_ == Algorithm::DepthwiseVnni) {
-      const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
+      const int64_t per_channel = qdepthwise::vnni_weights_per_channel(vnni_plan_);
       const size_t weight_bytes = static_cast<size_t>(out_channels_ * per_channel) * sizeof(int32_t);
       const size_t sum_bytes = static_cast<size_t>(out_channels_) * sizeof(int32_t);
       const prepared::Key key{prepared::kQDepthwiseTaps, out_channels_, kernel_h_, vnni_plan_.chunks, kernel_w_};
@@ -208,7 +208,7 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   }
   threads_ = ThreadPool::instance().num_threads();
   if (algorithm_ == Algorithm::Depthwise) depthwise_plan_ = qdepthwise::make_plan(depthwise_geometry());
-  per_thread_bytes_ = algorithm_ == Algorithm::DepthwiseVnni ? 0  // no scratch: it reads the planes in place
+  per_thread_bytes_ = algorithm_ == Algorithm::DepthwiseVnni ? round_up_64(vnni_plan_.scratch_bytes())
                       : algorithm_ == Algorithm::Gemv1x1 ? round_up_64(static_cast<size_t>(4 * gemv_columns_.groups()))
                       : algorithm_ == Algorithm::Depthwise
                           ? static_cast<size_t>(qdepthwise::scratch_floats(depthwise_geometry())) * sizeof(float)
@@ -217,7 +217,8 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
                           : gemm::qgemm_workspace_bytes((channels_ / group_) * taps, threads_);
   // The multipliers and folded biases, then the threads' scratch (qgemm's is one block).
   info.workspace_bytes = round_up_64(static_cast<size_t>(out_channels_) * (sizeof(float) + sizeof(int32_t))) +
-                         (algorithm_ == Algorithm::Depthwise || algorithm_ == Algorithm::Gemv1x1
+                         (algorithm_ == Algorithm::Depthwise || algorithm_ == Algorithm::Gemv1x1 ||
+                                  algorithm_ == Algorithm::DepthwiseVnni
                               ? static_cast<size_t>(threads_)
                               : 1) *
                              per_thread_bytes_;
@@ -245,7 +246,12 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
   const int64_t w_scales = numel(in[4]);
   if (in[4].dtype == EDGERT_DTYPE_FLOAT32) {
     const float* w_scale = data_as<float>(in[4]);
-    for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * w_scale[w_scales == 1 ? 0 : m] / y_scale;
+    // Per channel as a plain loop the compiler vectorizes (a division per channel is a visible
+    // part of a 7x7 depthwise layer); the same IEEE operations as one at a time.
+    if (w_scales == 1)
+      std::fill(multiplier, multiplier + out_channels_, x_scale * w_scale[0] / y_scale);
+    else
+      for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * w_scale[m] / y_scale;
   } else {
     for (int64_t m = 0; m < out_channels_; ++m) multiplier[m] = x_scale * scale_at(in[4], m) / y_scale;
   }
@@ -256,15 +262,17 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
     const int32_t* packed_w = vnni_weights_stored_ ? vnni_weights_stored_ : vnni_weights_.data();
     for (int64_t c = 0; c < channels_; ++c)
       row_bias[c] = wrap_to_int32(static_cast<int64_t>(bias ? bias[c] : 0) - static_cast<int64_t>(x_zero) * sums[c]);
-    const int64_t per_channel = kernel_h_ * vnni_plan_.chunks;
+    const int64_t per_channel = qdepthwise::vnni_weights_per_channel(vnni_plan_);
     ThreadPool::instance().parallel_ranges(
         batch_ * channels_,
-        [&](int64_t p0, int64_t p1, int) {
-          for (int64_t plane = p0; plane < p1; ++plane) {
-            const int64_t c = plane % channels_;
+        [&](int64_t p0, int64_t p1, int thread) {
+          uint8_t* own = scratch + static_cast<size_t>(thread) * per_thread_bytes_;
+          qdepthwise::vnni_fill_scratch(vnni_plan_, x_zero, own);
+          // The channel counted along (a division per plane shows on planes of 7x7).
+          for (int64_t plane = p0, c = p0 % channels_; plane < p1; ++plane, c = c + 1 == channels_ ? 0 : c + 1) {
             qdepthwise::channel_vnni_avx512(vnni_plan_, x + plane * in_plane, x_zero,
                                             packed_w + c * per_channel, row_bias[c], multiplier[c],
-                                            y_zero, y + plane * out_plane);
+                                            y_zero, y + plane * out_plane, own);
           }
         },
         threads_);
@@ -280,8 +288,8 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
         [&](int64_t p0, int64_t p1, int thread) {
           float* own = reinterpret_cast<float*>(scratch + static_cast<size_t>(thread) * per_thread_bytes_);
           qdepthwise::clear_scratch(dg, own);
-          for (int64_t plane = p0; plane < p1; ++plane) {
-            const int64_t c = plane % channels_;
+          // The channel counted along (a division per plane shows on planes of 7x7).
+          for (int64_t plane = p0, c = p0 % channels_; plane < p1; ++plane, c = c + 1 == channels_ ? 0 : c + 1) {
             qdepthwise::channel_avx512(depthwise_plan_, x + plane * in_plane, x_zero,
                                        depthwise_weights_.data() + c * taps,
                                        bias ? bias[c] : 0, multiplier[c], y_zero, y + plane * out_plane, own);

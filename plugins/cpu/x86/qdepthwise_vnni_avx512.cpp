@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")
@@ -44,6 +45,22 @@ VnniPlan make_vnni_plan(const Geometry& g) {
       const int64_t column = b * width * g.stride_w - g.pad_left + 4 * c * g.dilation_w;
       p.loads.push_back({column, byte_range(-column, g.in_w - column)});
     }
+  int64_t lowest = 0, highest = g.in_w;
+  for (const VnniPlan::Load& load : p.loads) {
+    lowest = std::min(lowest, load.column);
+    highest = std::max(highest, load.column + 64);
+  }
+  // Planes of one vector a row and 4 taps, and those of two rows a vector, load each row a few
+  // times only: the copy would cost more than the masks it saves.
+  p.copy_rows = p.rows_per_vector == 1 && (p.chunks >= 2 || p.blocks >= 2);
+  p.paired_last_tap = p.rows_per_vector == 1 && g.kernel_h == 5 && g.kernel_w == 5 && g.dilation_h == 1 &&
+                      (g.stride_h == 1 || g.stride_h == 2);
+  for (int i = 0; i < 16; ++i) {
+    p.pair_index[4 * i] = static_cast<uint8_t>(g.stride_w * i + 4 * g.dilation_w);
+    p.pair_index[4 * i + 1] = static_cast<uint8_t>(64 + g.stride_w * i + 4 * g.dilation_w);
+  }
+  p.row_left = p.copy_rows ? (-lowest + 63) / 64 * 64 : 0;
+  p.row_stride = p.copy_rows ? (p.row_left + highest + 63) / 64 * 64 : g.in_w;
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 4; ++j) {
       const int64_t pixel = p.rows_per_vector == 2 ? i % 8 : i;
@@ -74,6 +91,14 @@ int32_t pack_vnni_weights(const VnniPlan& plan, const int8_t* w, int32_t* packed
       }
       packed[ky * plan.chunks + c] = static_cast<int32_t>(four);
     }
+  if (plan.paired_last_tap) {
+    const auto last = [&](int64_t ky) {
+      return ky >= 0 && ky < g.kernel_h ? static_cast<uint8_t>(w[ky * g.kernel_w + g.kernel_w - 1]) : uint8_t{0};
+    };
+    for (int64_t k = -1; k < g.kernel_h; ++k)
+      packed[g.kernel_h * plan.chunks + k + 1] =
+          static_cast<int32_t>(static_cast<uint32_t>(last(k)) | static_cast<uint32_t>(last(k + 1)) << 8);
+  }
   return sum;
 }
 
@@ -168,29 +193,35 @@ inline void store_tile(const Geometry& g, const __m512i (&acc)[VnniPlan::kVnniRo
   }
 }
 
+// 64 bytes of a row at p, columns outside the image as the zero point: padded already in the
+// copied rows, else through the mask.
+template <bool Copied>
+inline __m512i load_row(__m512i zx, uint64_t mask, const uint8_t* p) {
+  if (Copied) return _mm512_loadu_si512(p);
+  return _mm512_mask_loadu_epi8(zx, mask, p);
+}
+
 // B vectors of 16 bytes of input row iy for chunk c, permuted into [16 outputs][4 taps].
-template <int B>
+template <int B, bool Copied>
 inline void row_lanes(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, int64_t iy, int64_t b0,
                       int64_t c, __m512i (&lanes)[B]) {
   const Geometry& g = plan.g;
   const bool inside = iy >= 0 && iy < g.in_h;
-  const uint8_t* row = x + iy * g.in_w;
+  const uint8_t* row = x + iy * plan.row_stride;
 #pragma GCC unroll 4
   for (int v = 0; v < B; ++v) {
     const VnniPlan::Load& load = plan.loads[static_cast<size_t>((b0 + v) * plan.chunks + c)];
     if (!inside)
       lanes[v] = zx;
-    else if (load.mask == ~0ull)
-      lanes[v] = _mm512_permutexvar_epi8(index, _mm512_loadu_si512(row + load.column));
     else
-      lanes[v] = _mm512_permutexvar_epi8(index, _mm512_mask_loadu_epi8(zx, load.mask, row + load.column));
+      lanes[v] = _mm512_permutexvar_epi8(index, load_row<Copied>(zx, load.mask, row + load.column));
   }
 }
 
 // kVnniRows output rows from oy times B vectors of 16 outputs from block b0: the input rows they
 // read walked once, each row's vector (one load and vpermb per block and chunk) added into every
 // output row it reaches. Any kernel height, dilation and stride (row_taps says who gets what).
-template <int B>
+template <int B, bool Copied>
 void rows_tile(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, const int32_t* packed_w,
                __m512i bias, const PackedRequant& prq, int64_t oy, int64_t b0, uint8_t* y) {
   const Geometry& g = plan.g;
@@ -206,7 +237,7 @@ void rows_tile(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index
     const int8_t* taps = plan.row_taps.data() + j * kRows;
     for (int64_t c = 0; c < chunks; ++c) {
       __m512i lanes[B];
-      row_lanes<B>(plan, x, zx, index, iy0 + j, b0, c, lanes);
+      row_lanes<B, Copied>(plan, x, zx, index, iy0 + j, b0, c, lanes);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) {
         if (taps[r] < 0) continue;
@@ -221,7 +252,7 @@ void rows_tile(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index
 
 // rows_tile for kernel height KH, CH chunks, vertical stride S and dilation 1 (the zoo's 3x3 and
 // 5x5, stride 1 and 2), the walk unrolled: which row feeds which output is known at compile time.
-template <int B, int KH, int CH, int S>
+template <int B, int KH, int CH, int S, bool Copied>
 void rows_tile_fixed(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, const int32_t* packed_w,
                      __m512i bias, const PackedRequant& prq, int64_t oy, int64_t b0, uint8_t* y) {
   const Geometry& g = plan.g;
@@ -237,7 +268,7 @@ void rows_tile_fixed(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i
 #pragma GCC unroll 2
     for (int c = 0; c < CH; ++c) {
       __m512i lanes[B];
-      row_lanes<B>(plan, x, zx, index, iy0 + j, b0, c, lanes);
+      row_lanes<B, Copied>(plan, x, zx, index, iy0 + j, b0, c, lanes);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) {
         const int ky = j - r * S;
@@ -274,8 +305,8 @@ void pairs_tile(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i inde
 #pragma GCC unroll 2
     for (int c = 0; c < CH; ++c) {
       const VnniPlan::Load& load = plan.loads[static_cast<size_t>(c)];
-      const __m512i a = in_a ? _mm512_mask_loadu_epi8(zx, load.mask, x + ia * g.in_w + load.column) : zx;
-      const __m512i b = in_b ? _mm512_mask_loadu_epi8(zx, load.mask, x + ib * g.in_w + load.column) : zx;
+      const __m512i a = in_a ? load_row<false>(zx, load.mask, x + ia * plan.row_stride + load.column) : zx;
+      const __m512i b = in_b ? load_row<false>(zx, load.mask, x + ib * plan.row_stride + load.column) : zx;
       const __m512i lanes = _mm512_permutex2var_epi8(a, index, b);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) {
@@ -305,40 +336,129 @@ PairsFn pairs_tile_for(const VnniPlan& plan) {
   return nullptr;
 }
 
+// B vectors of input row iy's 64 bytes at block b0's chunk-0 loads (zx outside the image rows).
+template <int B, bool Copied>
+inline void row_data(const VnniPlan& plan, const uint8_t* x, __m512i zx, int64_t iy, int64_t b0, __m512i (&data)[B]) {
+  const bool inside = iy >= 0 && iy < plan.g.in_h;
+  const uint8_t* row = x + iy * plan.row_stride;
+#pragma GCC unroll 4
+  for (int v = 0; v < B; ++v) {
+    const VnniPlan::Load& load = plan.loads[static_cast<size_t>((b0 + v) * plan.chunks)];
+    data[v] = inside ? load_row<Copied>(zx, load.mask, row + load.column) : zx;
+  }
+}
+
+// The 5x5 tile (paired_last_tap): input rows walked two at a time, j and j + 1. Taps 0-3 of each
+// row through vpermb and one vpdpbusd per output row it reaches; the fifth taps of both rows
+// through one vpermt2b of the same loads, one vpdpbusd per output row with the pair of weights
+// (w(k, 4), w(k + 1, 4)) for k = j - r S.
+template <int B, int S, bool Copied>
+void rows_tile_5x5(const VnniPlan& plan, const uint8_t* x, __m512i zx, __m512i index, const int32_t* packed_w,
+                   __m512i bias, const PackedRequant& prq, int64_t oy, int64_t b0, uint8_t* y) {
+  const Geometry& g = plan.g;
+  constexpr int KH = 5, kRows = VnniPlan::kVnniRows, kWalk = (kRows - 1) * S + KH;
+  const int32_t* pairs = packed_w + 2 * KH;
+  const __m512i pair_index = _mm512_loadu_si512(plan.pair_index);
+  __m512i acc[kRows][B];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < B; ++v) acc[r][v] = bias;
+  const int64_t iy0 = oy * g.stride_h - g.pad_top;
+#pragma GCC unroll 8
+  for (int j = 0; j < kWalk; j += 2) {
+    __m512i d0[B], d1[B];
+    row_data<B, Copied>(plan, x, zx, iy0 + j, b0, d0);
+    row_data<B, Copied>(plan, x, zx, iy0 + j + 1, b0, d1);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const int k = j - r * S;
+      if (k >= 0 && k < KH) {
+        const __m512i w = _mm512_set1_epi32(packed_w[2 * k]);
+#pragma GCC unroll 4
+        for (int v = 0; v < B; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], _mm512_permutexvar_epi8(index, d0[v]), w);
+      }
+      if (j + 1 < kWalk && k + 1 >= 0 && k + 1 < KH) {
+        const __m512i w = _mm512_set1_epi32(packed_w[2 * (k + 1)]);
+#pragma GCC unroll 4
+        for (int v = 0; v < B; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], _mm512_permutexvar_epi8(index, d1[v]), w);
+      }
+      if (k >= -1 && k < KH) {
+        const __m512i w = _mm512_set1_epi32(pairs[k + 1]);
+#pragma GCC unroll 4
+        for (int v = 0; v < B; ++v)
+          acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], _mm512_permutex2var_epi8(d0[v], pair_index, d1[v]), w);
+      }
+    }
+  }
+  store_tile<B>(g, acc, prq, oy, b0, y);
+}
+
 using TileFn = void (*)(const VnniPlan&, const uint8_t*, __m512i, __m512i, const int32_t*, __m512i,
                         const PackedRequant&, int64_t, int64_t, uint8_t*);
 
-template <int KH, int CH, int S>
+template <int KH, int CH, int S, bool Copied>
 TileFn fixed_tile(int64_t b) {
   switch (b) {
-    case 4: return rows_tile_fixed<4, KH, CH, S>;
-    case 3: return rows_tile_fixed<3, KH, CH, S>;
-    case 2: return rows_tile_fixed<2, KH, CH, S>;
-    default: return rows_tile_fixed<1, KH, CH, S>;
+    case 4: return rows_tile_fixed<4, KH, CH, S, Copied>;
+    case 3: return rows_tile_fixed<3, KH, CH, S, Copied>;
+    case 2: return rows_tile_fixed<2, KH, CH, S, Copied>;
+    default: return rows_tile_fixed<1, KH, CH, S, Copied>;
+  }
+}
+
+template <int S, bool Copied>
+TileFn tile_5x5(int64_t b) {
+  switch (b) {
+    case 4: return rows_tile_5x5<4, S, Copied>;
+    case 3: return rows_tile_5x5<3, S, Copied>;
+    case 2: return rows_tile_5x5<2, S, Copied>;
+    default: return rows_tile_5x5<1, S, Copied>;
+  }
+}
+
+template <bool Copied>
+TileFn tile_of(const VnniPlan& plan, int64_t b) {
+  const Geometry& g = plan.g;
+  if (plan.paired_last_tap) return g.stride_h == 1 ? tile_5x5<1, Copied>(b) : tile_5x5<2, Copied>(b);
+  if (g.dilation_h == 1 && (g.stride_h == 1 || g.stride_h == 2)) {
+    const bool s1 = g.stride_h == 1;
+    if (g.kernel_h == 3 && plan.chunks == 1)
+      return s1 ? fixed_tile<3, 1, 1, Copied>(b) : fixed_tile<3, 1, 2, Copied>(b);
+    if (g.kernel_h == 5 && plan.chunks == 2)
+      return s1 ? fixed_tile<5, 2, 1, Copied>(b) : fixed_tile<5, 2, 2, Copied>(b);
+  }
+  switch (b) {
+    case 4: return rows_tile<4, Copied>;
+    case 3: return rows_tile<3, Copied>;
+    case 2: return rows_tile<2, Copied>;
+    default: return rows_tile<1, Copied>;
   }
 }
 
 // The tile for B vectors (1 to 4) of this geometry: an unrolled one where there is one.
 TileFn tile_for(const VnniPlan& plan, int64_t b) {
-  const Geometry& g = plan.g;
-  if (g.dilation_h == 1 && (g.stride_h == 1 || g.stride_h == 2)) {
-    const bool s1 = g.stride_h == 1;
-    if (g.kernel_h == 3 && plan.chunks == 1) return s1 ? fixed_tile<3, 1, 1>(b) : fixed_tile<3, 1, 2>(b);
-    if (g.kernel_h == 5 && plan.chunks == 2) return s1 ? fixed_tile<5, 2, 1>(b) : fixed_tile<5, 2, 2>(b);
-  }
-  switch (b) {
-    case 4: return rows_tile<4>;
-    case 3: return rows_tile<3>;
-    case 2: return rows_tile<2>;
-    default: return rows_tile<1>;
-  }
+  return plan.copy_rows ? tile_of<true>(plan, b) : tile_of<false>(plan, b);
 }
 
 }  // namespace
 
-void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_point, const int32_t* packed_w,
-                         int32_t folded_bias, float multiplier, int32_t y_zero_point, uint8_t* y) {
+void vnni_fill_scratch(const VnniPlan& plan, int32_t x_zero_point, uint8_t* scratch) {
+  if (plan.copy_rows) std::memset(scratch, x_zero_point, plan.scratch_bytes());
+}
+
+void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* plane, int32_t x_zero_point, const int32_t* packed_w,
+                         int32_t folded_bias, float multiplier, int32_t y_zero_point, uint8_t* y, uint8_t* scratch) {
   const Geometry& g = plan.g;
+  if (plan.copy_rows)
+    for (int64_t iy = 0; iy < g.in_h; ++iy) {
+      uint8_t* dst = scratch + iy * plan.row_stride + plan.row_left;
+      for (int64_t ix = 0; ix < g.in_w; ix += 64) {
+        const __mmask64 m = bytes64(g.in_w - ix);
+        _mm512_mask_storeu_epi8(dst + ix, m, _mm512_maskz_loadu_epi8(m, plane + iy * g.in_w + ix));
+      }
+    }
+  const uint8_t* x = plan.copy_rows ? scratch + plan.row_left : plane;
   const __m512i zx = _mm512_set1_epi8(static_cast<char>(x_zero_point));
   const __m512i index = _mm512_loadu_si512(plan.index);
   const __m512i bias = _mm512_set1_epi32(folded_bias);
@@ -379,8 +499,8 @@ void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_
       const int32_t* wk = packed_w + ky * chunks;
       for (int64_t c = 0; c < chunks; ++c) {
         const VnniPlan::Load& load = plan.loads[static_cast<size_t>(c)];
-        const __m512i a = in0 ? _mm512_mask_loadu_epi8(zx, load.mask, x + iy0 * g.in_w + load.column) : zx;
-        const __m512i b = in1 ? _mm512_mask_loadu_epi8(zx, load.mask, x + iy1 * g.in_w + load.column) : zx;
+        const __m512i a = in0 ? load_row<false>(zx, load.mask, x + iy0 * plan.row_stride + load.column) : zx;
+        const __m512i b = in1 ? load_row<false>(zx, load.mask, x + iy1 * plan.row_stride + load.column) : zx;
         acc = _mm512_dpbusd_epi32(acc, _mm512_permutex2var_epi8(a, index, b), _mm512_set1_epi32(wk[c]));
       }
     }
