@@ -57,7 +57,7 @@ int64_t padded_window_count(const WindowGeometry& g, const int64_t* oidx) {
 template <PoolKind K>
 class PoolOp : public Op {
  public:
-  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
     const edgert_tensor& x = in[0];
     const bool int8_ok = K == PoolKind::Max && is_8bit(x.dtype);
     if (!is_float_dtype(x.dtype) && !int8_ok)
@@ -79,12 +79,13 @@ class PoolOp : public Op {
       set_output(out[1], EDGERT_DTYPE_INT64, out_shape);
     }
     fast_ = K != PoolKind::Lp && fast_pool_.prepare(tactic(), K == PoolKind::Max, count_include_pad_, g_, x, node.num_outputs);
+    if (fast_) info.workspace_bytes = fast_pool_.workspace_bytes();
   }
 
-  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
+  void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
     if (fast_) {
       if (in[0].dtype == EDGERT_DTYPE_UINT8)
-        fast_pool_.execute(data_as<uint8_t>(in[0]), data_as<uint8_t>(out[0]));
+        fast_pool_.execute(data_as<uint8_t>(in[0]), data_as<uint8_t>(out[0]), workspace);
       else
         fast_pool_.execute(data_as<float>(in[0]), data_as<float>(out[0]));
       return;

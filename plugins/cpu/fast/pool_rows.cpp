@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "fast/qlookup.h"
 #include "gemm/sgemm.h"
 
 #include "thread_pool.h"
@@ -13,8 +14,18 @@ namespace edgert::cpu {
 std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs) {
   const edgert_tensor& x = inputs[0];
   if ((x.rank != 3 && x.rank != 4) || node->num_outputs > 1) return {};
-  if (x.dtype == EDGERT_DTYPE_UINT8 && std::strcmp(node->op_type, "MaxPool") == 0)
-    return {{kMaxPoolU8RowsTactic, "u8-max-pool-2d-rows-portable"}};
+  if (x.dtype == EDGERT_DTYPE_UINT8 && std::strcmp(node->op_type, "MaxPool") == 0) {
+    std::vector<TacticSpec> out;
+#if defined(__x86_64__)
+    Attributes attrs(node);
+    const std::vector<int64_t> s = attrs.get_ints("strides", {1, 1}), d = attrs.get_ints("dilations", {1, 1});
+    if (x.rank == 4 && s.size() == 2 && s[0] == s[1] && (s[0] == 1 || s[0] == 2) && d == std::vector<int64_t>{1, 1} &&
+        qlookup::avx512_vbmi_available())
+      out.push_back({kMaxPoolU8Avx512VbmiTactic, "u8-max-pool-direct-avx512vbmi"});
+#endif
+    out.push_back({kMaxPoolU8RowsTactic, "u8-max-pool-2d-rows-portable"});
+    return out;
+  }
   if (x.dtype != EDGERT_DTYPE_FLOAT32) return {};
   std::vector<TacticSpec> out;
 #if defined(__x86_64__)
@@ -85,7 +96,7 @@ std::vector<float> window_counts(int64_t out, int64_t in, int64_t kernel, int64_
 
 bool FastPool::prepare(int64_t tactic, bool max, bool count_include_pad, const WindowGeometry& g,
                        const edgert_tensor& x, int num_outputs) {
-  const bool bytes = tactic == kMaxPoolU8RowsTactic;
+  const bool bytes = tactic == kMaxPoolU8RowsTactic || tactic == kMaxPoolU8Avx512VbmiTactic;
   if (tactic != kPoolRowsTactic && tactic != kMaxPoolAvx512Tactic && !bytes) return false;
   if (x.dtype != (bytes ? EDGERT_DTYPE_UINT8 : EDGERT_DTYPE_FLOAT32) || (bytes && !max) || num_outputs > 1 ||
       (g.rank != 1 && g.rank != 2))
@@ -107,6 +118,10 @@ bool FastPool::prepare(int64_t tactic, bool max, bool count_include_pad, const W
   pad_top_ = two_d ? g.pad_begin[0] : 0;
   pad_left_ = g.pad_begin[last];
   avx512_ = false;
+  u8_direct_ = tactic == kMaxPoolU8Avx512VbmiTactic && two_d && stride_h_ == stride_w_ &&
+               (stride_h_ == 1 || stride_h_ == 2) && dilation_h_ == 1 && dilation_w_ == 1 &&
+               qlookup::avx512_vbmi_available();
+  threads_ = ThreadPool::instance().num_threads();
 #if defined(__x86_64__)
   // Elsewhere (another CPU than the one tuned on, other shapes) the rows below run instead.
   avx512_ = tactic == kMaxPoolAvx512Tactic && max && two_d && gemm::isa_available(gemm::Isa::Avx512) &&
@@ -137,7 +152,33 @@ void FastPool::execute(const float* x, float* y) const {
   execute_rows(x, y);
 }
 
-void FastPool::execute(const uint8_t* x, uint8_t* y) const { execute_rows(x, y); }
+size_t FastPool::workspace_bytes() const {
+  if (!u8_direct_) return 0;
+  const U8PoolGeometry g{in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, pad_top_, pad_left_};
+  return static_cast<size_t>(threads_) * static_cast<size_t>(u8_pool_padded_rows(g) * u8_pool_padded_cols(g));
+}
+
+void FastPool::execute(const uint8_t* x, uint8_t* y, void* workspace) const {
+#if defined(__x86_64__)
+  if (u8_direct_) {
+    const U8PoolGeometry g{in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, pad_top_, pad_left_};
+    const size_t per_thread = workspace_bytes() / static_cast<size_t>(threads_);
+    const int64_t in_plane = in_h_ * in_w_, out_plane = out_h_ * out_w_;
+    ThreadPool::instance().parallel_ranges(
+        planes_,
+        [&](int64_t p0, int64_t p1, int thread) {
+          uint8_t* scratch = static_cast<uint8_t*>(workspace) + static_cast<size_t>(thread) * per_thread;
+          for (int64_t plane = p0; plane < p1; ++plane)
+            max_pool_plane_u8_avx512vbmi(x + plane * in_plane, y + plane * out_plane, g, scratch);
+        },
+        threads_);
+    return;
+  }
+#else
+  (void)workspace;
+#endif
+  execute_rows(x, y);
+}
 
 template <typename T>
 void FastPool::execute_rows(const T* x, T* y) const {
