@@ -212,30 +212,11 @@ TEST(CpuInt8Tactics, QLinearConvTacticsMatchTheReferenceBitForBit) {
 
 // What export_prepared gives for a node at a tactic, in a 64-byte aligned buffer as an engine
 // maps it (empty when the kernel exports nothing), and the inputs it says the bytes replace.
-struct PreparedBytes {
-  std::shared_ptr<uint8_t> data;
-  size_t size = 0;
-  uint64_t replaced_inputs = 0;
-};
-
 PreparedBytes export_state(const edgert_kernel& k, const edgert_node& node, const std::vector<Tensor>& inputs,
                            int64_t tactic) {
   std::vector<edgert_tensor> views;
   for (const Tensor& t : inputs) views.push_back(t.view(t.constant));
-  PreparedBytes out;
-  edgert_error error{};
-  if (!k.export_prepared) return out;
-  edgert_status s =
-      k.export_prepared(&k, &node, tactic, views.data(), nullptr, 0, &out.size, &out.replaced_inputs, &error);
-  EXPECT_EQ(s, EDGERT_OK) << error.message;
-  if (s != EDGERT_OK || out.size == 0) return PreparedBytes{};
-  out.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (out.size + 63) / 64 * 64)), &std::free);
-  size_t written = 0;
-  s = k.export_prepared(&k, &node, tactic, views.data(), out.data.get(), out.size, &written, &out.replaced_inputs,
-                        &error);
-  EXPECT_EQ(s, EDGERT_OK) << error.message;
-  EXPECT_EQ(written, out.size);
-  return out;
+  return export_prepared_bytes(k, node, views, tactic);
 }
 
 // The weights an engine stores for the INT8 convolution (export_prepared): prepared from them the

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -70,10 +71,39 @@ class NodeSpec {
     attrs_.push_back(a);
     return *this;
   }
+  NodeSpec& real(const char* name, float v) {
+    edgert_attribute a{};
+    a.name = name;
+    a.type = EDGERT_ATTR_FLOAT;
+    a.f = v;
+    attrs_.push_back(a);
+    return *this;
+  }
+  NodeSpec& string(const char* name, const std::string& v) {
+    string_storage_.push_back(v);
+    edgert_attribute a{};
+    a.name = name;
+    a.type = EDGERT_ATTR_STRING;
+    a.s = string_storage_.back().c_str();
+    a.s_len = string_storage_.back().size();
+    attrs_.push_back(a);
+    return *this;
+  }
+  NodeSpec& floats(const char* name, std::vector<float> v) {
+    float_storage_.push_back(std::move(v));
+    edgert_attribute a{};
+    a.name = name;
+    a.type = EDGERT_ATTR_FLOATS;
+    a.floats = float_storage_.back().data();
+    a.count = float_storage_.back().size();
+    attrs_.push_back(a);
+    return *this;
+  }
   edgert_node node() const {
-    return edgert_node{"test_node", domain_, op_, 19, inputs_, outputs_, static_cast<int32_t>(attrs_.size()),
+    return edgert_node{"test_node", domain_, op_, 17, inputs_, outputs_, static_cast<int32_t>(attrs_.size()),
                        attrs_.data(), nullptr, 0};
   }
+  const char* op() const { return op_; }
 
  private:
   const char* domain_;
@@ -81,7 +111,35 @@ class NodeSpec {
   int inputs_, outputs_;
   std::vector<edgert_attribute> attrs_;
   std::deque<std::vector<int64_t>> int_storage_;
+  std::deque<std::vector<float>> float_storage_;
+  std::deque<std::string> string_storage_;
 };
+
+// What a kernel exports for `tactic` (edgert_kernel.export_prepared) given `views` (constants'
+// data set): the bytes an engine stores, and the inputs they replace.
+struct PreparedBytes {
+  std::shared_ptr<uint8_t> data;
+  size_t size = 0;
+  uint64_t replaced_inputs = 0;  // what the kernel says it no longer reads given the bytes
+};
+
+inline PreparedBytes export_prepared_bytes(const edgert_kernel& k, const edgert_node& node,
+                                           const std::vector<edgert_tensor>& views, int64_t tactic) {
+  PreparedBytes out;
+  edgert_error error{};
+  if (!k.export_prepared) return out;
+  edgert_status s =
+      k.export_prepared(&k, &node, tactic, views.data(), nullptr, 0, &out.size, &out.replaced_inputs, &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  if (s != EDGERT_OK || out.size == 0) return PreparedBytes{};
+  out.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (out.size + 63) / 64 * 64)), &std::free);
+  size_t written = 0;
+  s = k.export_prepared(&k, &node, tactic, views.data(), out.data.get(), out.size, &written, &out.replaced_inputs,
+                        &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  EXPECT_EQ(written, out.size);
+  return out;
+}
 
 // A tensor's dtype, dims and bytes; `constant`: tactics() sees its data (weights, scales).
 struct Tensor {

@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_plugin_abi.h"
 #include "plugin_loader.h"
 #include "test_support.h"
 
@@ -56,73 +57,6 @@ void set_threads(int threads) {
   edgert_error error{};
   ASSERT_EQ(table->configure(&config, &error), EDGERT_OK) << error.message;
 }
-
-// A node with owned attribute storage.
-class NodeSpec {
- public:
-  NodeSpec(const char* domain, const char* op, int inputs, int outputs = 1)
-      : domain_(domain), op_(op), inputs_(inputs), outputs_(outputs) {}
-  NodeSpec& ints(const char* name, std::vector<int64_t> v) {
-    int_storage_.push_back(std::move(v));
-    edgert_attribute a{};
-    a.name = name;
-    a.type = EDGERT_ATTR_INTS;
-    a.ints = int_storage_.back().data();
-    a.count = int_storage_.back().size();
-    attrs_.push_back(a);
-    return *this;
-  }
-  NodeSpec& integer(const char* name, int64_t v) {
-    edgert_attribute a{};
-    a.name = name;
-    a.type = EDGERT_ATTR_INT;
-    a.i = v;
-    attrs_.push_back(a);
-    return *this;
-  }
-  NodeSpec& real(const char* name, float v) {
-    edgert_attribute a{};
-    a.name = name;
-    a.type = EDGERT_ATTR_FLOAT;
-    a.f = v;
-    attrs_.push_back(a);
-    return *this;
-  }
-  NodeSpec& string(const char* name, const std::string& v) {
-    string_storage_.push_back(v);
-    edgert_attribute a{};
-    a.name = name;
-    a.type = EDGERT_ATTR_STRING;
-    a.s = string_storage_.back().c_str();
-    a.s_len = string_storage_.back().size();
-    attrs_.push_back(a);
-    return *this;
-  }
-  NodeSpec& floats(const char* name, std::vector<float> v) {
-    float_storage_.push_back(std::move(v));
-    edgert_attribute a{};
-    a.name = name;
-    a.type = EDGERT_ATTR_FLOATS;
-    a.floats = float_storage_.back().data();
-    a.count = float_storage_.back().size();
-    attrs_.push_back(a);
-    return *this;
-  }
-  edgert_node node() const {
-    return edgert_node{"test_node", domain_, op_, 17, inputs_, outputs_, static_cast<int32_t>(attrs_.size()),
-                       attrs_.data()};
-  }
-  const char* op() const { return op_; }
-
- private:
-  const char* domain_;
-  const char* op_;
-  int inputs_, outputs_;
-  std::vector<edgert_attribute> attrs_;
-  std::deque<std::vector<int64_t>> int_storage_;
-  std::deque<std::vector<float>> float_storage_;
-  std::deque<std::string> string_storage_;
-};
 
 struct Input {
   std::vector<int64_t> dims;
@@ -171,31 +105,12 @@ std::vector<edgert_tactic> list_tactics(const edgert_kernel& k, const edgert_nod
 
 // What export_prepared gives for a node at a tactic, in a 64-byte aligned buffer as an engine
 // maps it; empty when the kernel exports nothing.
-struct PreparedBytes {
-  std::shared_ptr<uint8_t> data;
-  size_t size = 0;
-  uint64_t replaced_inputs = 0;  // what the kernel says it no longer reads given the bytes
-};
-
 PreparedBytes export_state(const edgert_kernel& k, const edgert_node& node, const std::vector<Input>& inputs,
                            int64_t tactic) {
   std::vector<edgert_tensor> views;
   for (const Input& in : inputs) views.push_back(view(in, in.constant));
-  PreparedBytes out;
-  edgert_error error{};
   EXPECT_NE(k.export_prepared, nullptr);
-  if (!k.export_prepared) return out;
-  edgert_status s =
-      k.export_prepared(&k, &node, tactic, views.data(), nullptr, 0, &out.size, &out.replaced_inputs, &error);
-  EXPECT_EQ(s, EDGERT_OK) << error.message;
-  if (s != EDGERT_OK || out.size == 0) return PreparedBytes{};
-  out.data.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (out.size + 63) / 64 * 64)), &std::free);
-  size_t written = 0;
-  s = k.export_prepared(&k, &node, tactic, views.data(), out.data.get(), out.size, &written, &out.replaced_inputs,
-                        &error);
-  EXPECT_EQ(s, EDGERT_OK) << error.message;
-  EXPECT_EQ(written, out.size);
-  return out;
+  return export_prepared_bytes(k, node, views, tactic);
 }
 
 // Runs one tactic; the output goes to `out` (which also serves as Z for in-place residuals when
