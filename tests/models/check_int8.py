@@ -22,14 +22,11 @@ logits (random weights amplify 8-bit rounding: resnet18 0.034, squeezenet1_1 0.0
 shufflenet_v2_x1_0 0.16, mobilenet_v2 0.22 with every calibrator, efficientnet_b0 0.47, what the
 accuracy guard is for; a wrong scale or layout gives about 1).
 """
-import argparse
-import json
 import os
-import tempfile
 
 import numpy as np
 
-from check_zoo import dims, run
+from check_zoo import dims, run, zoo_model_args
 
 MAX_ACCURACY_LOSS = 0.005
 MAX_CLASSIFIER_REL_L2 = 0.3
@@ -170,18 +167,7 @@ def check_classifier(args, entry, work):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--zoo", required=True)
-    parser.add_argument("--edgert", required=True)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--work")
-    args = parser.parse_args()
-    manifest = json.load(open(os.path.join(args.zoo, "manifest.json")))
-    entry = next((m for m in manifest["models"] if m["name"] == args.model), None)
-    if entry is None:
-        raise SystemExit(f"FAIL: {args.model} is not in {args.zoo}/manifest.json")
-    work = args.work or tempfile.mkdtemp(prefix="edgert-int8-")
-    os.makedirs(work, exist_ok=True)
+    args, entry, work = zoo_model_args(__doc__, "edgert-int8-")
     (check_digits if entry["kind"] == "digits" else check_classifier)(args, entry, work)
     print(f"PASS: int8 {entry['name']}")
 

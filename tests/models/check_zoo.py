@@ -138,8 +138,10 @@ def check_digits(args, entry, engine, work):
         raise SystemExit("FAIL: edgert's accuracy differs from PyTorch's")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def zoo_model_args(description, work_prefix):
+    """--zoo, --edgert, --model, --work: the parsed arguments, the model's manifest entry and the
+    work directory (made)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--zoo", required=True)
     parser.add_argument("--edgert", required=True)
     parser.add_argument("--model", required=True)
@@ -149,8 +151,13 @@ def main():
     entry = next((m for m in manifest["models"] if m["name"] == args.model), None)
     if entry is None:
         raise SystemExit(f"FAIL: {args.model} is not in {args.zoo}/manifest.json")
-    work = args.work or tempfile.mkdtemp(prefix="edgert-zoo-")
+    work = args.work or tempfile.mkdtemp(prefix=work_prefix)
     os.makedirs(work, exist_ok=True)
+    return args, entry, work
+
+
+def main():
+    args, entry, work = zoo_model_args(__doc__, "edgert-zoo-")
     engine = os.path.join(work, entry["name"] + ".engine")
     build(args, entry, engine)
     {"classifier": check_dense, "segmentation": check_dense, "detection": check_detection,
