@@ -87,9 +87,12 @@ void print_accuracy_guard(const builder::AccuracyGuardReport& r) {
               builder::guard_metric_name(r.metric).c_str(), r.tolerance, r.float32_value, points ? "%" : "",
               r.all_int8_value, points ? "%" : "", r.final_value, points ? "%" : "",
               r.within ? "within tolerance" : "OUT OF TOLERANCE", r.builds);
-  for (const builder::AccuracyGuardReport::FallBack& f : r.fallen_back)
-    std::printf("accuracy guard: kept float32: %s (adds relative L2 %.3g in int8; %.3f ms in float32, %.3f ms in "
-                "int8)\n", f.layer.c_str(), f.added_error, f.float32_ms, f.int8_ms);
+  for (const builder::AccuracyGuardReport::FallBack& f : r.fallen_back) {
+    const std::string fused =
+        f.float32_node_layers > 1 ? " (a node of " + std::to_string(f.float32_node_layers) + " fused layers)" : "";
+    std::printf("accuracy guard: kept float32: %s (adds relative L2 %.3g in int8; %.3f ms in float32%s, %.3f ms in "
+                "int8)\n", f.layer.c_str(), f.added_error, f.float32_ms, fused.c_str(), f.int8_ms);
+  }
 }
 
 std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir,

@@ -141,12 +141,16 @@ std::vector<AccuracyGuardReport::FallBack> rank_layers(const Int8RewriteReport& 
   return ranked;
 }
 
-// A node's time in `times` by its name or as a part of a fused node's name.
-double time_of(const std::map<std::string, double>& times, const std::string& layer) {
+// A node's time in `times` by its name or as a part of a fused node's name, and how many
+// layers that node holds.
+double time_of(const std::map<std::string, double>& times, const std::string& layer, size_t* layers = nullptr) {
   for (const auto& [name, ms] : times) {
     size_t count = 0;
     for (const std::string& part : fused_name_parts(name, &count))
-      if (part == layer) return ms;
+      if (part == layer) {
+        if (layers) *layers = count;
+        return ms;
+      }
   }
   return 0;
 }
@@ -239,7 +243,7 @@ BuildResult guard_int8_accuracy(const BuildOptions& options, const std::function
     for (size_t i = 0; i < keep; ++i) {
       AccuracyGuardReport::FallBack f = ranked[i];
       f.int8_ms = time_of(int8_times, f.layer);
-      f.float32_ms = time_of(final_times, f.layer);
+      f.float32_ms = time_of(final_times, f.layer, &f.float32_node_layers);
       report.fallen_back.push_back(f);
     }
   }

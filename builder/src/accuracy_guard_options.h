@@ -42,6 +42,9 @@ struct AccuracyGuardReport {
     std::string layer;
     double added_error = 0;  // relative L2 the layer added to what it read (its sensitivity)
     double float32_ms = 0, int8_ms = 0;  // its time in each precision (first validation batch)
+    // Layers in the float32 node that holds it (a fused convolution + activation + pool counts
+    // them all; its time is theirs together).
+    size_t float32_node_layers = 1;
   };
   std::vector<FallBack> fallen_back;  // most sensitive first
   int builds = 0;                     // engines built and measured to find them
