@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "passes/graph_rewrite.h"
@@ -156,6 +157,9 @@ class Int8Rewriter {
   }
 
   bool usable_input(int32_t v) const { return v >= 0 && v < static_cast<int32_t>(has_quant_.size()) && has_quant_[v]; }
+  // A value an int8 node may write: quantized, and not an engine output (the model's results stay
+  // float32: quantizing them to 256 levels would add its own error to every output).
+  bool usable_output(int32_t v) const { return usable_input(v) && !graph_output_.count(v); }
 
   // The Relu or Clip reading y alone whose output's quantization saturates where it clips
   // (the int8 node then writes that output and the activation is absorbed): its node index, or
@@ -164,7 +168,7 @@ class Int8Rewriter {
     const int32_t reader = uses_.sole_reader(y);
     if (reader < 0 || graph_output_.count(y)) return -1;
     const Node& a = nodes[reader];
-    if (a.outputs.size() != 1 || a.inputs.empty() || a.inputs[0] != y || !usable_input(a.outputs[0])) return -1;
+    if (a.outputs.size() != 1 || a.inputs.empty() || a.inputs[0] != y || !usable_output(a.outputs[0])) return -1;
     if (options_.keep_float.count(a.name)) return -1;
     double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
     if (is_op(a, "Relu")) {
@@ -192,7 +196,7 @@ class Int8Rewriter {
   std::pair<int32_t, int32_t> int8_destination(const std::vector<Node>& nodes, int32_t y) const {
     const int32_t activation = absorbable_activation(nodes, y);
     if (activation >= 0) return {nodes[activation].outputs[0], activation};
-    return {usable_input(y) ? y : -1, -1};
+    return {usable_output(y) ? y : -1, -1};
   }
 
   void absorb(int32_t activation) {
@@ -222,6 +226,7 @@ class Int8Rewriter {
   bool rewrite(const std::vector<Node>& nodes, int32_t index) {
     const Node& node = nodes[index];
     if (is_op(node, "Conv")) return rewrite_conv(nodes, index);
+    if (is_op(node, "Gemm")) return rewrite_gemm(nodes, index);
     if (is_op(node, "Add")) return rewrite_add(nodes, index);
     if (is_op(node, "Mul")) return rewrite_mul(node);
     if (is_op(node, "GlobalAveragePool")) return rewrite_global_average(node);
@@ -251,25 +256,41 @@ class Int8Rewriter {
     }
     const auto [y, activation] = int8_destination(nodes, node.outputs[0]);
     if (!usable_input(x) || y < 0) {
-      keep(node, "input or output not quantized");
+      keep(node, graph_output_.count(node.outputs[0]) ? "writes an engine output (kept float32)"
+                                                      : "input or output not quantized");
       return false;
     }
     absorb(activation);
+    Node conv = qlinear_conv(node.name, x, wv, b >= 0 ? &graph_.values[b] : nullptr, y);
+    conv.attributes = node.attributes;
+    conv.inputs[0] = need_uint8(x);
+    conv.outputs = {int8_output(y)};
+    record(conv, node, y);
+    ++report_.convolutions;
+    graph_.nodes.push_back(std::move(conv));
+    return true;
+  }
+
+  // QLinearConv named `name` of float weights `wv` ([M, C, kh, kw]; per output channel
+  // symmetric int8) and bias `bv` (int32 at x_scale * w_scale), from x's quantization to y's.
+  // The caller sets the attributes, input 0 (x in uint8) and the output.
+  Node qlinear_conv(const std::string& name, int32_t x, const Value& weights, const Value* bias_value, int32_t y) {
+    // Copies (the data is shared): adding constants below may move graph_.values.
+    const Value wv = weights;
+    const std::optional<Value> bv = bias_value ? std::optional<Value>(*bias_value) : std::nullopt;
     const ActivationQuantization xq = quant_[x], yq = quant_[y];
     const float* w_data = reinterpret_cast<const float*>(wv.data->data());
     std::vector<int64_t> w_dims;
     for (const Dim& d : wv.shape) w_dims.push_back(d.value);
     const WeightQuantization qw =
         quantize_weights_per_channel(wv.name, std::vector<float>(w_data, w_data + wv.numel()), w_dims);
-    const int64_t m = wv.shape[0].value;
-    const std::string& name = node.name;
+    const int64_t m = w_dims[0];
     Node conv;
     conv.name = name;
     conv.op_type = "QLinearConv";
     conv.opset = 10;
-    conv.attributes = node.attributes;
     const std::vector<int8_t> zeros(static_cast<size_t>(m), 0);
-    conv.inputs = {need_uint8(x),
+    conv.inputs = {-1,
                    scale_constant(xq.scale, graph_.values[x].name),
                    zero_point_constant(xq.zero_point, graph_.values[x].name),
                    add_constant(graph_, name + "::w_int8", EDGERT_DTYPE_INT8, w_dims, qw.values.data(), qw.values.size()),
@@ -277,19 +298,93 @@ class Int8Rewriter {
                    add_constant(graph_, name + "::w_zero_point", EDGERT_DTYPE_INT8, {m}, zeros.data(), zeros.size()),
                    scale_constant(yq.scale, graph_.values[y].name),
                    zero_point_constant(yq.zero_point, graph_.values[y].name)};
-    if (b >= 0) {
-      const Value& bv = graph_.values[b];
-      const float* bias = reinterpret_cast<const float*>(bv.data->data());
+    if (bv) {
+      const float* bias = reinterpret_cast<const float*>(bv->data->data());
       const std::vector<int32_t> qb =
-          quantize_bias(bv.name, std::vector<float>(bias, bias + bv.numel()), xq.scale, qw.scales);
+          quantize_bias(bv->name, std::vector<float>(bias, bias + bv->numel()), xq.scale, qw.scales);
       conv.inputs.push_back(
           add_constant(graph_, name + "::bias_int32", EDGERT_DTYPE_INT32, {m}, qb.data(), qb.size() * sizeof(int32_t)));
     }
-    conv.outputs = {int8_output(y)};
+    return conv;
+  }
+
+  // Gemm(A [N, K], W constant, bias constant) as a 1x1 QLinearConv over [N, K, 1, 1] between two
+  // Reshapes (the classifier's last layer: its weights read as int8, a quarter of the bytes).
+  bool rewrite_gemm(const std::vector<Node>& nodes, int32_t index) {
+    const Node& node = nodes[index];
+    if (node.inputs.size() < 2 || node.outputs.size() != 1) return false;
+    const int32_t a = node.inputs[0], w = node.inputs[1];
+    const int32_t c = node.inputs.size() > 2 ? node.inputs[2] : -1;
+    auto attr = [&](const char* name, double fallback) {
+      const Attribute* at = node.attribute(name);
+      return at ? (at->type == EDGERT_ATTR_FLOAT ? static_cast<double>(at->f) : static_cast<double>(at->i)) : fallback;
+    };
+    if (attr("alpha", 1) != 1 || attr("beta", 1) != 1 || attr("transA", 0) != 0) return false;
+    const bool trans_b = attr("transB", 0) != 0;
+    const Value& wv = graph_.values[w];
+    if (!wv.is_constant() || wv.dtype != EDGERT_DTYPE_FLOAT32 || wv.shape.size() != 2) return false;
+    // A is 2-D by Gemm's definition (its shape may be unknown here: a dynamic batch, no profile).
+    if (twin_[a] < 0 || !usable_input(a)) return false;
+    const int64_t m = wv.shape[trans_b ? 0 : 1].value, k = wv.shape[trans_b ? 1 : 0].value;
+    if (c >= 0) {
+      const Value& cv = graph_.values[c];
+      if (!cv.is_constant() || cv.dtype != EDGERT_DTYPE_FLOAT32 || cv.numel() != m) return false;
+    }
+    const auto [y, activation] = int8_destination(nodes, node.outputs[0]);
+    if (y < 0) return false;
+    absorb(activation);
+    // W as [M, K, 1, 1] (transposed from [K, M] without transB).
+    const float* src = reinterpret_cast<const float*>(wv.data->data());
+    std::vector<float> w4(static_cast<size_t>(m * k));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < k; ++j) w4[i * k + j] = trans_b ? src[i * k + j] : src[j * m + i];
+    Value weights;
+    weights.name = wv.name;
+    weights.dtype = EDGERT_DTYPE_FLOAT32;
+    weights.rank_known = true;
+    weights.shape = {fixed_dim(m), fixed_dim(k), fixed_dim(1), fixed_dim(1)};
+    weights.data = std::make_shared<std::vector<uint8_t>>(reinterpret_cast<const uint8_t*>(w4.data()),
+                                                           reinterpret_cast<const uint8_t*>(w4.data() + w4.size()));
+    Node conv = qlinear_conv(node.name, a, weights, c >= 0 ? &graph_.values[c] : nullptr, y);
+    const std::string& name = node.name;
+    const int64_t to_image[4] = {0, -1, 1, 1}, to_rows[2] = {0, -1};
+    conv.inputs[0] = reshape(name + "::to_image", need_uint8(a),
+                             add_constant(graph_, name + "::image_shape", EDGERT_DTYPE_INT64, {4}, to_image, sizeof to_image));
+    Value image;
+    image.name = name + "::image_output::u8";
+    image.dtype = EDGERT_DTYPE_UINT8;
+    conv.outputs = {graph_.add_value(std::move(image))};
+    grow(conv.outputs[0]);
+    const int32_t conv_output = conv.outputs[0];
     record(conv, node, y);
     ++report_.convolutions;
     graph_.nodes.push_back(std::move(conv));
+    const int32_t rows_shape = add_constant(graph_, name + "::rows_shape", EDGERT_DTYPE_INT64, {2}, to_rows, sizeof to_rows);
+    Node back;
+    back.name = name + "::to_rows";
+    back.op_type = "Reshape";
+    back.opset = 14;
+    back.inputs = {conv_output, rows_shape};
+    back.outputs = {int8_output(y)};
+    graph_.nodes.push_back(std::move(back));
     return true;
+  }
+
+  // Reshape(`data`, `shape`) named `name`, to a new uint8 value.
+  int32_t reshape(const std::string& name, int32_t data, int32_t shape) {
+    Value out;
+    out.name = name + "::u8";
+    out.dtype = EDGERT_DTYPE_UINT8;
+    const int32_t index = graph_.add_value(std::move(out));
+    grow(index);
+    Node n;
+    n.name = name;
+    n.op_type = "Reshape";
+    n.opset = 14;
+    n.inputs = {data, shape};
+    n.outputs = {index};
+    graph_.nodes.push_back(std::move(n));
+    return index;
   }
 
   bool rewrite_add(const std::vector<Node>& nodes, int32_t index) {
@@ -334,7 +429,7 @@ class Int8Rewriter {
   bool rewrite_mul(const Node& node) {
     if (node.inputs.size() != 2 || node.outputs.size() != 1) return false;
     const int32_t a = node.inputs[0], b = node.inputs[1], c = node.outputs[0];
-    if (!usable_input(a) || !usable_input(b) || !usable_input(c)) return false;
+    if (!usable_input(a) || !usable_input(b) || !usable_output(c)) return false;
     if (!graph_.values[a].same_shape_as(graph_.values[c]) && !graph_.values[b].same_shape_as(graph_.values[c]))
       return false;
     binary(node, "QLinearMul", a, b, c);
@@ -345,7 +440,7 @@ class Int8Rewriter {
   bool rewrite_global_average(const Node& node) {
     if (node.inputs.size() != 1 || node.outputs.size() != 1) return false;
     const int32_t x = node.inputs[0], y = node.outputs[0];
-    if (!usable_input(x) || !usable_input(y)) return false;
+    if (!usable_input(x) || !usable_output(y)) return false;
     Node pool;
     pool.name = node.name;
     pool.domain = kMicrosoft;
@@ -391,7 +486,7 @@ class Int8Rewriter {
       for (size_t i = 1; i < node.inputs.size(); ++i)
         if (node.inputs[i] >= 0 && !graph_.values[node.inputs[i]].is_constant()) return false;
     }
-    if (!usable_input(out) || !graph_.values[v].same_shape_as(graph_.values[out])) return false;
+    if (!usable_output(out) || !graph_.values[v].same_shape_as(graph_.values[out])) return false;
     std::vector<uint8_t> table;
     if (!lookup_table(chain, v, quant_[v], quant_[out], table)) return false;
     if (absorbed >= 0) absorbed_[absorbed] = true;

@@ -3,6 +3,8 @@
 // int8 weights, in the standard ops ONNX Runtime also runs:
 //   Conv [+ Relu | Clip]          -> QLinearConv (weights per output channel, symmetric int8;
 //                                    bias int32 at x_scale * w_scale)
+//   Gemm [+ Relu]                 -> Reshape to [N, K, 1, 1], a 1x1 QLinearConv, Reshape back
+//                                    (constant weights and bias, alpha = beta = 1, no transA)
 //   Add [+ Relu]                  -> com.microsoft QLinearAdd (operands of one shape)
 //   Mul                           -> com.microsoft QLinearMul (one operand of the output's shape,
 //                                    the other the same or broadcast: a channel scale)

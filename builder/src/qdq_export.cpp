@@ -1,6 +1,7 @@
 #include "qdq_export.h"
 
 #include <cstring>
+#include <optional>
 
 #include "passes/graph_rewrite.h"
 
@@ -51,9 +52,26 @@ Node linear(const char* op, const std::string& name, std::vector<int32_t> inputs
 // A DequantizeLinear from the int8 node's constant input `slot` (its scale and zero point at
 // slots scale_slot and scale_slot + 1) to a new float value; for the bias (slot 8) the scale is
 // x_scale * w_scale and the zero point int32 zeros.
-int32_t dequantized_constant(Graph& out, const Graph& int8_graph, const Node& qconv, int slot, std::vector<Node>& nodes) {
-  const Value& q = int8_graph.values[qconv.inputs[slot]];
+// gemm_trans_b: the weights of a Gemm rewritten as a 1x1 QLinearConv, written back in the Gemm's
+// layout ([M, K] with transB, per axis 0; else [K, M], per axis 1) instead of [M, K, 1, 1].
+int32_t dequantized_constant(Graph& out, const Graph& int8_graph, const Node& qconv, int slot, std::vector<Node>& nodes,
+                             std::optional<bool> gemm_trans_b = std::nullopt) {
+  Value q = int8_graph.values[qconv.inputs[slot]];
   const int64_t m = q.shape[0].value;
+  int64_t axis = 0;
+  if (slot == 3 && gemm_trans_b) {
+    const int64_t k = q.numel() / m;
+    if (*gemm_trans_b) {
+      q.shape = {fixed_dim(m), fixed_dim(k)};
+    } else {
+      auto transposed = std::make_shared<std::vector<uint8_t>>(q.data->size());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < k; ++j) (*transposed)[j * m + i] = (*q.data)[i * k + j];
+      q.data = std::move(transposed);
+      q.shape = {fixed_dim(k), fixed_dim(m)};
+      axis = 1;
+    }
+  }
   const int32_t data = out.add_value(q);
   int32_t scale = -1, zero = -1;
   if (slot == 3) {
@@ -69,7 +87,9 @@ int32_t dequantized_constant(Graph& out, const Graph& int8_graph, const Node& qc
     zero = add_constant(out, q.name + "::zero_point", EDGERT_DTYPE_INT32, m, zeros.data(), sizeof(int32_t));
   }
   const int32_t dequantized = add_float_value(out, q.name + "::dequantized");
-  nodes.push_back(linear("DequantizeLinear", q.name + "::dequantize", {data, scale, zero}, dequantized, true));
+  Node dq = linear("DequantizeLinear", q.name + "::dequantize", {data, scale, zero}, dequantized, true);
+  dq.attributes = {int_attribute("axis", axis)};
+  nodes.push_back(std::move(dq));
   return dequantized;
 }
 
@@ -116,8 +136,13 @@ int insert_qdq(Graph& graph, const QuantizationTable& quantization, const Int8Re
     for (int32_t& v : node.inputs)
       if (v >= 0 && v < static_cast<int32_t>(dequantized.size()) && dequantized[v] >= 0) v = dequantized[v];
     auto conv = qconv.find(node.name);
-    if (is_op(node, "Conv") && conv != qconv.end()) {
-      node.inputs[1] = dequantized_constant(graph, int8_graph, *conv->second, 3, front);
+    if ((is_op(node, "Conv") || is_op(node, "Gemm")) && conv != qconv.end()) {
+      std::optional<bool> gemm_trans_b;
+      if (is_op(node, "Gemm")) {
+        const Attribute* trans_b = node.attribute("transB");
+        gemm_trans_b = trans_b && trans_b->i != 0;
+      }
+      node.inputs[1] = dequantized_constant(graph, int8_graph, *conv->second, 3, front, gemm_trans_b);
       if (node.inputs.size() > 2 && node.inputs[2] >= 0 && conv->second->inputs.size() > 8)
         node.inputs[2] = dequantized_constant(graph, int8_graph, *conv->second, 8, front);
     }

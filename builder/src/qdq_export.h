@@ -1,8 +1,8 @@
 // Explicit quantization written back into the float graph (edgert quantize --export-qdq), so
 // other runtimes run the quantization edgert runs: a QuantizeLinear -> DequantizeLinear pair
 // after every activation the int8 rewrite holds in uint8 (int8_rewrite.h, with the scale and
-// zero point it uses there), and each int8 convolution's weights as per-channel int8 and its
-// bias as int32 behind a DequantizeLinear (axis 0), in ONNX Runtime's QDQ format. A Relu or Clip
+// zero point it uses there), and each int8 convolution's (and Gemm's) weights as per-channel int8
+// and its bias as int32 behind a DequantizeLinear, in ONNX Runtime's QDQ format. A Relu or Clip
 // the rewrite absorbs stays in the graph before its pair: ONNX Runtime drops it there as well.
 #pragma once
 

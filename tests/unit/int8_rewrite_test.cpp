@@ -55,8 +55,8 @@ Rewritten rewrite(const GraphMaker& maker, const QuantizationTable& table, Int8R
   return out;
 }
 
-// x [1, 3, 8, 8] -> Conv 3x3 (4 channels) -> c -> `activation` -> y (the output unless the
-// caller adds its own).
+// x [1, 3, 8, 8] -> Conv 3x3 (4 channels) -> c -> `activation` -> y -> Softmax -> out (the output
+// unless the caller adds its own; a float op reads y, as a classifier's head would).
 GraphMaker conv_then(const char* activation, float clip_max = 6.0f, bool y_is_output = true) {
   GraphMaker g;
   g.input("x", {1, 3, 8, 8});
@@ -73,7 +73,10 @@ GraphMaker conv_then(const char* activation, float clip_max = 6.0f, bool y_is_ou
   } else {
     g.node(activation, {"c"}, {"y"}, "act");
   }
-  if (y_is_output) g.output("y");
+  if (y_is_output) {
+    g.node("Softmax", {"y"}, {"out"}, "head");
+    g.output("out");
+  }
   return g;
 }
 
@@ -111,7 +114,8 @@ TEST(Int8Rewrite, AClipIsAbsorbedOnlyWhereTheQuantizationSaturatesAtIt) {
 TEST(Int8Rewrite, SiluBecomesATableEqualToDequantizeSiluQuantize) {
   GraphMaker silu = conv_then("Sigmoid", 0, false);  // y = Sigmoid(c); SiLU is c * Sigmoid(c)
   silu.node("Mul", {"c", "y"}, {"z"}, "silu_mul");
-  silu.output("z");
+  silu.node("Softmax", {"z"}, {"out"}, "head");
+  silu.output("out");
   const ActivationQuantization in = q(0.05f, 100), out = q(0.02f, 20);
   const Rewritten r = rewrite(silu, {{"x", q(0.01f, 128)}, {"c", in}, {"y", q(1.0f / 255, 0)}, {"z", out}});
   ASSERT_EQ(r.count("QLookup"), 1u);
@@ -145,6 +149,16 @@ TEST(Int8Rewrite, ConcatInputsTakeTheConcatsQuantizationSoItMovesBytes) {
   EXPECT_EQ(r.report.moves, 1);
   EXPECT_EQ(r.report.uint8_tensors.at("a").zero_point, 70);
   EXPECT_EQ(r.report.uint8_tensors.at("b").scale, 0.03f);
+}
+
+TEST(Int8Rewrite, ALayerWritingAnEngineOutputStaysFloat32) {
+  GraphMaker g = conv_then("Relu", 0, false);
+  g.output("c");  // the convolution's own output is one of the model's results
+  const Rewritten r = rewrite(g, {{"x", q(0.01f, 128)}, {"c", q(0.05f, 100)}, {"y", q(0.03f, 0)}});
+  EXPECT_EQ(r.count("QLinearConv"), 0u);
+  EXPECT_EQ(r.count("Conv"), 1u);
+  ASSERT_EQ(r.report.kept_float.size(), 1u);
+  EXPECT_NE(r.report.kept_float[0].find("engine output"), std::string::npos) << r.report.kept_float[0];
 }
 
 TEST(Int8Rewrite, LayersNamedFloat32StayFloat32) {
