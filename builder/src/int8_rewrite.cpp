@@ -110,7 +110,7 @@ class Int8Rewriter {
   // no int8 node made it.
   int32_t need_uint8(int32_t v) {
     if (twin_[v] >= 0) return twin_[v];
-    const std::string& name = graph_.values[v].name;
+    const std::string name = graph_.values[v].name;  // a copy: adding constants moves the values
     Node q;
     q.name = name + "::quantize";
     q.op_type = "QuantizeLinear";
@@ -138,7 +138,7 @@ class Int8Rewriter {
   void materialize_float(int32_t v) {
     if (!float_pending_[v]) return;
     float_pending_[v] = false;
-    const std::string& name = graph_.values[v].name;
+    const std::string name = graph_.values[v].name;  // a copy: adding constants moves the values
     Node dq;
     dq.name = name + "::dequantize";
     dq.op_type = "DequantizeLinear";
@@ -412,7 +412,7 @@ class Int8Rewriter {
     made.op_type = op_type;
     made.opset = 1;
     for (int32_t v : {a, b}) {
-      const std::string& vn = graph_.values[v].name;
+      const std::string vn = graph_.values[v].name;  // a copy: need_uint8 may move the values
       made.inputs.push_back(need_uint8(v));
       made.inputs.push_back(scale_constant(quant_[v].scale, vn));
       made.inputs.push_back(zero_point_constant(quant_[v].zero_point, vn));
