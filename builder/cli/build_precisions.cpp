@@ -95,35 +95,65 @@ void print_accuracy_guard(const builder::AccuracyGuardReport& r) {
   }
 }
 
-std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir,
-                                                                               const std::string& skip) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  auto files = std::make_shared<std::vector<std::string>>();
-  fs::directory_iterator it(dir, error);
-  if (error) build_fail(EDGERT_ERR_IO, "--calib %s: %s", dir.c_str(), error.message().c_str());
-  for (; it != fs::directory_iterator(); it.increment(error)) {
-    if (error) build_fail(EDGERT_ERR_IO, "--calib %s: %s", dir.c_str(), error.message().c_str());
-    const fs::path& path = it->path();
-    if (path.extension() == ".npy" && path.filename() != skip && it->is_regular_file(error) && !it->is_symlink(error))
-      files->push_back(path.string());
-  }
-  if (files->empty()) build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--calib %s: no .npy file in it", dir.c_str());
-  std::sort(files->begin(), files->end());
-  auto next = std::make_shared<size_t>(0);
-  return [files, next]() -> std::optional<builder::CalibrationBatch> {
-    if (*next >= files->size()) return std::nullopt;
-    const std::string& path = (*files)[(*next)++];
-    HostTensor tensor = read_tensor_npy(path);
-    if (tensor.dtype != EDGERT_DTYPE_FLOAT32)
-      build_fail(EDGERT_ERR_INVALID_ARGUMENT, "calibration input %s holds %s, not float32", path.c_str(),
-                 edgert_dtype_name(tensor.dtype));
-    builder::CalibrationTensor input;
-    input.shape = tensor.shape;
+namespace {
+
+builder::CalibrationTensor calibration_tensor(const std::string& path, const std::string& name) {
+  HostTensor tensor = read_tensor_npy(path);
+  builder::CalibrationTensor input;
+  input.name = name;
+  input.shape = tensor.shape;
+  input.dtype = tensor.dtype;
+  input.source = path;
+  if (tensor.dtype == EDGERT_DTYPE_FLOAT32) {
     input.data.resize(tensor.data.size() / sizeof(float));
     std::copy(tensor.data.begin(), tensor.data.end(), reinterpret_cast<uint8_t*>(input.data.data()));
-    input.source = path;
-    return builder::CalibrationBatch{std::move(input)};
+  } else {
+    input.bytes = std::move(tensor.data);
+  }
+  return input;
+}
+
+// The entries of `dir` in name order that are regular .npy files (not `skip`) or, with
+// `directories`, directories; links are not followed.
+std::vector<std::string> entries(const std::string& dir, const std::string& skip, bool directories) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  std::vector<std::string> found;
+  fs::directory_iterator it(dir, error);
+  if (error) build_fail(EDGERT_ERR_IO, "%s: %s", dir.c_str(), error.message().c_str());
+  for (; it != fs::directory_iterator(); it.increment(error)) {
+    if (error) build_fail(EDGERT_ERR_IO, "%s: %s", dir.c_str(), error.message().c_str());
+    const fs::path& path = it->path();
+    if (it->is_symlink(error)) continue;
+    if ((path.extension() == ".npy" && path.filename() != skip && it->is_regular_file(error)) ||
+        (directories && it->is_directory(error)))
+      found.push_back(path.string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+}  // namespace
+
+std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir,
+                                                                               const std::string& skip) {
+  auto samples = std::make_shared<std::vector<std::string>>(entries(dir, skip, true));
+  if (samples->empty())
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "%s: no .npy file or sample directory in it", dir.c_str());
+  auto next = std::make_shared<size_t>(0);
+  return [samples, next]() -> std::optional<builder::CalibrationBatch> {
+    if (*next >= samples->size()) return std::nullopt;
+    const std::string& path = (*samples)[(*next)++];
+    if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0)
+      return builder::CalibrationBatch{calibration_tensor(path, "")};
+    // A directory: one sample of a model with several inputs, NAME.npy for each.
+    builder::CalibrationBatch batch;
+    for (const std::string& file : entries(path, "", false)) {
+      const std::string base = file.substr(file.rfind('/') + 1);
+      batch.push_back(calibration_tensor(file, base.substr(0, base.size() - 4)));
+    }
+    if (batch.empty()) build_fail(EDGERT_ERR_INVALID_ARGUMENT, "%s: no NAME.npy input in this sample directory", path.c_str());
+    return batch;
   };
 }
 

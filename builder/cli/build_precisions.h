@@ -32,10 +32,11 @@ void print_int8_summary(const builder::BuildResult& result);
 // kept in float32 with its sensitivity and its time in both precisions.
 void print_accuracy_guard(const builder::AccuracyGuardReport& report);
 
-// Calibration or validation inputs from a directory: its regular *.npy files in name order
-// (but `skip`), each one float32 tensor for the model's input. Entries that are not regular
-// files (links, directories) are not followed. Throws BuildError when the directory cannot be
-// read or holds no .npy file.
+// Calibration or validation inputs from a directory, one sample per entry in name order: a
+// regular .npy file (but `skip`) is the tensor of the model's only input; a directory holds one
+// NAME.npy per input of a model with several (any dtype: float32 ones are calibrated, others
+// just fed). Links are not followed. Throws BuildError when the directory cannot be read or
+// holds no sample.
 std::function<std::optional<builder::CalibrationBatch>()> npy_directory_batches(const std::string& dir,
                                                                                const std::string& skip = "");
 

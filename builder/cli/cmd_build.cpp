@@ -151,8 +151,8 @@ void add_build_command(CLI::App& app) {
   cmd->add_flag("--best", options->precision.best,
                 "Every precision the board allows: --fp16 on a GPU board, --int8 when calibration is given");
   cmd->add_option("--calib", options->precision.calib,
-                  "Directory of calibration inputs for --int8: NumPy .npy files, one input tensor each (float32, "
-                  "the model's input shape), read in name order");
+                  "Directory of calibration inputs for --int8, one sample per entry in name order: a NumPy .npy "
+                  "file (the model's only input), or a directory with NAME.npy for each input");
   cmd->add_option("--calib-cache", options->precision.calib_cache,
                   "Calibration cache: read when it exists (refused when made for another model, calibrator or "
                   "edgert version), written after calibrating with --calib");

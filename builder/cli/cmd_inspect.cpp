@@ -95,9 +95,13 @@ ordered_json engine_json(const EngineFile& file) {
     if (graph->nodes())
       for (const fb::Node* n : *graph->nodes()) {
         const fb::MemoryPlan* graph_plan = g == 0 ? plan : nullptr;
+        // The dtype the layer writes; an 8-bit one is an int8 layer (QLinearConv and the other
+        // int8 ops write uint8; byte moves between them too).
         std::string precision = "unknown";
-        if (n->outputs() && n->outputs()->size() && graph->tensors()->Get(n->outputs()->Get(0))->dtype())
-          precision = dtype_name(graph->tensors()->Get(n->outputs()->Get(0))->dtype());
+        if (n->outputs() && n->outputs()->size() && graph->tensors()->Get(n->outputs()->Get(0))->dtype()) {
+          const int32_t dtype = graph->tensors()->Get(n->outputs()->Get(0))->dtype();
+          precision = dtype == EDGERT_DTYPE_UINT8 || dtype == EDGERT_DTYPE_INT8 ? "int8" : dtype_name(dtype);
+        }
         size_t fused_nodes = 1;
         const std::vector<std::string> parts = builder::fused_name_parts(str(n->name()), &fused_nodes);
         ordered_json node = {{"name", str(n->name())}, {"parts", parts}, {"fused_nodes", fused_nodes}, {"op", (n->domain() && n->domain()->size() ? str(n->domain()) + "." : "") + str(n->op_type())},

@@ -21,6 +21,9 @@ std::unique_ptr<LoadedEngine> load_engine_here(const std::vector<uint8_t>& engin
 const CalibrationTensor& batch_tensor(const CalibrationBatch& batch, size_t index, const std::string& name) {
   for (const CalibrationTensor& t : batch)
     if (t.name == name) return t;
+  if (!batch[index].name.empty())
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "input %s: the sample has no tensor for the model's input '%s'",
+               batch[index].source.c_str(), name.c_str());
   return batch[index];
 }
 
@@ -36,10 +39,11 @@ void run_batch(ExecutionContext& context, const LoadedEngine& engine, const Cali
     if (tensor->shape.size() > EDGERT_MAX_RANK)
       build_fail(EDGERT_ERR_SHAPE, "%s: input %s has rank %zu", what, tensor->source.c_str(), tensor->shape.size());
     edgert_tensor& view = inputs[i];
-    view.dtype = EDGERT_DTYPE_FLOAT32;
+    view.dtype = tensor->dtype;
     view.rank = static_cast<int32_t>(tensor->shape.size());
     std::copy(tensor->shape.begin(), tensor->shape.end(), view.dims);
-    view.data = const_cast<float*>(tensor->data.data());
+    view.data = tensor->dtype == EDGERT_DTYPE_FLOAT32 ? static_cast<void*>(const_cast<float*>(tensor->data.data()))
+                                                      : static_cast<void*>(const_cast<uint8_t*>(tensor->bytes.data()));
   }
   edgert_error error{};
   if (context.run(inputs.data(), static_cast<int32_t>(inputs.size()), &error) != EDGERT_OK)

@@ -19,7 +19,8 @@ std::unique_ptr<LoadedEngine> load_engine_here(const std::vector<uint8_t>& engin
                                                const char* what);
 
 // The tensor of `batch` for input `index` named `name`: the one of that name, else the
-// index-th (unnamed tensors feed the inputs in order).
+// index-th when the batch's tensors are unnamed (they feed the inputs in order); a named batch
+// without `name` is a BuildError.
 const CalibrationTensor& batch_tensor(const CalibrationBatch& batch, size_t index, const std::string& name);
 
 // Runs `context` on `batch` (an unnamed tensor feeds the only input, named ones the input of

@@ -40,8 +40,10 @@ int64_t collect(const std::vector<uint8_t>& engine, const char* plugin_path, con
   int64_t samples = 0;
   while (std::optional<CalibrationBatch> batch = calibration.next_batch()) {
     run_batch(context, *loaded, *batch, "int8 calibration");
-    for (size_t i = 0; i < input_names.size(); ++i)
-      histograms[input_names[i]].add(batch_tensor(*batch, i, input_names[i]).data);
+    for (size_t i = 0; i < input_names.size(); ++i) {
+      const CalibrationTensor& tensor = batch_tensor(*batch, i, input_names[i]);
+      if (tensor.dtype == EDGERT_DTYPE_FLOAT32) histograms[input_names[i]].add(tensor.data);
+    }
     for (size_t o = 0; o < loaded->output_names().size(); ++o) {
       const edgert_tensor& out = context.output(static_cast<int32_t>(o));
       if (out.dtype == EDGERT_DTYPE_FLOAT32) histograms[loaded->output_names()[o]].add(output_values(out));

@@ -13,16 +13,20 @@
 #include <string>
 #include <vector>
 
+#include "edgert/types.h"
 #include "int8_rewrite.h"
 #include "passes/pass_manager.h"
 
 namespace edgert::builder {
 
-// One calibration input: a float32 tensor for a model input (by name; empty: the only input).
+// One calibration input for a model input (by name; empty: the inputs in order): float32 values
+// in `data`, or another dtype's bytes in `bytes` (an int64 sample rate, a mask).
 struct CalibrationTensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> data;
+  edgert_dtype dtype = EDGERT_DTYPE_FLOAT32;
+  std::vector<uint8_t> bytes;  // dtype other than float32
   std::string source;  // where it came from (a file), for messages
 };
 using CalibrationBatch = std::vector<CalibrationTensor>;

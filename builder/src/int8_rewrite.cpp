@@ -246,8 +246,9 @@ class Int8Rewriter {
     const int32_t x = node.inputs[0], w = node.inputs[1];
     const int32_t b = node.inputs.size() > 2 ? node.inputs[2] : -1;
     const Value& wv = graph_.values[w];
-    if (!wv.is_constant() || wv.dtype != EDGERT_DTYPE_FLOAT32 || wv.shape.size() != 4) {
-      keep(node, "weights are not a constant float32 4-D tensor");
+    const bool one_d = wv.shape.size() == 3;
+    if (!wv.is_constant() || wv.dtype != EDGERT_DTYPE_FLOAT32 || (wv.shape.size() != 4 && !one_d)) {
+      keep(node, "weights are not a constant float32 3-D or 4-D tensor");
       return false;
     }
     if (b >= 0 && (!graph_.values[b].is_constant() || graph_.values[b].dtype != EDGERT_DTYPE_FLOAT32)) {
@@ -261,6 +262,7 @@ class Int8Rewriter {
       return false;
     }
     absorb(activation);
+    if (one_d) return rewrite_conv_1d(node, x, b, y);
     Node conv = qlinear_conv(node.name, x, wv, b >= 0 ? &graph_.values[b] : nullptr, y);
     conv.attributes = node.attributes;
     conv.inputs[0] = need_uint8(x);
@@ -269,6 +271,51 @@ class Int8Rewriter {
     ++report_.convolutions;
     graph_.nodes.push_back(std::move(conv));
     return true;
+  }
+
+  // A 1-D convolution as the 2-D one over [N, C, 1, W] (kernel 1 x k, no padding along the
+  // height), between Reshapes: the speech and signal front ends' convolutions.
+  bool rewrite_conv_1d(const Node& node, int32_t x, int32_t b, int32_t y) {
+    Value weights = graph_.values[node.inputs[1]];
+    weights.shape.insert(weights.shape.begin() + 2, fixed_dim(1));
+    Node conv = qlinear_conv(node.name, x, weights, b >= 0 ? &graph_.values[b] : nullptr, y);
+    for (const Attribute& a : node.attributes) {
+      Attribute two_d = a;
+      if (a.name == "kernel_shape" || a.name == "strides" || a.name == "dilations") {
+        two_d.ints.insert(two_d.ints.begin(), 1);
+      } else if (a.name == "pads" && a.ints.size() == 2) {
+        two_d.ints = {0, a.ints[0], 0, a.ints[1]};
+      }
+      conv.attributes.push_back(std::move(two_d));
+    }
+    const std::string& name = node.name;
+    const int64_t to_image[4] = {0, 0, 1, -1}, to_signal[3] = {0, 0, -1};
+    conv.inputs[0] = reshape(name + "::to_image", need_uint8(x),
+                             add_constant(graph_, name + "::image_shape", EDGERT_DTYPE_INT64, {4}, to_image, sizeof to_image));
+    const int32_t image = reshape_target(name + "::image_output");
+    conv.outputs = {image};
+    record(conv, node, y);
+    ++report_.convolutions;
+    graph_.nodes.push_back(std::move(conv));
+    Node back;
+    back.name = name + "::to_signal";
+    back.op_type = "Reshape";
+    back.opset = 14;
+    back.inputs = {image, add_constant(graph_, name + "::signal_shape", EDGERT_DTYPE_INT64, {3}, to_signal,
+                                       sizeof to_signal)};
+    back.outputs = {int8_output(y)};
+    graph_.nodes.push_back(std::move(back));
+    return true;
+  }
+
+  // A new uint8 value named `name`::u8 that no float value has as its twin.
+  int32_t reshape_target(const std::string& name) {
+    Value out;
+    out.name = name + "::u8";
+    out.dtype = EDGERT_DTYPE_UINT8;
+    const int32_t index = graph_.add_value(std::move(out));
+    grow(index);
+    return index;
   }
 
   // QLinearConv named `name` of float weights `wv` ([M, C, kh, kw]; per output channel
@@ -350,12 +397,8 @@ class Int8Rewriter {
     const int64_t to_image[4] = {0, -1, 1, 1}, to_rows[2] = {0, -1};
     conv.inputs[0] = reshape(name + "::to_image", need_uint8(a),
                              add_constant(graph_, name + "::image_shape", EDGERT_DTYPE_INT64, {4}, to_image, sizeof to_image));
-    Value image;
-    image.name = name + "::image_output::u8";
-    image.dtype = EDGERT_DTYPE_UINT8;
-    conv.outputs = {graph_.add_value(std::move(image))};
-    grow(conv.outputs[0]);
-    const int32_t conv_output = conv.outputs[0];
+    const int32_t conv_output = reshape_target(name + "::image_output");
+    conv.outputs = {conv_output};
     record(conv, node, y);
     ++report_.convolutions;
     graph_.nodes.push_back(std::move(conv));
@@ -372,11 +415,7 @@ class Int8Rewriter {
 
   // Reshape(`data`, `shape`) named `name`, to a new uint8 value.
   int32_t reshape(const std::string& name, int32_t data, int32_t shape) {
-    Value out;
-    out.name = name + "::u8";
-    out.dtype = EDGERT_DTYPE_UINT8;
-    const int32_t index = graph_.add_value(std::move(out));
-    grow(index);
+    const int32_t index = reshape_target(name);
     Node n;
     n.name = name;
     n.op_type = "Reshape";

@@ -2,7 +2,8 @@
 // tensor becomes a graph whose convolutions, residual adds and pools run on uint8 tensors with
 // int8 weights, in the standard ops ONNX Runtime also runs:
 //   Conv [+ Relu | Clip]          -> QLinearConv (weights per output channel, symmetric int8;
-//                                    bias int32 at x_scale * w_scale)
+//                                    bias int32 at x_scale * w_scale); a 1-D Conv as the 2-D one
+//                                    over [N, C, 1, W] between Reshapes
 //   Gemm [+ Relu]                 -> Reshape to [N, K, 1, 1], a 1x1 QLinearConv, Reshape back
 //                                    (constant weights and bias, alpha = beta = 1, no transA)
 //   Add [+ Relu]                  -> com.microsoft QLinearAdd (operands of one shape)

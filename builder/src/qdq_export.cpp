@@ -54,11 +54,14 @@ Node linear(const char* op, const std::string& name, std::vector<int32_t> inputs
 // x_scale * w_scale and the zero point int32 zeros.
 // gemm_trans_b: the weights of a Gemm rewritten as a 1x1 QLinearConv, written back in the Gemm's
 // layout ([M, K] with transB, per axis 0; else [K, M], per axis 1) instead of [M, K, 1, 1].
+// conv_weight_shape: the float Conv's weight shape, which the int8 weights take back.
 int32_t dequantized_constant(Graph& out, const Graph& int8_graph, const Node& qconv, int slot, std::vector<Node>& nodes,
-                             std::optional<bool> gemm_trans_b = std::nullopt) {
+                             std::optional<bool> gemm_trans_b = std::nullopt,
+                             const std::vector<Dim>* conv_weight_shape = nullptr) {
   Value q = int8_graph.values[qconv.inputs[slot]];
   const int64_t m = q.shape[0].value;
   int64_t axis = 0;
+  if (slot == 3 && conv_weight_shape) q.shape = *conv_weight_shape;  // a 1-D Conv's [M, C, k], not [M, C, 1, k]
   if (slot == 3 && gemm_trans_b) {
     const int64_t k = q.numel() / m;
     if (*gemm_trans_b) {
@@ -142,7 +145,9 @@ int insert_qdq(Graph& graph, const QuantizationTable& quantization, const Int8Re
         const Attribute* trans_b = node.attribute("transB");
         gemm_trans_b = trans_b && trans_b->i != 0;
       }
-      node.inputs[1] = dequantized_constant(graph, int8_graph, *conv->second, 3, front, gemm_trans_b);
+      const std::vector<Dim> weight_shape = graph.values[node.inputs[1]].shape;
+      node.inputs[1] = dequantized_constant(graph, int8_graph, *conv->second, 3, front, gemm_trans_b,
+                                            gemm_trans_b ? nullptr : &weight_shape);
       if (node.inputs.size() > 2 && node.inputs[2] >= 0 && conv->second->inputs.size() > 8)
         node.inputs[2] = dequantized_constant(graph, int8_graph, *conv->second, 8, front);
     }

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 
+#include "graph_test_support.h"
 #include "tensor_io.h"
 #include "test_support.h"
 
@@ -251,7 +252,7 @@ TEST_F(CliHostileInput, Int8BuildsRefuseWhatTheyCannotCalibrateFrom) {
   ASSERT_EQ(mkdir(dir_.file("empty").c_str(), 0755), 0);
   auto empty = edgert(avx512 + "--int8 --calib " + dir_.file("empty"));
   EXPECT_EQ(empty.exit_code, 1);
-  EXPECT_OUTPUT_HAS(empty, "no .npy file in it");
+  EXPECT_OUTPUT_HAS(empty, "no .npy file or sample directory in it");
   // A calibration input of the wrong shape names the file.
   ASSERT_EQ(mkdir(dir_.file("calib").c_str(), 0755), 0);
   cli::HostTensor wrong;
@@ -281,6 +282,40 @@ TEST_F(CliHostileInput, Int8BuildsRefuseWhatTheyCannotCalibrateFrom) {
   auto layer = edgert(avx512 + "--int8 --calib " + dir_.file("calib") + " --layer-precisions nosuch:fp32");
   EXPECT_EQ(layer.exit_code, 1);
   EXPECT_OUTPUT_HAS(layer, "no layer named 'nosuch'");
+}
+
+TEST_F(CliHostileInput, Int8CalibratesAModelOfSeveralInputsFromSampleDirectories) {
+  // c = x + y, then a float op reading it: the Add runs in int8 with both inputs calibrated.
+  GraphMaker g;
+  g.input("x", {1, 4});
+  g.input("y", {1, 4});
+  g.node("Add", {"x", "y"}, {"c"}, "sum");
+  g.node("Softmax", {"c"}, {"out"}, "head");
+  g.output("out");
+  save_model(g.model(), dir_.file("two.onnx"));
+  for (int sample = 0; sample < 3; ++sample) {
+    const std::string dir = dir_.file("calib2/" + std::to_string(sample));
+    ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+    for (const char* name : {"x", "y"}) {
+      cli::HostTensor t;
+      t.dtype = EDGERT_DTYPE_FLOAT32;
+      t.shape = {1, 4};
+      const float values[4] = {0.5f * sample, -1.0f, 2.0f, 0.25f};
+      t.data.assign(reinterpret_cast<const uint8_t*>(values), reinterpret_cast<const uint8_t*>(values) + sizeof values);
+      cli::write_tensor_npy(dir + "/" + name + ".npy", t);
+    }
+  }
+  auto built = edgert("build " + dir_.file("two.onnx") + " -o " + dir_.file("two.engine") +
+                      " --board x86_64-avx512 --int8 --calib " + dir_.file("calib2"));
+  EXPECT_EQ(built.exit_code, 0) << built.output;
+  EXPECT_OUTPUT_HAS(built, "1 add(s)");
+  EXPECT_OUTPUT_HAS(built, "3 sample(s)");
+  // A sample directory without the second input names itself.
+  ASSERT_EQ(remove(dir_.file("calib2/1/y.npy").c_str()), 0);
+  auto missing = edgert("build " + dir_.file("two.onnx") + " -o " + dir_.file("two.engine") +
+                        " --board x86_64-avx512 --int8 --calib " + dir_.file("calib2"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_OUTPUT_HAS(missing, dir_.file("calib2/1/x.npy"));
 }
 
 class CliHostileRun : public CliHostileInput {

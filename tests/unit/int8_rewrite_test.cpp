@@ -161,6 +161,28 @@ TEST(Int8Rewrite, ALayerWritingAnEngineOutputStaysFloat32) {
   EXPECT_NE(r.report.kept_float[0].find("engine output"), std::string::npos) << r.report.kept_float[0];
 }
 
+TEST(Int8Rewrite, AOneDimensionalConvolutionRunsAsATwoDimensionalOneBetweenReshapes) {
+  GraphMaker g;
+  g.input("x", {1, 3, 20});
+  std::vector<float> w(5 * 3 * 4);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(static_cast<float>(i)) * 0.2f;
+  g.floats("w", {5, 3, 4}, w);
+  auto& conv = g.node("Conv", {"x", "w"}, {"c"}, "conv1d");
+  GraphMaker::attr(conv, "strides", std::vector<int64_t>{2});
+  GraphMaker::attr(conv, "pads", std::vector<int64_t>{1, 2});
+  g.node("Softmax", {"c"}, {"out"}, "head");
+  g.output("out");
+  const Rewritten r = rewrite(g, {{"x", q(0.01f, 128)}, {"c", q(0.05f, 100)}});
+  ASSERT_EQ(r.count("QLinearConv"), 1u);
+  EXPECT_EQ(r.count("Reshape"), 2u);
+  for (const builder::Node& n : r.graph.nodes) {
+    if (n.op_type != "QLinearConv") continue;
+    EXPECT_EQ(r.graph.values[n.inputs[3]].shape.size(), 4u);
+    EXPECT_EQ(n.attribute("pads")->ints, (std::vector<int64_t>{0, 1, 0, 2}));
+    EXPECT_EQ(n.attribute("strides")->ints, (std::vector<int64_t>{1, 2}));
+  }
+}
+
 TEST(Int8Rewrite, LayersNamedFloat32StayFloat32) {
   Int8RewriteOptions options;
   options.keep_float = {"conv"};
