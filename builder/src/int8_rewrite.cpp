@@ -288,24 +288,33 @@ class Int8Rewriter {
       }
       conv.attributes.push_back(std::move(two_d));
     }
+    between_reshapes(std::move(conv), node, x, y, {0, 0, 1, -1}, {0, 0, -1});
+    return true;
+  }
+
+  // `conv` (an int8 convolution made for `node`, reading x, writing y) between a Reshape of x's
+  // uint8 twin to `to_image` and one of its output to `back` (Reshape's shapes: 0 keeps a
+  // dimension, -1 takes the rest) that writes y's twin.
+  void between_reshapes(Node conv, const Node& node, int32_t x, int32_t y, const std::vector<int64_t>& to_image,
+                        const std::vector<int64_t>& back) {
     const std::string& name = node.name;
-    const int64_t to_image[4] = {0, 0, 1, -1}, to_signal[3] = {0, 0, -1};
     conv.inputs[0] = reshape(name + "::to_image", need_uint8(x),
-                             add_constant(graph_, name + "::image_shape", EDGERT_DTYPE_INT64, {4}, to_image, sizeof to_image));
+                             add_constant(graph_, name + "::image_shape", EDGERT_DTYPE_INT64,
+                                          {static_cast<int64_t>(to_image.size())}, to_image.data(),
+                                          to_image.size() * sizeof(int64_t)));
     const int32_t image = reshape_target(name + "::image_output");
     conv.outputs = {image};
     record(conv, node, y);
     ++report_.convolutions;
     graph_.nodes.push_back(std::move(conv));
-    Node back;
-    back.name = name + "::to_signal";
-    back.op_type = "Reshape";
-    back.opset = 14;
-    back.inputs = {image, add_constant(graph_, name + "::signal_shape", EDGERT_DTYPE_INT64, {3}, to_signal,
-                                       sizeof to_signal)};
-    back.outputs = {int8_output(y)};
-    graph_.nodes.push_back(std::move(back));
-    return true;
+    Node out;
+    out.name = name + "::from_image";
+    out.op_type = "Reshape";
+    out.opset = 14;
+    out.inputs = {image, add_constant(graph_, name + "::output_shape", EDGERT_DTYPE_INT64,
+                                      {static_cast<int64_t>(back.size())}, back.data(), back.size() * sizeof(int64_t))};
+    out.outputs = {int8_output(y)};
+    graph_.nodes.push_back(std::move(out));
   }
 
   // A new uint8 value named `name`::u8 that no float value has as its twin.
@@ -392,24 +401,8 @@ class Int8Rewriter {
     weights.shape = {fixed_dim(m), fixed_dim(k), fixed_dim(1), fixed_dim(1)};
     weights.data = std::make_shared<std::vector<uint8_t>>(reinterpret_cast<const uint8_t*>(w4.data()),
                                                            reinterpret_cast<const uint8_t*>(w4.data() + w4.size()));
-    Node conv = qlinear_conv(node.name, a, weights, c >= 0 ? &graph_.values[c] : nullptr, y);
-    const std::string& name = node.name;
-    const int64_t to_image[4] = {0, -1, 1, 1}, to_rows[2] = {0, -1};
-    conv.inputs[0] = reshape(name + "::to_image", need_uint8(a),
-                             add_constant(graph_, name + "::image_shape", EDGERT_DTYPE_INT64, {4}, to_image, sizeof to_image));
-    const int32_t conv_output = reshape_target(name + "::image_output");
-    conv.outputs = {conv_output};
-    record(conv, node, y);
-    ++report_.convolutions;
-    graph_.nodes.push_back(std::move(conv));
-    const int32_t rows_shape = add_constant(graph_, name + "::rows_shape", EDGERT_DTYPE_INT64, {2}, to_rows, sizeof to_rows);
-    Node back;
-    back.name = name + "::to_rows";
-    back.op_type = "Reshape";
-    back.opset = 14;
-    back.inputs = {conv_output, rows_shape};
-    back.outputs = {int8_output(y)};
-    graph_.nodes.push_back(std::move(back));
+    between_reshapes(qlinear_conv(node.name, a, weights, c >= 0 ? &graph_.values[c] : nullptr, y), node, a, y,
+                     {0, -1, 1, 1}, {0, -1});
     return true;
   }
 
