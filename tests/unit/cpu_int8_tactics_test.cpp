@@ -26,12 +26,27 @@ namespace {
 
 const edgert_plugin& plugin() { return cpu_plugin_in(EDGERT_TEST_PLUGIN_DIR); }
 
-bool cpu_has_vnni() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-}
+// What this CPU offers (x86 only; the aarch64 build has none of these tactics).
 bool cpu_has_avx512_bw() {
+#if defined(__x86_64__)
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
+bool cpu_has_vnni() {
+#if defined(__x86_64__)
+  return cpu_has_avx512_bw() && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+bool cpu_has_vbmi() {
+#if defined(__x86_64__)
+  return cpu_has_avx512_bw() && __builtin_cpu_supports("avx512vbmi");
+#else
+  return false;
+#endif
 }
 
 // Runs the reference and every listed tactic at 1 and 2 threads; each must give the reference's
@@ -203,7 +218,7 @@ TEST(CpuInt8Tactics, QLinearConvTacticsMatchTheReferenceBitForBit) {
     EXPECT_GT(dense, 0u) << "this CPU has AVX-512 VNNI, but no dense QLinearConv tactic ran";
     EXPECT_TRUE(ran_named(all, "u8s8-qconv-shifted-gemm-12x32-avx512vnni"));
     EXPECT_TRUE(ran_named(all, "u8s8-qconv-1x1-gemv-16-avx512vnni"));
-    if (__builtin_cpu_supports("avx512vbmi")) EXPECT_TRUE(ran_named(all, "u8s8-qconv-dw-vnni-16-avx512vbmi"));
+    if (cpu_has_vbmi()) EXPECT_TRUE(ran_named(all, "u8s8-qconv-dw-vnni-16-avx512vbmi"));
   }
   if (cpu_has_avx512_bw()) {
     EXPECT_GT(depthwise, 0u) << "this CPU has AVX-512 BW, but no depthwise tactic ran";
@@ -326,8 +341,8 @@ TEST(CpuInt8Tactics, QLinearAddTacticsMatchTheReferenceBitForBit) {
   };
   size_t ran = 0;
   for (const Shapes& s : cases)
-    for (const float* scales : {std::array<float, 3>{0.02f, 0.03f, 0.05f}.data(),
-                                std::array<float, 3>{0.5f, 0.25f, 1.0f}.data()}) {  // the second: ties
+    for (const std::array<float, 3>& scales : {std::array<float, 3>{0.02f, 0.03f, 0.05f},
+                                               std::array<float, 3>{0.5f, 0.25f, 1.0f}}) {  // the second: ties
       const std::vector<Tensor> in = qlinear_add_inputs(rng, s.a, s.b, scales[0], scales[1], scales[2]);
       ran += check_all_tactics("ref-qlinear-add", NodeSpec("com.microsoft", "QLinearAdd", 8), in,
                                "QLinearAdd " + std::to_string(count_of(s.a)) + " + " + std::to_string(count_of(s.b)))
@@ -403,8 +418,8 @@ TEST(CpuInt8Tactics, QLinearMulTacticsMatchTheReferenceBitForBit) {
   };
   size_t ran = 0;
   for (const Shapes& sh : cases)
-    for (const float* scales : {std::array<float, 3>{0.02f, 0.004f, 0.05f}.data(),
-                                std::array<float, 3>{0.5f, 0.25f, 0.125f}.data()}) {  // the second: ties
+    for (const std::array<float, 3>& scales : {std::array<float, 3>{0.02f, 0.004f, 0.05f},
+                                               std::array<float, 3>{0.5f, 0.25f, 0.125f}}) {  // the second: ties
       const std::vector<Tensor> in = qlinear_add_inputs(rng, sh.a, sh.b, scales[0], scales[1], scales[2]);
       ran += check_all_tactics("ref-qlinear-mul", NodeSpec("com.microsoft", "QLinearMul", 8), in,
                                "QLinearMul " + std::to_string(count_of(sh.a)) + " x " + std::to_string(count_of(sh.b)))
@@ -429,7 +444,7 @@ TEST(CpuInt8Tactics, QLookupTacticsMatchTheReferenceBitForBit) {
   const std::vector<Tensor> in = {Tensor::of(EDGERT_DTYPE_UINT8, {300}, x), Tensor::of(EDGERT_DTYPE_UINT8, {256}, table, true)};
   const std::vector<uint8_t> y = run_tactic(kernel_named(plugin(), "ref-qlookup"), NodeSpec("edgert", "QLookup", 2).node(), in, 0);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], table[x[i]]) << i;
-  if (__builtin_cpu_supports("avx512vbmi")) {
+  if (cpu_has_vbmi()) {
     EXPECT_GT(ran, 0u) << "this CPU has AVX-512 VBMI, but no QLookup tactic ran";
   }
 }
