@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "edgert/dtype_info.h"
 #include "edgert/float16.h"
 #include "kernel_selection.h"
 #include "node_view.h"
@@ -32,8 +33,11 @@ bool computes_integers(const Graph& graph, const Node& node) {
   if (node.domain.empty() && (node.op_type == "ArgMax" || node.op_type == "ArgMin") && !node.inputs.empty() &&
       !is_integer_dtype(graph.values[node.inputs[0]].dtype))
     return false;
-  for (int32_t t : node.outputs)
-    if (!is_integer_dtype(graph.values[t].dtype)) return false;
+  for (int32_t t : node.outputs) {
+    const int32_t dtype = graph.values[t].dtype;
+    // 8-bit outputs are an INT8 network's activations, not bookkeeping.
+    if (!is_integer_dtype(dtype) || dtype == EDGERT_DTYPE_UINT8 || dtype == EDGERT_DTYPE_INT8) return false;
+  }
   return true;
 }
 
@@ -270,7 +274,7 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
   auto rank4_activation = [&](int32_t t) {
     const Value& v = graph.values[t];
     return t >= 0 && !v.is_constant() && v.rank_known && v.shape.size() == 4 &&
-           (v.dtype == EDGERT_DTYPE_FLOAT16 || v.dtype == EDGERT_DTYPE_FLOAT32);
+           (v.dtype == EDGERT_DTYPE_FLOAT16 || v.dtype == EDGERT_DTYPE_FLOAT32 || v.dtype == EDGERT_DTYPE_UINT8);
   };
   Attribute layout;
   layout.name = "layout";
@@ -324,13 +328,15 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
       // A dense convolution reads its weights [M, KH, KW, C/group] (cuDNN's KRSC).
       const bool conv = (node.domain.empty() && node.op_type == "Conv") ||
                         (node.domain == "edgert" && node.op_type == "FusedConv");
+      const bool qconv = node.domain.empty() && node.op_type == "QLinearConv";
+      const size_t weights = qconv ? 3 : 1;
       const Attribute* group = node.attribute("group");
-      if (conv && node.inputs.size() > 1 && graph.values[node.inputs[1]].is_constant()) {
-        const Value& w = graph.values[node.inputs[1]];
+      if ((conv || qconv) && node.inputs.size() > weights && graph.values[node.inputs[weights]].is_constant()) {
+        const Value& w = graph.values[node.inputs[weights]];
         const int64_t m = w.shape[0].value, cg = w.shape[1].value, kh = w.shape[2].value, kw = w.shape[3].value;
         const bool depthwise = group && group->i > 1 && cg == 1 && group->i == m;
         if (!depthwise) {
-          const size_t element = w.dtype == EDGERT_DTYPE_FLOAT16 ? 2 : 4;
+          const size_t element = edgert_dtype_size(w.dtype);
           auto data = std::make_shared<std::vector<uint8_t>>(w.data->size());
           for (int64_t o = 0; o < m; ++o)
             for (int64_t c = 0; c < cg; ++c)
@@ -342,7 +348,7 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
           krsc.name += ":krsc";
           krsc.data = data;
           krsc.shape = {w.shape[0], w.shape[2], w.shape[3], w.shape[1]};
-          node.inputs[1] = graph.add_value(std::move(krsc));
+          node.inputs[weights] = graph.add_value(std::move(krsc));
           stored_nhwc.resize(graph.values.size(), false);
         }
       }

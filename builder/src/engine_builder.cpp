@@ -91,12 +91,6 @@ int run_int8_rewrite(PassContext& context, const QuantizationTable& calibrated, 
   if (context.options.explicit_quantization)
     for (const auto& [name, quantization] : *context.options.explicit_quantization) table[name] = quantization;
   if (table.empty()) return 0;
-  if (context.options.target_device) {
-    // The GPU plugin has no int8 kernels yet: int8 nodes would move the convolutions to the
-    // CPU, slower than the GPU's float16 or float32.
-    report->not_applied = "the GPU plugin has no int8 kernels yet; GPU layers keep their precision";
-    return 0;
-  }
   if (!board_allows(options.board, "int8")) {
     report->not_applied = "board " + options.board.name + " allows precisions " + precisions_text(options.board) +
                           " only (its profile's precisions:); the Q/DQ model's tensors run in float32";
@@ -106,6 +100,7 @@ int run_int8_rewrite(PassContext& context, const QuantizationTable& calibrated, 
   rewrite.keep_float = options.float32_layers;
   rewrite.expose_uint8_tensors = options.expose_activations;
   rewrite.plugins = context.options.plugins;
+  rewrite.dense_convolutions_only = context.options.target_device;
   return rewrite_int8(context.graph, table, rewrite, report);
 }
 
@@ -216,8 +211,11 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
       }
   if (have_device && options.fp16) result.fp16_nodes = convert_device_nodes_to_fp16(result.model, placement);
   const bool half = result.fp16_nodes > 0;
-  // Tensor cores: cuDNN's fast convolutions read channels-last tensors.
-  const bool channels_last = options.gpu_layout == GpuLayout::kChannelsLast ||
+  // Tensor cores: cuDNN's fast convolutions and the INT8 convolution read channels-last tensors.
+  bool int8_on_device = false;
+  for (const Node& node : main.nodes)
+    int8_on_device = int8_on_device || (node.on_device && node.op_type == "QLinearConv");
+  const bool channels_last = int8_on_device || options.gpu_layout == GpuLayout::kChannelsLast ||
                              (options.gpu_layout == GpuLayout::kAuto && (half || options.tf32));
   if (have_device && channels_last && convert_device_nodes_to_channels_last(result.model, placement) > 0)
     infer_profile_shapes(main, plugins, options.profiles, 0, ProfilePoint::kOpt);

@@ -255,6 +255,11 @@ class Int8Rewriter {
       keep(node, "bias is not a constant float32 tensor");
       return false;
     }
+    const Attribute* group = node.attribute("group");
+    if (options_.dense_convolutions_only && group && group->i != 1) {
+      keep(node, "grouped convolution (the GPU's INT8 convolution is dense; it runs in float there)");
+      return false;
+    }
     const auto [y, activation] = int8_destination(nodes, node.outputs[0]);
     if (!usable_input(x) || y < 0) {
       keep(node, graph_output_.count(node.outputs[0]) ? "writes an engine output (kept float32)"

@@ -51,6 +51,9 @@ struct Int8RewriteOptions {
   bool expose_uint8_tensors = false;
   // The kernels that compute the activations' lookup tables (none: activations stay float).
   std::vector<const LoadedPlugin*> plugins;
+  // Grouped (depthwise) convolutions stay float: the GPU's INT8 convolution is dense, and one
+  // on the CPU between GPU layers would cost two copies.
+  bool dense_convolutions_only = false;
 };
 
 struct Int8RewriteReport {

@@ -50,12 +50,16 @@ __device__ __forceinline__ float apply(const Activation& a, float x) {
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(uint8_t x) { return static_cast<float>(x); }
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
 __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+// Only for values that came from uint8 (MaxPool's maximum); -FLT_MAX (an empty window) is 0.
+template <>
+__device__ __forceinline__ uint8_t from_float<uint8_t>(float x) { return static_cast<uint8_t>(fminf(fmaxf(x, 0.f), 255.f)); }
 #endif  // __CUDACC__
 
 }  // namespace edgert::cuda

@@ -6,6 +6,8 @@
 
 #define EDGERT_CUDA_KERNEL_FAMILIES(X) \
   X(conv)                              \
+  X(qconv)                             \
+  X(quantized)                         \
   X(matmul)                            \
   X(elementwise)                       \
   X(pool)                              \

@@ -175,9 +175,14 @@ __global__ void pool_window(const T* __restrict__ x, T* __restrict__ y, PoolGeom
   });
 }
 
+// MaxPool also takes uint8 (an INT8 network's pools: the maximum of bytes is a byte).
+bool pool_dtype(const edgert_node* node, edgert_dtype dtype) {
+  return is_float(dtype) || (dtype == EDGERT_DTYPE_UINT8 && std::string(node->op_type) == "MaxPool");
+}
+
 int32_t pool_supports(const edgert_node* node, const edgert_tensor* in) {
   if (node->num_outputs != 1) return 0;  // MaxPool's Indices
-  if (in[0].dtype != EDGERT_DTYPE_UNDEFINED && !is_float(in[0].dtype)) return 0;
+  if (in[0].dtype != EDGERT_DTYPE_UNDEFINED && !pool_dtype(node, in[0].dtype)) return 0;
   if (in[0].rank >= 0 && (in[0].rank < 3 || in[0].rank > 2 + kMaxSpatial)) return 0;
   const std::vector<int64_t> kernel = Attributes(node).get_ints("kernel_shape");
   return !kernel.empty() && kernel.size() <= static_cast<size_t>(kMaxSpatial);
@@ -186,8 +191,9 @@ int32_t pool_supports(const edgert_node* node, const edgert_tensor* in) {
 class PoolOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
-    if (!is_float(in[0].dtype))
-      fail(EDGERT_ERR_UNSUPPORTED, "X is %s; the GPU pools take float32 and float16", edgert_dtype_name(in[0].dtype));
+    if (!pool_dtype(&node, in[0].dtype))
+      fail(EDGERT_ERR_UNSUPPORTED, "X is %s; the GPU pools take float32 and float16 (MaxPool uint8 too)",
+           edgert_dtype_name(in[0].dtype));
     if (node.num_outputs > 1) fail(EDGERT_ERR_UNSUPPORTED, "MaxPool's Indices output is not produced on the GPU");
     dtype_ = in[0].dtype;
     g_ = pool_geometry(node, in[0]);
@@ -202,7 +208,10 @@ class PoolOp : public Op {
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*, cudaStream_t stream) override {
     if (total_ == 0) return;
     const unsigned blocks = blocks_for(total_, kThreads);
-    if (dtype_ == EDGERT_DTYPE_FLOAT16)
+    if (dtype_ == EDGERT_DTYPE_UINT8)
+      pool_window<uint8_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint8_t*>(in[0].data),
+                                                            static_cast<uint8_t*>(out[0].data), g_, total_);
+    else if (dtype_ == EDGERT_DTYPE_FLOAT16)
       pool_window<__half><<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(in[0].data),
                                                           static_cast<__half*>(out[0].data), g_, total_);
     else

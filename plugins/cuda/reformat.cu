@@ -32,8 +32,8 @@ class ReformatOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
     const edgert_tensor& x = in[0];
-    if (x.rank != 4 || !is_float(x.dtype))
-      fail(EDGERT_ERR_UNSUPPORTED, "Reformat takes a float32 or float16 tensor of rank 4, got %s rank %d",
+    if (x.rank != 4 || (!is_float(x.dtype) && x.dtype != EDGERT_DTYPE_UINT8))
+      fail(EDGERT_ERR_UNSUPPORTED, "Reformat takes a float32, float16 or uint8 tensor of rank 4, got %s rank %d",
            edgert_dtype_name(x.dtype), x.rank);
     const std::string to = Attributes(&node).get_string("to", "");
     if (to != "NHWC" && to != "NCHW") fail(EDGERT_ERR_INVALID_ARGUMENT, "Reformat 'to' must be NHWC or NCHW");
@@ -50,7 +50,9 @@ class ReformatOp : public Op {
     const int64_t rows = to_nhwc_ ? c_ : hw_, cols = to_nhwc_ ? hw_ : c_;
     const dim3 block(kTile, 8), grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
                                      static_cast<unsigned>((rows + kTile - 1) / kTile), static_cast<unsigned>(n_));
-    if (dtype_ == EDGERT_DTYPE_FLOAT16)
+    if (dtype_ == EDGERT_DTYPE_UINT8)
+      transpose_planes<<<grid, block, 0, stream>>>(static_cast<const uint8_t*>(in[0].data), static_cast<uint8_t*>(out[0].data), rows, cols);
+    else if (dtype_ == EDGERT_DTYPE_FLOAT16)
       transpose_planes<<<grid, block, 0, stream>>>(static_cast<const __half*>(in[0].data), static_cast<__half*>(out[0].data), rows, cols);
     else
       transpose_planes<<<grid, block, 0, stream>>>(static_cast<const float*>(in[0].data), static_cast<float*>(out[0].data), rows, cols);

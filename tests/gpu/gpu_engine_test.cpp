@@ -175,6 +175,44 @@ TEST_F(GpuEngine, Fp32OnTheGpuComputesWhatTheCpuComputesAndFp16StaysClose) {
   EXPECT_LE(relative_l2(run(h, shape, x), want), 1e-2);
 }
 
+// --int8 on the GPU board: the dense convolutions, the residual add and the pool run in INT8 on
+// the GPU (the depthwise convolution stays float there), nothing on the CPU, and the engine
+// stays near float32 (8-bit rounding through four layers).
+TEST_F(GpuEngine, Int8ConvolutionsRunOnTheGpuAndStayNearFloat32) {
+  const Shape shape = {2, 3, 16, 16};
+  const onnx::ModelProto model = small_net(shape, false);
+  auto cpu = load(build(model, "x86_64-generic"));
+  save_model(model, dir_.file("model.onnx"));
+  builder::BuildOptions options;
+  options.model_path = dir_.file("model.onnx");
+  options.board = config::load_board_profile(source_dir() + "/board_profiles/x86_64-cuda-sm90.yaml");
+  options.plugin_path = plugins().c_str();
+  options.tactics = builder::TacticPolicy::kFirst;
+  options.int8 = true;
+  int batches = 0;
+  options.calibration.next_batch = [&]() -> std::optional<builder::CalibrationBatch> {
+    if (batches == 8) return std::nullopt;
+    builder::CalibrationTensor x;
+    x.name = "x";
+    x.shape = shape;
+    x.data = seeded(2 * 3 * 16 * 16, 100 + batches++);
+    return builder::CalibrationBatch{x};
+  };
+  const builder::BuildResult built = builder::build_engine(options);
+  EXPECT_GE(built.int8.convolutions, 2) << "the stem and the projection in INT8";
+  auto int8 = load(built.engine);
+  ASSERT_TRUE(cpu && int8);
+  EXPECT_EQ(plugin_of(*int8, "QLinearConv"), "cuda");
+  EXPECT_EQ(plugin_of(*int8, "QLinearAdd"), "cuda");
+  EXPECT_EQ(plugin_of(*int8, "QLinearGlobalAveragePool"), "cuda");
+  EXPECT_EQ(nodes_on(*int8, "cpu"), 0u) << "every INT8 node of this model has a CUDA kernel";
+  ExecutionContext c(*cpu), q(*int8);
+  const std::vector<float> x = seeded(2 * 3 * 16 * 16, 11);
+  const double error = relative_l2(run(q, shape, x), run(c, shape, x));
+  EXPECT_LE(error, 0.05);
+  EXPECT_GT(error, 0.0) << "an INT8 engine that computes float32's exact values did not quantize";
+}
+
 TEST_F(GpuEngine, Fp16AccuracyCheckKeepsLeadingLayersFloat32UntilWithinTheTolerance) {
   const Shape shape = {2, 3, 16, 16};
   const onnx::ModelProto model = small_net(shape, false);

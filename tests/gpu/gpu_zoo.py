@@ -162,6 +162,13 @@ def bench(args, name, onnx_path, work, results):
         variants.append(("fp16_checked", None))
     # Other layouts of the FP32 engine, for comparison (the ratios use the default build).
     variants += [(f"fp32_{layout}", ["--gpu-layout", layout]) for layout in args.fp32_layouts.split(",") if layout]
+    if args.int8:
+        # INT8 calibrated on inputs drawn as the anchor's (uniform [0, 1)); "int8": the rest of
+        # the network (the classifier) in float32, "int8_fp16": in float16 (trtexec --int8 --fp16).
+        calib = calibration_inputs(work, name)
+        cache = f"{work}/{name}.calib"
+        int8 = ["--int8", "--calib", calib, "--calib-cache", cache]
+        variants += [("int8", int8), ("int8_fp16", int8 + ["--fp16", "--fp16-tolerance", "0"])]
     for tag, extra in variants:
         engine = checked if extra is None else f"{work}/{name}.{tag}.engine"
         if not os.path.exists(engine):
@@ -173,6 +180,37 @@ def bench(args, name, onnx_path, work, results):
         row[f"edgert_{tag}_gpu_ms"] = (j["gpu_compute_ms"] or {}).get("median")
         row[f"edgert_{tag}_latency_ms"] = j["latency_ms"]["median"]
         row[f"edgert_{tag}_cuda_graph"] = j["cuda_graph"]
+    if args.int8:
+        int8_agreement(args, name, onnx_path, work, row)
+
+
+def calibration_inputs(work, name, samples=8):
+    folder = f"{work}/calib-{name}"
+    if not os.path.isdir(folder):
+        os.makedirs(folder)
+        rng = np.random.default_rng(3)
+        for i in range(samples):
+            np.save(f"{folder}/{i:03d}.npy", rng.random((1, 3, 224, 224), dtype=np.float32))
+    return folder
+
+
+def int8_agreement(args, name, onnx_path, work, row):
+    """The GPU's INT8 engine against the CPU's INT8 engine of the same calibration cache (the
+    same quantization: the GPU's INT8 kernels compute the CPU reference's bytes, so what differs
+    is the float32 classifier's summation order) and against the GPU's FP32 engine."""
+    cpu = f"{work}/{name}.int8_cpu.engine"
+    sh([args.edgert, "build", onnx_path, "--board", "x86_64-avx512", "-o", cpu, "--int8", "--calib-cache",
+        f"{work}/{name}.calib", "--tactics", "first"])
+    x = {"input": np.random.default_rng(5).random((1, 3, 224, 224), dtype=np.float32)}
+    got = {tag: run_edgert(args, engine, x, work, f"{name}-{tag}")["output"]
+           for tag, engine in (("int8", f"{work}/{name}.int8.engine"), ("int8_cpu", cpu),
+                               ("fp32", f"{work}/{name}.fp32.engine"))}
+    row["int8_gpu_vs_cpu_int8_rel_l2"] = rel_l2(got["int8"], got["int8_cpu"])
+    row["int8_vs_fp32_rel_l2"] = rel_l2(got["int8"], got["fp32"])
+    info = json.loads(sh([args.edgert, "inspect", "--json", f"{work}/{name}.int8.engine"]))
+    nodes = info["graphs"][0]["nodes"]
+    row["int8_gpu_qlinear_conv"] = sum(n["plugin"] == "cuda" and n["op"] == "QLinearConv" for n in nodes)
+    row["int8_cpu_nodes"] = sum(n["plugin"] == "cpu" for n in nodes)
 
 
 def main():
@@ -191,6 +229,7 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--digits", default="", help="folder with digits_cnn.onnx and its test split (accuracy)")
     ap.add_argument("--fp32-layouts", default="", help="also bench FP32 engines built with these --gpu-layout values")
+    ap.add_argument("--int8", action="store_true", help="also bench INT8 engines (calibrated) beside FP16 (--bench)")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     models = args.models.split(",")
@@ -278,6 +317,17 @@ def main():
                   f"  {f(line[7], 12)} {f(line[9], 7)}")
         print(f"geometric mean ratio: fp16 {summary['fp16']}, fp32 {summary['fp32']}, "
               f"fp16 checked {summary['fp16_checked']} (models with a zoo engine)")
+    if args.bench and args.int8:
+        print("\nmodel               edgert fp16  int8 (fp32 rest)  int8/fp16  int8+fp16  int8+fp16/fp16"
+              "  rel L2 vs CPU int8  vs fp32  (GPU ms, median)")
+        for name in models:
+            r = results.get(name, {})
+            f16, i8, i8h = (r.get(f"edgert_{t}_gpu_ms") for t in ("fp16", "int8", "int8_fp16"))
+            f = lambda v, w=10, p=3: f"{v:{w}.{p}f}" if v else " " * (w - 1) + "-"
+            print(f"{name:18s} {f(f16)} {f(i8, 17)} {f(i8 / f16 if i8 and f16 else None)} {f(i8h)}"
+                  f" {f(i8h / f16 if i8h and f16 else None, 15)}  {r.get('int8_gpu_vs_cpu_int8_rel_l2', float('nan')):18.2e}"
+                  f" {r.get('int8_vs_fp32_rel_l2', float('nan')):8.3f}  QLinearConv on the GPU"
+                  f" {r.get('int8_gpu_qlinear_conv', '-')}, CPU nodes {r.get('int8_cpu_nodes', '-')}")
     return 1 if failures else 0
 
 

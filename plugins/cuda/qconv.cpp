@@ -1,0 +1,150 @@
+// QLinearConv on the GPU: dense 2-D convolutions of uint8 activations with per-channel (or
+// per-tensor) symmetric int8 weights, int32 bias, uint8 output, on our IMMA kernel
+// (qconv_imma.h): channels-last with weights [M, KH, KW, C] (the builder's layout pass writes
+// them so for INT8 networks on the GPU), or NCHW on a slower gather, one tactic per
+// number of reduction slices. Grouped and depthwise int8 convolutions, int8 activations and
+// weight zero points other than 0 stay on the CPU plugin (supports() refuses them).
+#include <string>
+
+#include "conv_geometry.h"
+#include "cuda_op.h"
+#include "host_operands.h"
+#include "qconv_imma.h"
+
+namespace edgert::cuda {
+namespace {
+
+// Inputs: X, x_scale, x_zero_point, W, w_scale, w_zero_point, y_scale, y_zero_point, B. The
+// scalars and W's zero points are read on the host; W, its scales and B on the device.
+constexpr uint64_t kHostOperands = (1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);
+
+const char* split_tactic_name(int splits) {
+  switch (splits) {
+    case 1: return "u8-conv-imma-edgert";
+    case 2: return "u8-conv-imma-split2-edgert";
+    case 4: return "u8-conv-imma-split4-edgert";
+    case 8: return "u8-conv-imma-split8-edgert";
+    case 16: return "u8-conv-imma-split16-edgert";
+    case 32: return "u8-conv-imma-split32-edgert";
+    default: return "u8-conv-imma-split64-edgert";
+  }
+}
+
+bool optional_present(const edgert_node* node, const edgert_tensor* in, int i) {
+  return node->num_inputs > i && is_present(in[i]);
+}
+
+// The uint8 zero point input i holds (0 when absent); its values must be known.
+int32_t uint8_zero_point(const edgert_node& node, const edgert_tensor* in, int i, const char* what) {
+  if (!optional_present(&node, in, i)) return 0;
+  const edgert_tensor& t = in[i];
+  if (t.dtype != EDGERT_DTYPE_UINT8 || numel(t) != 1)
+    fail(EDGERT_ERR_UNSUPPORTED, "%s is %s %s; the GPU takes one uint8 value", what, edgert_dtype_name(t.dtype),
+         shape_string(shape_of(t)).c_str());
+  if (!t.data) fail(EDGERT_ERR_NEEDS_DATA, "%s is not known yet", what);
+  return *static_cast<const uint8_t*>(t.data);
+}
+
+float scalar_scale(const edgert_tensor& t, const char* what) {
+  if (numel(t) != 1)
+    fail(EDGERT_ERR_UNSUPPORTED, "%s has %lld values; the GPU takes one (per-tensor activations)", what,
+         static_cast<long long>(numel(t)));
+  return static_cast<float>(read_floats(t, what)[0]);
+}
+
+// Weight zero points: absent, or all 0 (symmetric weights); unknown values pass (prepare checks).
+bool symmetric_weights(const edgert_node* node, const edgert_tensor* in) {
+  if (!optional_present(node, in, 5)) return true;
+  const edgert_tensor& z = in[5];
+  if (z.dtype != EDGERT_DTYPE_INT8) return false;
+  if (!z.data) return true;
+  const int8_t* values = static_cast<const int8_t*>(z.data);
+  for (int64_t i = 0; i < numel(z); ++i)
+    if (values[i] != 0) return false;
+  return true;
+}
+
+int32_t supports_qconv(const edgert_node* node, const edgert_tensor* in) {
+  if (node->num_inputs < 8) return 0;
+  const edgert_tensor &x = in[0], &w = in[3];
+  if (x.dtype != EDGERT_DTYPE_UNDEFINED && x.dtype != EDGERT_DTYPE_UINT8) return 0;
+  if (w.dtype != EDGERT_DTYPE_UNDEFINED && w.dtype != EDGERT_DTYPE_INT8) return 0;
+  if ((x.rank >= 0 && x.rank != 4) || (w.rank >= 0 && w.rank != 4)) return 0;
+  if (Attributes(node).get_int("group", 1) != 1) return 0;
+  if (optional_present(node, in, 2) && in[2].dtype != EDGERT_DTYPE_UINT8) return 0;
+  if (optional_present(node, in, 7) && in[7].dtype != EDGERT_DTYPE_UINT8) return 0;
+  if (in[4].dtype != EDGERT_DTYPE_UNDEFINED && in[4].dtype != EDGERT_DTYPE_FLOAT32) return 0;
+  if (optional_present(node, in, 8) && in[8].dtype != EDGERT_DTYPE_INT32) return 0;
+  return symmetric_weights(node, in) ? 1 : 0;
+}
+
+QConvShape qconv_shape(const ConvGeometry& g, bool nhwc) {
+  return {g.n, g.c, g.h, g.w, g.m, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_top, g.pad_left, g.dilation_h,
+          g.dilation_w, g.out_h, g.out_w, nhwc};
+}
+
+std::vector<TacticSpec> qconv_tactics(const edgert_node* node, const edgert_tensor* in) {
+  std::vector<TacticSpec> tactics;
+  try {
+    for (int splits : qconv_splits(qconv_shape(conv_geometry(*node, in[0], in[3]), channels_last(*node))))
+      tactics.push_back({splits, split_tactic_name(splits)});
+  } catch (const KernelError&) {
+    tactics.push_back({1, split_tactic_name(1)});  // prepare says what is wrong with the node
+  }
+  return tactics;
+}
+
+class QLinearConvOp : public Op {
+ public:
+  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
+    if (node.num_inputs < 8) fail(EDGERT_ERR_INVALID_ARGUMENT, "needs at least 8 inputs, got %d", node.num_inputs);
+    const edgert_tensor &x = in[0], &w = in[3];
+    if (x.dtype != EDGERT_DTYPE_UINT8 || w.dtype != EDGERT_DTYPE_INT8)
+      fail(EDGERT_ERR_UNSUPPORTED, "X is %s and W %s; the GPU takes uint8 activations and int8 weights",
+           edgert_dtype_name(x.dtype), edgert_dtype_name(w.dtype));
+    const ConvGeometry g = conv_geometry(node, x, w);
+    if (g.group != 1) fail(EDGERT_ERR_UNSUPPORTED, "group %lld: the GPU's INT8 convolution is dense (group 1)",
+                           static_cast<long long>(g.group));
+    shape_ = qconv_shape(g, channels_last(node));
+    const int64_t scales = numel(in[4]);
+    if (in[4].dtype != EDGERT_DTYPE_FLOAT32 || (scales != 1 && scales != g.m))
+      fail(EDGERT_ERR_SHAPE, "w_scale is %s %s, expected float32 [1] or [%lld]", edgert_dtype_name(in[4].dtype),
+           shape_string(shape_of(in[4])).c_str(), static_cast<long long>(g.m));
+    if (!symmetric_weights(&node, in)) fail(EDGERT_ERR_UNSUPPORTED, "w_zero_point other than 0 (asymmetric weights)");
+    per_channel_ = scales != 1;
+    has_bias_ = optional_present(&node, in, 8);
+    if (has_bias_ && (in[8].dtype != EDGERT_DTYPE_INT32 || numel(in[8]) != g.m))
+      fail(EDGERT_ERR_SHAPE, "B is %s %s, expected int32 [%lld]", edgert_dtype_name(in[8].dtype),
+           shape_string(shape_of(in[8])).c_str(), static_cast<long long>(g.m));
+    set_output(out[0], EDGERT_DTYPE_UINT8, {g.n, g.m, g.out_h, g.out_w});
+    x_scale_ = scalar_scale(in[1], "x_scale");
+    y_scale_ = scalar_scale(in[6], "y_scale");
+    x_zero_ = uint8_zero_point(node, in, 2, "x_zero_point");
+    y_zero_ = uint8_zero_point(node, in, 7, "y_zero_point");
+    splits_ = tactic() <= 0 ? 1 : static_cast<int>(tactic());
+    info.workspace_bytes = qconv_workspace_bytes(shape_, splits_);
+  }
+
+  void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void* workspace,
+               cudaStream_t stream) override {
+    const QConvQuantization q{x_scale_, y_scale_, x_zero_, y_zero_, static_cast<const float*>(in[4].data),
+                              has_bias_ ? static_cast<const int32_t*>(in[8].data) : nullptr, per_channel_};
+    launch_qconv(static_cast<const uint8_t*>(in[0].data), static_cast<const int8_t*>(in[3].data),
+                 static_cast<uint8_t*>(out[0].data), shape_, q, splits_, workspace, stream);
+  }
+
+ private:
+  QConvShape shape_{};
+  float x_scale_ = 1, y_scale_ = 1;
+  int32_t x_zero_ = 0, y_zero_ = 0;
+  bool has_bias_ = false, per_channel_ = true;
+  int splits_ = 1;
+};
+
+}  // namespace
+
+void register_qconv_kernels(KernelRegistry& r) {
+  r.add<QLinearConvOp>("QLinearConv", "cuda-qlinear-conv", supports_qconv, qconv_tactics, kHostOperands);
+}
+
+}  // namespace edgert::cuda

@@ -1,0 +1,322 @@
+// The INT8 implicit-GEMM convolution (qconv_imma.h). The product is
+// Y[pixel, filter] = sum over r of A[pixel, r] * W[filter, r], r = (ky * KW + kx) * C + c running
+// along memory in both the channels-last input and the [M, KH, KW, C] weights, A gathered from X
+// on the fly (the zero point outside the image). NCHW tensors (weights [M, C, KH, KW]) take the
+// byte-wise gather: the builder stores INT8 activations channels-last on the GPU. A block of 4 warps computes a 64x64 tile of Y,
+// 64 bytes of r at a time staged in shared memory (two buffers: the next slice's global loads
+// are in flight while the tensor cores work on this one); each warp owns 32 pixels x 32 filters,
+// 2 x 4 mma.sync m16n8k32 per 32 bytes of r.
+#include "qconv_imma.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "cuda_op.h"
+#include "grid.cuh"
+#include "quantize.cuh"
+
+namespace edgert::cuda {
+namespace {
+
+constexpr int kTileP = 64, kTileF = 64, kTileK = 64, kThreads = 128;
+// Shared rows of 80 bytes (20 words): the 8 rows a fragment read touches start in 8 different
+// bank quads, so the 32 lanes hit 32 banks.
+constexpr int kRowBytes = kTileK + 16;
+constexpr int kMaxSplits = 64;
+constexpr size_t kMaxWorkspaceBytes = size_t{16} << 20;
+constexpr int64_t kEnoughBlocks = 1024;
+
+// The shape in 32-bit integers (launch_qconv refuses larger tensors).
+struct Geometry {
+  int c, h, w, m, kh, kw, stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w, out_h, out_w;
+  int pixels, reduction, slice;  // slice: bytes of r per split, a multiple of kTileK
+};
+
+struct PixelOrigin {
+  int image = 0, iy = 0, ix = 0;
+  bool valid = false;
+};
+
+__device__ __forceinline__ PixelOrigin origin_of(const Geometry& g, int pixel) {
+  PixelOrigin o;
+  if (pixel >= g.pixels) return o;
+  const int plane = g.out_h * g.out_w, n = pixel / plane, rest = pixel - n * plane;
+  const int oy = rest / g.out_w, ox = rest - oy * g.out_w;
+  o.image = n * g.h * g.w * g.c;
+  o.iy = oy * g.stride_h - g.pad_top;
+  o.ix = ox * g.stride_w - g.pad_left;
+  o.valid = true;
+  return o;
+}
+
+// Offset of element r of pixel o's window in X, or -1 in the padding. Channels-last: r =
+// (ky * KW + kx) * C + c; NCHW (weights [M, C, KH, KW]): r = (c * KH + ky) * KW + kx.
+template <bool kNhwc>
+__device__ __forceinline__ int window_offset(const Geometry& g, const PixelOrigin& o, int r) {
+  int c, tap;
+  if (kNhwc) {
+    tap = r / g.c;
+    c = r - tap * g.c;
+  } else {
+    c = r / (g.kh * g.kw);
+    tap = r - c * (g.kh * g.kw);
+  }
+  const int ky = tap / g.kw, kx = tap - ky * g.kw;
+  const int iy = o.iy + ky * g.dilation_h, ix = o.ix + kx * g.dilation_w;
+  if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return -1;
+  return kNhwc ? o.image + (iy * g.w + ix) * g.c + c : o.image + (c * g.h + iy) * g.w + ix;
+}
+
+// 16 bytes of A from r on: kVector when channels-last C is a multiple of 16 (one load, never
+// straddling a tap), else byte by byte (the stem's 3 channels, NCHW tensors). Past the slice:
+// zeros (their weights are 0).
+template <bool kVector, bool kNhwc>
+__device__ __forceinline__ uint4 gather_a(const uint8_t* __restrict__ x, const Geometry& g, const PixelOrigin& o,
+                                          int r, int r_end, uint32_t pad_word) {
+  if (kVector) {
+    if (!o.valid || r >= r_end) return make_uint4(0, 0, 0, 0);
+    const int at = window_offset<true>(g, o, r);
+    if (at < 0) return make_uint4(pad_word, pad_word, pad_word, pad_word);
+    return *reinterpret_cast<const uint4*>(x + at);
+  }
+  uint32_t words[4] = {0, 0, 0, 0};
+  if (o.valid)
+    for (int j = 0; j < 16 && r + j < r_end; ++j) {
+      const int at = window_offset<kNhwc>(g, o, r + j);
+      const uint32_t byte = at < 0 ? (pad_word & 0xffu) : x[at];
+      words[j / 4] |= byte << (8 * (j % 4));
+    }
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+template <bool kVector>
+__device__ __forceinline__ uint4 load_w(const int8_t* __restrict__ w, const Geometry& g, int filter, int r, int r_end) {
+  if (filter >= g.m || r >= r_end) return make_uint4(0, 0, 0, 0);
+  const int8_t* row = w + static_cast<int64_t>(filter) * g.reduction;
+  if (kVector) return *reinterpret_cast<const uint4*>(row + r);
+  uint32_t words[4] = {0, 0, 0, 0};
+  for (int j = 0; j < 16 && r + j < r_end; ++j) words[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(row[r + j])) << (8 * (j % 4));
+  return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+__device__ __forceinline__ int byte_sum(const uint4& v, int sum) {
+  constexpr int kOnes = 0x01010101;
+  sum = __dp4a(static_cast<int>(v.x), kOnes, sum);
+  sum = __dp4a(static_cast<int>(v.y), kOnes, sum);
+  sum = __dp4a(static_cast<int>(v.z), kOnes, sum);
+  return __dp4a(static_cast<int>(v.w), kOnes, sum);
+}
+
+// Where output (pixel, filter) lies in Y.
+template <bool kNhwc>
+__device__ __forceinline__ int64_t output_index(const Geometry& g, int pixel, int filter) {
+  if (kNhwc) return static_cast<int64_t>(pixel) * g.m + filter;
+  const int plane = g.out_h * g.out_w, n = pixel / plane;
+  return (static_cast<int64_t>(n) * g.m + filter) * plane + (pixel - n * plane);
+}
+
+__device__ __forceinline__ uint32_t shared_word(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// d += a (16x32 uint8, row-major) * b (32x8 int8, column-major), int32.
+__device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap();  // supports() keeps the op off GPUs without integer mma (before sm_80)
+#endif
+}
+
+// QLinearConv's requantisation, as the CPU reference computes it: multiplier =
+// x_scale * w_scale / y_scale in float, float(sum) * multiplier, round half to even, plus the
+// zero point, saturated to [0, 255].
+__device__ __forceinline__ uint8_t requantize(int sum, int filter, const QConvQuantization& q) {
+  if (q.bias) sum += q.bias[filter];
+  const float multiplier = __fdiv_rn(__fmul_rn(q.x_scale, q.w_scale[q.per_channel ? filter : 0]), q.y_scale);
+  return saturate_u8(__fmul_rn(__int2float_rn(sum), multiplier), q.y_zero_point);
+}
+
+template <bool kVector, bool kNhwc>
+__global__ void __launch_bounds__(kThreads)
+    qconv_imma(const uint8_t* __restrict__ x, const int8_t* __restrict__ w, uint8_t* __restrict__ y,
+               int32_t* __restrict__ partial, Geometry g, QConvQuantization q) {
+  __shared__ __align__(16) uint8_t a_tile[2][kTileP * kRowBytes];
+  __shared__ __align__(16) uint8_t w_tile[2][kTileF * kRowBytes];
+  __shared__ int filter_sums[kTileF];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int group = lane >> 2, quad = lane & 3;  // the mma fragments' row group and lane in it
+  const int warp_p = (warp >> 1) * 32, warp_f = (warp & 1) * 32;
+  const int pixel0 = blockIdx.x * kTileP, filter0 = blockIdx.y * kTileF;
+  const int r_begin = blockIdx.z * g.slice, r_end = min(g.reduction, r_begin + g.slice);
+  const uint32_t pad_word = 0x01010101u * static_cast<uint32_t>(q.x_zero_point);
+
+  // Staging: this thread loads rows `row` and `row + 32` of both tiles, bytes [chunk, chunk + 16).
+  const int row = tid >> 2, chunk = (tid & 3) * 16;
+  const PixelOrigin origins[2] = {origin_of(g, pixel0 + row), origin_of(g, pixel0 + row + 32)};
+  uint4 a_next[2], w_next[2];
+  int weight_sums[2] = {0, 0};  // of the filters this thread stages, over its chunks
+  auto fetch = [&](int r0) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      a_next[i] = gather_a<kVector, kNhwc>(x, g, origins[i], r0 + chunk, r_end, pad_word);
+      w_next[i] = load_w<kVector>(w, g, filter0 + row + 32 * i, r0 + chunk, r_end);
+      weight_sums[i] = byte_sum(w_next[i], weight_sums[i]);
+    }
+  };
+  auto stage = [&](int buffer) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      *reinterpret_cast<uint4*>(&a_tile[buffer][(row + 32 * i) * kRowBytes + chunk]) = a_next[i];
+      *reinterpret_cast<uint4*>(&w_tile[buffer][(row + 32 * i) * kRowBytes + chunk]) = w_next[i];
+    }
+  };
+
+  int acc[2][4][4] = {};
+  int buffer = 0;
+  if (r_begin < r_end) {
+    fetch(r_begin);
+    stage(0);
+  }
+  __syncthreads();
+  for (int r0 = r_begin; r0 < r_end; r0 += kTileK) {
+    const bool more = r0 + kTileK < r_end;
+    if (more) fetch(r0 + kTileK);
+    const uint8_t* at = a_tile[buffer];
+    const uint8_t* wt = w_tile[buffer];
+#pragma unroll
+    for (int k = 0; k < kTileK; k += 32) {
+      uint32_t af[2][4], bf[4][2];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const uint8_t* p = at + (warp_p + mt * 16 + group) * kRowBytes + k + quad * 4;
+        af[mt][0] = shared_word(p);
+        af[mt][1] = shared_word(p + 8 * kRowBytes);
+        af[mt][2] = shared_word(p + 16);
+        af[mt][3] = shared_word(p + 8 * kRowBytes + 16);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const uint8_t* p = wt + (warp_f + nt * 8 + group) * kRowBytes + k + quad * 4;
+        bf[nt][0] = shared_word(p);
+        bf[nt][1] = shared_word(p + 16);
+      }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) mma_u8s8(acc[mt][nt], af[mt], bf[nt]);
+    }
+    if (more) stage(buffer ^ 1);  // the other buffer's readers passed the last barrier
+    __syncthreads();
+    buffer ^= 1;
+  }
+
+  // sum((x - zx) w) = sum(x w) - zx sum(w): each filter's weight sum over this slice, from the
+  // four lanes that staged its row.
+  const bool zero_point = q.x_zero_point != 0;
+  if (zero_point) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      int s = weight_sums[i];
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      if ((tid & 3) == 0) filter_sums[row + 32 * i] = s;
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        // Accumulator element e: row group (+8 for e >= 2), column 2 * quad + (e & 1).
+        const int pixel = pixel0 + warp_p + mt * 16 + group + (e >= 2 ? 8 : 0);
+        const int local_filter = warp_f + nt * 8 + quad * 2 + (e & 1), filter = filter0 + local_filter;
+        if (pixel >= g.pixels || filter >= g.m) continue;
+        int v = acc[mt][nt][e];
+        if (zero_point) v -= q.x_zero_point * filter_sums[local_filter];
+        if (partial)
+          partial[(static_cast<int64_t>(blockIdx.z) * g.pixels + pixel) * g.m + filter] = v;
+        else
+          y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, filter, q);
+      }
+}
+
+// Adds the slices' partial sums ([pixel, filter]) in slice order, then requantises.
+template <bool kNhwc>
+__global__ void qconv_sum(const int32_t* __restrict__ partial, int splits, uint8_t* __restrict__ y, Geometry g,
+                          QConvQuantization q) {
+  const int64_t total = static_cast<int64_t>(g.pixels) * g.m;
+  grid_stride(total, [&](auto i) {
+    int v = 0;
+    for (int s = 0; s < splits; ++s) v += partial[s * total + i];
+    const int pixel = static_cast<int>(i / static_cast<decltype(i)>(g.m));
+    const int filter = static_cast<int>(i - static_cast<decltype(i)>(pixel) * g.m);
+    y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, filter, q);
+  });
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t blocks_of(const QConvShape& s) { return ceil_div(s.n * s.out_h * s.out_w, kTileP) * ceil_div(s.m, kTileF); }
+
+int64_t reduction_of(const QConvShape& s) { return s.c * s.kh * s.kw; }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+std::vector<int> qconv_splits(const QConvShape& s) {
+  std::vector<int> splits = {1};
+  const int64_t tiles_r = ceil_div(reduction_of(s), kTileK), blocks = blocks_of(s);
+  for (int split = 2; split <= kMaxSplits; split *= 2) {
+    if (tiles_r < 2 * split || blocks * (split / 2) >= kEnoughBlocks) break;
+    if (qconv_workspace_bytes(s, split) > kMaxWorkspaceBytes) break;
+    splits.push_back(split);
+  }
+  return splits;
+}
+
+size_t qconv_workspace_bytes(const QConvShape& s, int splits) {
+  if (splits <= 1) return 0;
+  return static_cast<size_t>(splits) * static_cast<size_t>(s.n * s.out_h * s.out_w * s.m) * sizeof(int32_t);
+}
+
+void launch_qconv(const uint8_t* x, const int8_t* w, uint8_t* y, const QConvShape& s, const QConvQuantization& q,
+                  int splits, void* workspace, cudaStream_t stream) {
+  const int64_t limit = std::numeric_limits<int32_t>::max();
+  if (s.n * s.c * s.h * s.w > limit || s.n * s.m * s.out_h * s.out_w > limit || s.m * reduction_of(s) > limit ||
+      static_cast<int64_t>(std::max(splits, 1)) * s.n * s.out_h * s.out_w * s.m > limit)
+    fail(EDGERT_ERR_UNSUPPORTED, "INT8 convolution of tensors with 2^31 elements or more");
+  if (splits < 1 || splits > kMaxSplits) fail(EDGERT_ERR_INVALID_ARGUMENT, "%d reduction slices", splits);
+  if (s.n * s.out_h * s.out_w == 0 || s.m == 0) return;
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  Geometry g{i(s.c), i(s.h), i(s.w), i(s.m), i(s.kh), i(s.kw), i(s.stride_h), i(s.stride_w), i(s.pad_top),
+             i(s.pad_left), i(s.dilation_h), i(s.dilation_w), i(s.out_h), i(s.out_w), i(s.n * s.out_h * s.out_w),
+             i(reduction_of(s)), 0};
+  g.slice = i(ceil_div(ceil_div(g.reduction, kTileK), splits) * kTileK);
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.pixels, kTileP)), static_cast<unsigned>(ceil_div(g.m, kTileF)),
+                  static_cast<unsigned>(splits));
+  int32_t* partial = splits > 1 ? static_cast<int32_t*>(workspace) : nullptr;
+  // One 16-byte load per chunk needs channels-last chunks that never straddle a tap, and
+  // aligned tensors.
+  if (!s.channels_last)
+    qconv_imma<false, false><<<grid, kThreads, 0, stream>>>(x, w, y, partial, g, q);
+  else if (s.c % 16 == 0 && aligned16(x) && aligned16(w))
+    qconv_imma<true, true><<<grid, kThreads, 0, stream>>>(x, w, y, partial, g, q);
+  else
+    qconv_imma<false, true><<<grid, kThreads, 0, stream>>>(x, w, y, partial, g, q);
+  check_launch("qconv_imma");
+  if (!partial) return;
+  const int64_t total = static_cast<int64_t>(g.pixels) * g.m;
+  if (s.channels_last)
+    qconv_sum<true><<<blocks_for(total, 256), 256, 0, stream>>>(partial, splits, y, g, q);
+  else
+    qconv_sum<false><<<blocks_for(total, 256), 256, 0, stream>>>(partial, splits, y, g, q);
+  check_launch("qconv_sum");
+}
+
+}  // namespace edgert::cuda

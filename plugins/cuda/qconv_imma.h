@@ -1,0 +1,49 @@
+// Our own INT8 convolution on the integer tensor cores (IMMA: mma.sync m16n8k32, uint8
+// activations times int8 weights, int32 sums), fastest channels-last, with the requantisation of
+// QLinearConv in its epilogue. Why our own: cuDNN's INT8 convolutions scale by one alpha for the
+// whole layer, not per output channel, and take no zero point; per-channel symmetric weights
+// and asymmetric uint8 activations are what calibration gives (and what ONNX Runtime's Q/DQ
+// models carry). The zero point costs nothing in the loop: the kernel sums each filter's
+// weights as it stages them and subtracts x_zero_point times that sum once, padding reading as
+// the zero point.
+//
+// As conv_gemm.h, the reduction (KH*KW*C) may be split across blocks for layers with few
+// output pixels; slices write int32 partial sums to the workspace and one more kernel adds them
+// in slice order and requantises (the result does not depend on scheduling, and equals the CPU
+// reference's bytes: the same integer sum, the same float multiplier and rounding).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace edgert::cuda {
+
+struct QConvShape {
+  int64_t n, c, h, w;  // input, logical NCHW; stored [N, H, W, C] when channels_last
+  int64_t m, kh, kw;   // filters [M, KH, KW, C] (channels-last) or [M, C, KH, KW], and window
+  int64_t stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w;
+  int64_t out_h, out_w;
+  bool channels_last;
+};
+
+// The per-layer quantization: scalars read on the host, per-filter arrays on the device.
+struct QConvQuantization {
+  float x_scale, y_scale;
+  int32_t x_zero_point, y_zero_point;
+  const float* w_scale;  // [M], or [1] when not per_channel
+  const int32_t* bias;   // [M], or null
+  bool per_channel;
+};
+
+// Reduction slices worth listing as tactics (1 first).
+std::vector<int> qconv_splits(const QConvShape& s);
+
+size_t qconv_workspace_bytes(const QConvShape& s, int splits);
+
+// y = requantise(conv(x - x_zero_point, w) + bias) with `splits` reduction slices.
+void launch_qconv(const uint8_t* x, const int8_t* w, uint8_t* y, const QConvShape& s, const QConvQuantization& q,
+                  int splits, void* workspace, cudaStream_t stream);
+
+}  // namespace edgert::cuda
