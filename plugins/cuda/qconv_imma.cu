@@ -1,15 +1,17 @@
 // The INT8 implicit-GEMM convolution (qconv_imma.h). The product is
 // Y[pixel, filter] = sum over r of A[pixel, r] * W[filter, r], r = (ky * KW + kx) * C + c running
 // along memory in both the channels-last input and the [M, KH, KW, C] weights, A gathered from X
-// on the fly (the zero point outside the image). NCHW tensors (weights [M, C, KH, KW]) take the
-// byte-wise gather: the builder stores INT8 activations channels-last on the GPU. A block of 4 warps computes a 64x64 tile of Y,
-// 64 bytes of r at a time staged in shared memory (two buffers: the next slice's global loads
-// are in flight while the tensor cores work on this one); each warp owns 32 pixels x 32 filters,
+// on the fly (the zero point outside the image). NCHW tensors (weights [M, C, KH, KW]) take a
+// byte-wise gather: the builder stores INT8 activations channels-last on the GPU. A block of 4
+// warps computes a 64x64 tile of Y, 64 bytes of r at a time, through a pipeline of kStages tiles
+// in shared memory filled by asynchronous copies; each warp owns 32 pixels x 32 filters,
 // 2 x 4 mma.sync m16n8k32 per 32 bytes of r.
 #include "qconv_imma.h"
 
 #include <algorithm>
 #include <limits>
+
+#include <cooperative_groups.h>
 
 #include "cuda_op.h"
 #include "grid.cuh"
@@ -19,10 +21,16 @@ namespace edgert::cuda {
 namespace {
 
 constexpr int kTileP = 64, kTileF = 64, kTileK = 64, kThreads = 128;
+// Tiles in flight: at batch 1 a block has few tiles of work and the SM few blocks, so the
+// loads' latency, not the tensor cores, sets the pace; three tiles are loading while one is
+// multiplied.
+constexpr int kStages = 4;
 // Shared rows of 80 bytes (20 words): the 8 rows a fragment read touches start in 8 different
 // bank quads, so the 32 lanes hit 32 banks.
 constexpr int kRowBytes = kTileK + 16;
 constexpr int kMaxSplits = 64;
+// Slices that reduce through one thread-block cluster (the portable cluster size; Hopper on).
+constexpr int kMaxClusterSlices = 8;
 constexpr size_t kMaxWorkspaceBytes = size_t{16} << 20;
 constexpr int64_t kEnoughBlocks = 1024;
 
@@ -81,7 +89,9 @@ __device__ __forceinline__ uint4 gather_a(const uint8_t* __restrict__ x, const G
   }
   uint32_t words[4] = {0, 0, 0, 0};
   if (o.valid)
-    for (int j = 0; j < 16 && r + j < r_end; ++j) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {  // unrolled: the 16 loads are in flight together
+      if (r + j >= r_end) continue;
       const int at = window_offset<kNhwc>(g, o, r + j);
       const uint32_t byte = at < 0 ? (pad_word & 0xffu) : x[at];
       words[j / 4] |= byte << (8 * (j % 4));
@@ -115,6 +125,17 @@ __device__ __forceinline__ int64_t output_index(const Geometry& g, int pixel, in
   return (static_cast<int64_t>(n) * g.m + filter) * plane + (pixel - n * plane);
 }
 
+// 16 bytes global -> shared without passing through registers (zeros when !valid).
+__device__ __forceinline__ void copy16(void* shared, const void* global, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
 __device__ __forceinline__ uint32_t shared_word(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 // d += a (16x32 uint8, row-major) * b (32x8 int8, column-major), int32.
@@ -129,21 +150,35 @@ __device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4], co
 #endif
 }
 
-// QLinearConv's requantisation, as the CPU reference computes it: multiplier =
-// x_scale * w_scale / y_scale in float, float(sum) * multiplier, round half to even, plus the
-// zero point, saturated to [0, 255].
-__device__ __forceinline__ uint8_t requantize(int sum, int filter, const QConvQuantization& q) {
-  if (q.bias) sum += q.bias[filter];
-  const float multiplier = __fdiv_rn(__fmul_rn(q.x_scale, q.w_scale[q.per_channel ? filter : 0]), q.y_scale);
-  return saturate_u8(__fmul_rn(__int2float_rn(sum), multiplier), q.y_zero_point);
+// One filter's requantisation: bias and multiplier, loaded once per thread and filter (before
+// the main loop, so their latency hides behind it; read per element, behind stores to Y that may
+// alias them, they would cost a dependent load each).
+struct FilterRequant {
+  int bias = 0;
+  float multiplier = 0.f;
+};
+
+__device__ __forceinline__ FilterRequant filter_requant(int filter, const Geometry& g, const QConvQuantization& q) {
+  FilterRequant r;
+  if (filter >= g.m) return r;
+  if (q.bias) r.bias = __ldg(q.bias + filter);
+  r.multiplier = __fdiv_rn(__fmul_rn(q.x_scale, __ldg(q.w_scale + (q.per_channel ? filter : 0))), q.y_scale);
+  return r;
 }
 
-template <bool kVector, bool kNhwc>
+// QLinearConv's requantisation, as the CPU reference computes it: multiplier =
+// x_scale * w_scale / y_scale in float, float(sum + bias) * multiplier, round half to even, plus
+// the zero point, saturated to [0, 255].
+__device__ __forceinline__ uint8_t requantize(int sum, const FilterRequant& r, int y_zero_point) {
+  return saturate_u8(__fmul_rn(__int2float_rn(sum + r.bias), r.multiplier), y_zero_point);
+}
+
+template <bool kVector, bool kNhwc, bool kCluster>
 __global__ void __launch_bounds__(kThreads)
     qconv_imma(const uint8_t* __restrict__ x, const int8_t* __restrict__ w, uint8_t* __restrict__ y,
                int32_t* __restrict__ partial, Geometry g, QConvQuantization q) {
-  __shared__ __align__(16) uint8_t a_tile[2][kTileP * kRowBytes];
-  __shared__ __align__(16) uint8_t w_tile[2][kTileF * kRowBytes];
+  __shared__ __align__(16) uint8_t a_tile[kStages][kTileP * kRowBytes];
+  __shared__ __align__(16) uint8_t w_tile[kStages][kTileF * kRowBytes];
   __shared__ int filter_sums[kTileF];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int group = lane >> 2, quad = lane & 3;  // the mma fragments' row group and lane in it
@@ -151,40 +186,65 @@ __global__ void __launch_bounds__(kThreads)
   const int pixel0 = blockIdx.x * kTileP, filter0 = blockIdx.y * kTileF;
   const int r_begin = blockIdx.z * g.slice, r_end = min(g.reduction, r_begin + g.slice);
   const uint32_t pad_word = 0x01010101u * static_cast<uint32_t>(q.x_zero_point);
+  const bool zero_point = q.x_zero_point != 0;
 
-  // Staging: this thread loads rows `row` and `row + 32` of both tiles, bytes [chunk, chunk + 16).
+  // Staging: this thread fills rows `row` and `row + 32` of both tiles, bytes [chunk, chunk + 16).
   const int row = tid >> 2, chunk = (tid & 3) * 16;
   const PixelOrigin origins[2] = {origin_of(g, pixel0 + row), origin_of(g, pixel0 + row + 32)};
-  uint4 a_next[2], w_next[2];
-  int weight_sums[2] = {0, 0};  // of the filters this thread stages, over its chunks
-  auto fetch = [&](int r0) {
+  // Tile t of the slice into stage s: 16-byte asynchronous copies (zero-filled past the slice or
+  // the tensors), the zero point written where a window leaves the image; byte-wise gathers
+  // stored directly.
+  auto issue = [&](int t, int s) {
+    const int r = r_begin + t * kTileK + chunk;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      a_next[i] = gather_a<kVector, kNhwc>(x, g, origins[i], r0 + chunk, r_end, pad_word);
-      w_next[i] = load_w<kVector>(w, g, filter0 + row + 32 * i, r0 + chunk, r_end);
-      weight_sums[i] = byte_sum(w_next[i], weight_sums[i]);
-    }
-  };
-  auto stage = [&](int buffer) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      *reinterpret_cast<uint4*>(&a_tile[buffer][(row + 32 * i) * kRowBytes + chunk]) = a_next[i];
-      *reinterpret_cast<uint4*>(&w_tile[buffer][(row + 32 * i) * kRowBytes + chunk]) = w_next[i];
+      uint8_t* a_dst = &a_tile[s][(row + 32 * i) * kRowBytes + chunk];
+      uint8_t* w_dst = &w_tile[s][(row + 32 * i) * kRowBytes + chunk];
+      const int filter = filter0 + row + 32 * i;
+      if (kVector) {
+        const int at = origins[i].valid && r < r_end ? window_offset<true>(g, origins[i], r) : -2;
+        if (at == -1)
+          *reinterpret_cast<uint4*>(a_dst) = make_uint4(pad_word, pad_word, pad_word, pad_word);
+        else
+          copy16(a_dst, at >= 0 ? x + at : x, at >= 0);
+        const bool in_w = filter < g.m && r < r_end;
+        copy16(w_dst, in_w ? w + static_cast<int64_t>(filter) * g.reduction + r : w, in_w);
+      } else {
+        *reinterpret_cast<uint4*>(a_dst) = gather_a<false, kNhwc>(x, g, origins[i], r, r_end, pad_word);
+        *reinterpret_cast<uint4*>(w_dst) = load_w<false>(w, g, filter, r, r_end);
+      }
     }
   };
 
+  // The requantisation of the filters this thread's accumulators hold (4 x 2 of them), or in the
+  // cluster's reduction the one filter it adds up (column tid % kTileF of the tile).
+  FilterRequant requant[4][2];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      requant[nt][j] = kCluster ? FilterRequant() : filter_requant(filter0 + warp_f + nt * 8 + quad * 2 + j, g, q);
+  const FilterRequant reduced = kCluster ? filter_requant(filter0 + tid % kTileF, g, q) : FilterRequant();
+
   int acc[2][4][4] = {};
-  int buffer = 0;
-  if (r_begin < r_end) {
-    fetch(r_begin);
-    stage(0);
+  int weight_sums[2] = {0, 0};  // of the filters this thread stages, over its chunks
+  const int tiles = r_begin < r_end ? (r_end - r_begin + kTileK - 1) / kTileK : 0;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < tiles) issue(s, s);
+    copy_commit();  // empty groups too: the wait below counts groups
   }
-  __syncthreads();
-  for (int r0 = r_begin; r0 < r_end; r0 += kTileK) {
-    const bool more = r0 + kTileK < r_end;
-    if (more) fetch(r0 + kTileK);
-    const uint8_t* at = a_tile[buffer];
-    const uint8_t* wt = w_tile[buffer];
+  for (int t = 0; t < tiles; ++t) {
+    copy_wait<kStages - 2>();  // this thread's copies of tile t landed
+    __syncthreads();           // everyone's; and tile t - 1's stage is free again
+    if (t + kStages - 1 < tiles) issue(t + kStages - 1, (t + kStages - 1) % kStages);
+    copy_commit();
+    const uint8_t* at = a_tile[t % kStages];
+    const uint8_t* wt = w_tile[t % kStages];
+    if (zero_point)
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        weight_sums[i] = byte_sum(*reinterpret_cast<const uint4*>(wt + (row + 32 * i) * kRowBytes + chunk), weight_sums[i]);
 #pragma unroll
     for (int k = 0; k < kTileK; k += 32) {
       uint32_t af[2][4], bf[4][2];
@@ -207,14 +267,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) mma_u8s8(acc[mt][nt], af[mt], bf[nt]);
     }
-    if (more) stage(buffer ^ 1);  // the other buffer's readers passed the last barrier
-    __syncthreads();
-    buffer ^= 1;
   }
 
   // sum((x - zx) w) = sum(x w) - zx sum(w): each filter's weight sum over this slice, from the
   // four lanes that staged its row.
-  const bool zero_point = q.x_zero_point != 0;
   if (zero_point) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -226,23 +282,57 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
 
+  // Accumulator element e of (mt, nt): row group (+8 for e >= 2), column 2 * quad + (e & 1).
+  auto for_each_sum = [&](auto&& body) {
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
+      for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        // Accumulator element e: row group (+8 for e >= 2), column 2 * quad + (e & 1).
-        const int pixel = pixel0 + warp_p + mt * 16 + group + (e >= 2 ? 8 : 0);
-        const int local_filter = warp_f + nt * 8 + quad * 2 + (e & 1), filter = filter0 + local_filter;
-        if (pixel >= g.pixels || filter >= g.m) continue;
-        int v = acc[mt][nt][e];
-        if (zero_point) v -= q.x_zero_point * filter_sums[local_filter];
-        if (partial)
-          partial[(static_cast<int64_t>(blockIdx.z) * g.pixels + pixel) * g.m + filter] = v;
-        else
-          y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, filter, q);
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int local_pixel = warp_p + mt * 16 + group + (e >= 2 ? 8 : 0);
+          const int local_filter = warp_f + nt * 8 + quad * 2 + (e & 1);
+          int v = acc[mt][nt][e];
+          if (zero_point) v -= q.x_zero_point * filter_sums[local_filter];
+          body(local_pixel, local_filter, v, requant[nt][e & 1]);
+        }
+  };
+
+  if (kCluster) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // The slices of one tile are the blocks of one cluster: each leaves its sums in its own
+    // shared memory, then block `rank` adds up rows [rank * rows, (rank + 1) * rows) of the
+    // tile from all of them (integer sums: exact in any order) and requantises.
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    __syncthreads();  // the pipeline's tiles are read; their memory holds the sums now
+    int* sums = reinterpret_cast<int*>(&a_tile[0][0]);
+    for_each_sum([&](int lp, int lf, int v, const FilterRequant&) { sums[lp * kTileF + lf] = v; });
+    cluster.sync();
+    const int slices = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+    const int rows = kTileP / slices;
+    for (int i = tid; i < rows * kTileF; i += kThreads) {
+      const int lp = rank * rows + i / kTileF, lf = i % kTileF;
+      const int pixel = pixel0 + lp, filter = filter0 + lf;
+      int v = 0;
+      for (int s = 0; s < slices; ++s) v += cluster.map_shared_rank(sums, s)[lp * kTileF + lf];
+      // i % kTileF == tid % kTileF: this thread's filter throughout
+      if (pixel < g.pixels && filter < g.m) y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, reduced, q.y_zero_point);
+    }
+    cluster.sync();  // no block leaves while another reads its shared memory
+#else
+    __trap();  // the host launches clusters on sm_90 and later only
+#endif
+    return;
+  }
+  for_each_sum([&](int lp, int lf, int v, const FilterRequant& r) {
+    const int pixel = pixel0 + lp, filter = filter0 + lf;
+    if (pixel >= g.pixels || filter >= g.m) return;
+    if (partial)
+      partial[(static_cast<int64_t>(blockIdx.z) * g.pixels + pixel) * g.m + filter] = v;
+    else
+      y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, r, q.y_zero_point);
+  });
 }
 
 // Adds the slices' partial sums ([pixel, filter]) in slice order, then requantises.
@@ -255,7 +345,7 @@ __global__ void qconv_sum(const int32_t* __restrict__ partial, int splits, uint8
     for (int s = 0; s < splits; ++s) v += partial[s * total + i];
     const int pixel = static_cast<int>(i / static_cast<decltype(i)>(g.m));
     const int filter = static_cast<int>(i - static_cast<decltype(i)>(pixel) * g.m);
-    y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, filter, q);
+    y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, filter_requant(filter, g, q), q.y_zero_point);
   });
 }
 
@@ -280,8 +370,19 @@ std::vector<int> qconv_splits(const QConvShape& s) {
   return splits;
 }
 
+bool qconv_cluster_reduction(int splits) {
+  static const int major = [] {
+    int device = 0, value = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+      return 0;
+    return value;
+  }();
+  return major >= 9 && splits <= kMaxClusterSlices;
+}
+
 size_t qconv_workspace_bytes(const QConvShape& s, int splits) {
-  if (splits <= 1) return 0;
+  if (splits <= 1 || qconv_cluster_reduction(splits)) return 0;
   return static_cast<size_t>(splits) * static_cast<size_t>(s.n * s.out_h * s.out_w * s.m) * sizeof(int32_t);
 }
 
@@ -300,15 +401,28 @@ void launch_qconv(const uint8_t* x, const int8_t* w, uint8_t* y, const QConvShap
   g.slice = i(ceil_div(ceil_div(g.reduction, kTileK), splits) * kTileK);
   const dim3 grid(static_cast<unsigned>(ceil_div(g.pixels, kTileP)), static_cast<unsigned>(ceil_div(g.m, kTileF)),
                   static_cast<unsigned>(splits));
-  int32_t* partial = splits > 1 ? static_cast<int32_t*>(workspace) : nullptr;
+  const bool cluster = splits > 1 && qconv_cluster_reduction(splits);
+  int32_t* partial = splits > 1 && !cluster ? static_cast<int32_t*>(workspace) : nullptr;
   // One 16-byte load per chunk needs channels-last chunks that never straddle a tap, and
   // aligned tensors.
-  if (!s.channels_last)
-    qconv_imma<false, false><<<grid, kThreads, 0, stream>>>(x, w, y, partial, g, q);
-  else if (s.c % 16 == 0 && aligned16(x) && aligned16(w))
-    qconv_imma<true, true><<<grid, kThreads, 0, stream>>>(x, w, y, partial, g, q);
-  else
-    qconv_imma<false, true><<<grid, kThreads, 0, stream>>>(x, w, y, partial, g, q);
+  const bool vector = s.channels_last && s.c % 16 == 0 && aligned16(x) && aligned16(w);
+  auto kernel = !s.channels_last ? (cluster ? qconv_imma<false, false, true> : qconv_imma<false, false, false>)
+                : vector         ? (cluster ? qconv_imma<true, true, true> : qconv_imma<true, true, false>)
+                                 : (cluster ? qconv_imma<false, true, true> : qconv_imma<false, true, false>);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  if (cluster) {
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = 1;
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = static_cast<unsigned>(splits);
+    config.attrs = attribute;
+    config.numAttrs = 1;
+  }
+  check_cuda(cudaLaunchKernelEx(&config, kernel, x, w, y, partial, g, q), "qconv_imma launch");
   check_launch("qconv_imma");
   if (!partial) return;
   const int64_t total = static_cast<int64_t>(g.pixels) * g.m;

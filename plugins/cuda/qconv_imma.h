@@ -8,9 +8,12 @@
 // the zero point.
 //
 // As conv_gemm.h, the reduction (KH*KW*C) may be split across blocks for layers with few
-// output pixels; slices write int32 partial sums to the workspace and one more kernel adds them
-// in slice order and requantises (the result does not depend on scheduling, and equals the CPU
-// reference's bytes: the same integer sum, the same float multiplier and rounding).
+// output pixels. On Hopper and later, up to 8 slices of a tile run as one thread-block cluster
+// and add their sums through each other's shared memory, with no workspace and no second
+// kernel (at batch 1 a kernel boundary costs as much as a small layer); otherwise slices write
+// int32 partial sums to the workspace and one more kernel adds them and requantises. Either
+// way the bytes equal the CPU reference's: the same integer sum, the same float multiplier and
+// rounding.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,6 +42,9 @@ struct QConvQuantization {
 
 // Reduction slices worth listing as tactics (1 first).
 std::vector<int> qconv_splits(const QConvShape& s);
+
+// Whether `splits` slices reduce through a cluster on this GPU (no workspace).
+bool qconv_cluster_reduction(int splits);
 
 size_t qconv_workspace_bytes(const QConvShape& s, int splits);
 
