@@ -328,7 +328,8 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
       // A dense convolution reads its weights [M, KH, KW, C/group] (cuDNN's KRSC).
       const bool conv = (node.domain.empty() && node.op_type == "Conv") ||
                         (node.domain == "edgert" && node.op_type == "FusedConv");
-      const bool qconv = node.domain.empty() && node.op_type == "QLinearConv";
+      const bool qconv = (node.domain.empty() && node.op_type == "QLinearConv") ||
+                         (node.domain == "edgert" && node.op_type == "QLinearConvAdd");
       const size_t weights = qconv ? 3 : 1;
       const Attribute* group = node.attribute("group");
       if ((conv || qconv) && node.inputs.size() > weights && graph.values[node.inputs[weights]].is_constant()) {
@@ -373,6 +374,62 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
     options.log("layout: " + std::to_string(converted) + " device nodes channels-last (NHWC), " +
                 std::to_string(reformats) + " Reformat nodes where layouts meet");
   return converted;
+}
+
+int fuse_int8_residual_adds(Model& model, const PlacementOptions& options) {
+  Graph& graph = model.graphs[0];
+  const std::string device_plugin = device_plugin_of(graph);
+  if (device_plugin.empty()) return 0;
+  const LoadedPlugin* plugin = plugin_named(options, device_plugin);
+  std::vector<int> readers(graph.values.size(), 0);
+  std::vector<bool> is_output(graph.values.size(), false);
+  std::map<int32_t, size_t> producer;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int32_t t : graph.nodes[n].inputs)
+      if (t >= 0) ++readers[t];
+    for (int32_t t : graph.nodes[n].outputs) producer[t] = n;
+  }
+  for (int32_t t : graph.outputs) is_output[t] = true;
+  std::vector<bool> removed(graph.nodes.size(), false);
+  int fused_count = 0;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& add = graph.nodes[n];
+    if (!add.on_device || add.domain != "com.microsoft" || add.op_type != "QLinearAdd" || add.inputs.size() < 7)
+      continue;
+    for (size_t side : {size_t{0}, size_t{3}}) {
+      const int32_t t = add.inputs[side];
+      const auto it = producer.find(t);
+      if (it == producer.end() || removed[it->second]) continue;
+      const Node& conv = graph.nodes[it->second];
+      if (!conv.on_device || !conv.domain.empty() || conv.op_type != "QLinearConv" || readers[t] != 1 || is_output[t])
+        continue;
+      const size_t other = side == 0 ? 3 : 0;
+      if (!graph.values[add.inputs[other]].same_shape_as(graph.values[t])) continue;
+      Node fused = conv;
+      fused.name = conv.name + " + " + add.name;
+      fused.domain = "edgert";
+      fused.op_type = "QLinearConvAdd";
+      fused.opset = 1;
+      fused.inputs.resize(9, -1);  // the bias may be absent
+      for (size_t i = other; i < other + 3; ++i) fused.inputs.push_back(i < add.inputs.size() ? add.inputs[i] : -1);
+      fused.inputs.push_back(add.inputs[6]);
+      fused.inputs.push_back(add.inputs.size() > 7 ? add.inputs[7] : -1);
+      fused.outputs = add.outputs;
+      if (!kernel_in(*plugin, graph, fused)) continue;
+      // At the add's place: the residual may be computed after the convolution.
+      graph.nodes[n] = std::move(fused);
+      removed[it->second] = true;
+      ++fused_count;
+      break;
+    }
+  }
+  std::vector<Node> nodes;
+  for (size_t n = 0; n < graph.nodes.size(); ++n)
+    if (!removed[n]) nodes.push_back(std::move(graph.nodes[n]));
+  graph.nodes = std::move(nodes);
+  if (options.log && fused_count)
+    options.log("int8: " + std::to_string(fused_count) + " residual add(s) fused into the convolution before them");
+  return fused_count;
 }
 
 int assign_memory_spaces(Model& model, const PlacementOptions& options) {

@@ -52,6 +52,12 @@ int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options);
 // tensors, whose bytes are the same in both layouts). Returns the nodes made channels-last.
 int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& options);
 
+// INT8 residual blocks on the device: a QLinearConv whose only reader is a QLinearAdd becomes
+// one edgert.QLinearConvAdd (the convolution's bytes, then the add, in its epilogue: the same
+// bytes, one kernel fewer; at batch 1 a kernel boundary costs as much as a small layer), where
+// the device plugin takes the fused node. Returns the number of adds fused.
+int fuse_int8_residual_adds(Model& model, const PlacementOptions& options);
+
 // Sets every main-graph value's memory space and inserts edgert.Copy nodes where a discrete
 // device and the host meet; returns the copies inserted.
 int assign_memory_spaces(Model& model, const PlacementOptions& options);

@@ -200,6 +200,7 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
   placement.log = options.log;
   placement.float32_prefix = options.fp16_float32_prefix;
   place_nodes(result.model, placement);
+  if (have_device) fuse_int8_residual_adds(result.model, placement);
   if (have_device && options.tf32)
     for (Node& node : main.nodes)
       if (node.on_device) {
@@ -214,7 +215,7 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
   // Tensor cores: cuDNN's fast convolutions and the INT8 convolution read channels-last tensors.
   bool int8_on_device = false;
   for (const Node& node : main.nodes)
-    int8_on_device = int8_on_device || (node.on_device && node.op_type == "QLinearConv");
+    int8_on_device = int8_on_device || (node.on_device && (node.op_type == "QLinearConv" || node.op_type == "QLinearConvAdd"));
   const bool channels_last = int8_on_device || options.gpu_layout == GpuLayout::kChannelsLast ||
                              (options.gpu_layout == GpuLayout::kAuto && (half || options.tf32));
   if (have_device && channels_last && convert_device_nodes_to_channels_last(result.model, placement) > 0)

@@ -4,6 +4,7 @@
 // them so for INT8 networks on the GPU), or NCHW on a slower gather, one tactic per
 // number of reduction slices. Grouped and depthwise int8 convolutions, int8 activations and
 // weight zero points other than 0 stay on the CPU plugin (supports() refuses them).
+#include <map>
 #include <string>
 
 #include "conv_geometry.h"
@@ -14,20 +15,35 @@
 namespace edgert::cuda {
 namespace {
 
-// Inputs: X, x_scale, x_zero_point, W, w_scale, w_zero_point, y_scale, y_zero_point, B. The
-// scalars and W's zero points are read on the host; W, its scales and B on the device.
-constexpr uint64_t kHostOperands = (1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);
+// Inputs: X, x_scale, x_zero_point, W, w_scale, w_zero_point, y_scale, y_zero_point, B, and for
+// edgert.QLinearConvAdd (QLinearConv followed by QLinearAdd, which the builder fuses on the GPU)
+// R, r_scale, r_zero_point, sum_scale, sum_zero_point: the output is QLinearAdd(conv bytes at
+// y_scale / y_zero_point, R) at sum_scale / sum_zero_point (B may then be absent). The scalars
+// and W's zero points are read on the host; W, its scales, B and R on the device.
+constexpr uint64_t kHostOperands = (1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 10) |
+                                   (1u << 11) | (1u << 12) | (1u << 13);
+constexpr int kResidualInput = 9, kFusedInputs = 14;
 
-const char* split_tactic_name(int splits) {
-  switch (splits) {
-    case 1: return "u8-conv-imma-edgert";
-    case 2: return "u8-conv-imma-split2-edgert";
-    case 4: return "u8-conv-imma-split4-edgert";
-    case 8: return "u8-conv-imma-split8-edgert";
-    case 16: return "u8-conv-imma-split16-edgert";
-    case 32: return "u8-conv-imma-split32-edgert";
-    default: return "u8-conv-imma-split64-edgert";
-  }
+bool fused_add(const edgert_node& node) { return node.domain && std::string(node.domain) == "edgert"; }
+
+// Tactic ids: tiling index * 100 + slices (qconv_tilings(); ids 1..64: the 64x64 tiling).
+constexpr int64_t kTilingStride = 100;
+
+// "u8-conv-imma-64x32-split4-edgert": static storage, one name per id.
+const char* tactic_name(int64_t id) {
+  static const std::map<int64_t, std::string> names = [] {
+    std::map<int64_t, std::string> made;
+    for (size_t t = 0; t < qconv_tilings().size(); ++t)
+      for (int splits = 1; splits <= 64; splits *= 2) {
+        const QConvTiling& tiling = qconv_tilings()[t];
+        made[static_cast<int64_t>(t) * kTilingStride + splits] =
+            "u8-conv-imma-" + std::to_string(tiling.pixels) + "x" + std::to_string(tiling.filters) +
+            (splits > 1 ? "-split" + std::to_string(splits) : "") + "-edgert";
+      }
+    return made;
+  }();
+  const auto it = names.find(id);
+  return it == names.end() ? "u8-conv-imma-edgert" : it->second.c_str();
 }
 
 bool optional_present(const edgert_node* node, const edgert_tensor* in, int i) {
@@ -66,6 +82,10 @@ bool symmetric_weights(const edgert_node* node, const edgert_tensor* in) {
 
 int32_t supports_qconv(const edgert_node* node, const edgert_tensor* in) {
   if (node->num_inputs < 8) return 0;
+  if (fused_add(*node) && (node->num_inputs != kFusedInputs || !is_present(in[kResidualInput]) ||
+                           (in[kResidualInput].dtype != EDGERT_DTYPE_UNDEFINED &&
+                            in[kResidualInput].dtype != EDGERT_DTYPE_UINT8)))
+    return 0;
   const edgert_tensor &x = in[0], &w = in[3];
   if (x.dtype != EDGERT_DTYPE_UNDEFINED && x.dtype != EDGERT_DTYPE_UINT8) return 0;
   if (w.dtype != EDGERT_DTYPE_UNDEFINED && w.dtype != EDGERT_DTYPE_INT8) return 0;
@@ -86,10 +106,14 @@ QConvShape qconv_shape(const ConvGeometry& g, bool nhwc) {
 std::vector<TacticSpec> qconv_tactics(const edgert_node* node, const edgert_tensor* in) {
   std::vector<TacticSpec> tactics;
   try {
-    for (int splits : qconv_splits(qconv_shape(conv_geometry(*node, in[0], in[3]), channels_last(*node))))
-      tactics.push_back({splits, split_tactic_name(splits)});
+    const QConvShape shape = qconv_shape(conv_geometry(*node, in[0], in[3]), channels_last(*node));
+    for (size_t t = 0; t < qconv_tilings().size(); ++t)
+      for (int splits : qconv_splits(shape, qconv_tilings()[t])) {
+        const int64_t id = static_cast<int64_t>(t) * kTilingStride + splits;
+        tactics.push_back({id, tactic_name(id)});
+      }
   } catch (const KernelError&) {
-    tactics.push_back({1, split_tactic_name(1)});  // prepare says what is wrong with the node
+    tactics.push_back({1, tactic_name(1)});  // prepare says what is wrong with the node
   }
   return tactics;
 }
@@ -112,32 +136,57 @@ class QLinearConvOp : public Op {
            shape_string(shape_of(in[4])).c_str(), static_cast<long long>(g.m));
     if (!symmetric_weights(&node, in)) fail(EDGERT_ERR_UNSUPPORTED, "w_zero_point other than 0 (asymmetric weights)");
     per_channel_ = scales != 1;
-    has_bias_ = optional_present(&node, in, 8);
+    has_bias_ = optional_present(&node, in, 8);  // absent: -1 / empty
     if (has_bias_ && (in[8].dtype != EDGERT_DTYPE_INT32 || numel(in[8]) != g.m))
       fail(EDGERT_ERR_SHAPE, "B is %s %s, expected int32 [%lld]", edgert_dtype_name(in[8].dtype),
            shape_string(shape_of(in[8])).c_str(), static_cast<long long>(g.m));
-    set_output(out[0], EDGERT_DTYPE_UINT8, {g.n, g.m, g.out_h, g.out_w});
+    const Shape y_shape = {g.n, g.m, g.out_h, g.out_w};
+    set_output(out[0], EDGERT_DTYPE_UINT8, y_shape);
+    add_ = QConvResidual();
+    has_residual_ = fused_add(node);
+    if (has_residual_) {
+      if (node.num_inputs != kFusedInputs)
+        fail(EDGERT_ERR_INVALID_ARGUMENT, "QLinearConvAdd needs %d inputs, got %d", kFusedInputs, node.num_inputs);
+      const edgert_tensor& r = in[kResidualInput];
+      if (r.dtype != EDGERT_DTYPE_UINT8 || shape_of(r) != y_shape)
+        fail(EDGERT_ERR_SHAPE, "the residual is %s %s, expected uint8 %s", edgert_dtype_name(r.dtype),
+             shape_string(shape_of(r)).c_str(), shape_string(y_shape).c_str());
+      // QLinearAdd's multipliers, in float on the host as the CPU reference computes them.
+      const float sum_scale = scalar_scale(in[12], "sum_scale");
+      add_.conv_ratio = scalar_scale(in[6], "y_scale") / sum_scale;
+      add_.residual_ratio = scalar_scale(in[10], "r_scale") / sum_scale;
+      add_.residual_zero = uint8_zero_point(node, in, 11, "r_zero_point");
+      add_.sum_zero = uint8_zero_point(node, in, 13, "sum_zero_point");
+    }
     x_scale_ = scalar_scale(in[1], "x_scale");
     y_scale_ = scalar_scale(in[6], "y_scale");
     x_zero_ = uint8_zero_point(node, in, 2, "x_zero_point");
     y_zero_ = uint8_zero_point(node, in, 7, "y_zero_point");
-    splits_ = tactic() <= 0 ? 1 : static_cast<int>(tactic());
+    const int64_t id = tactic() <= 0 ? 1 : tactic();
+    const size_t tiling = static_cast<size_t>(id / kTilingStride);
+    splits_ = static_cast<int>(id % kTilingStride);
+    if (tiling >= qconv_tilings().size() || splits_ < 1)
+      fail(EDGERT_ERR_UNSUPPORTED, "tactic %lld names no tiling and slices", static_cast<long long>(tactic()));
+    tiling_ = qconv_tilings()[tiling];
     info.workspace_bytes = qconv_workspace_bytes(shape_, splits_);
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void* workspace,
                cudaStream_t stream) override {
-    const QConvQuantization q{x_scale_, y_scale_, x_zero_, y_zero_, static_cast<const float*>(in[4].data),
-                              has_bias_ ? static_cast<const int32_t*>(in[8].data) : nullptr, per_channel_};
+    QConvQuantization q{x_scale_, y_scale_, x_zero_, y_zero_, static_cast<const float*>(in[4].data),
+                              has_bias_ ? static_cast<const int32_t*>(in[8].data) : nullptr, per_channel_, add_};
+    if (has_residual_) q.add.residual = static_cast<const uint8_t*>(in[kResidualInput].data);
     launch_qconv(static_cast<const uint8_t*>(in[0].data), static_cast<const int8_t*>(in[3].data),
-                 static_cast<uint8_t*>(out[0].data), shape_, q, splits_, workspace, stream);
+                 static_cast<uint8_t*>(out[0].data), shape_, q, tiling_, splits_, workspace, stream);
   }
 
  private:
   QConvShape shape_{};
   float x_scale_ = 1, y_scale_ = 1;
   int32_t x_zero_ = 0, y_zero_ = 0;
-  bool has_bias_ = false, per_channel_ = true;
+  bool has_bias_ = false, per_channel_ = true, has_residual_ = false;
+  QConvResidual add_;
+  QConvTiling tiling_;
   int splits_ = 1;
 };
 
@@ -145,6 +194,8 @@ class QLinearConvOp : public Op {
 
 void register_qconv_kernels(KernelRegistry& r) {
   r.add<QLinearConvOp>("QLinearConv", "cuda-qlinear-conv", supports_qconv, qconv_tactics, kHostOperands);
+  r.add_in_domain<QLinearConvOp>("edgert", "QLinearConvAdd", "cuda-qlinear-conv-add", supports_qconv, qconv_tactics,
+                                 kHostOperands);
 }
 
 }  // namespace edgert::cuda

@@ -20,7 +20,10 @@
 namespace edgert::cuda {
 namespace {
 
-constexpr int kTileP = 64, kTileF = 64, kTileK = 64, kThreads = 128;
+// Tiles of pixels x filters (64, 32 or 16 by 64 or 32: a tactic; smaller tiles give batch 1's
+// layers more blocks, and at batch 1 a block's warps wait on latency more than on the tensor
+// cores), 64 bytes of the reduction at a time, 4 warps.
+constexpr int kTileK = 64, kThreads = 128;
 // Tiles in flight: at batch 1 a block has few tiles of work and the SM few blocks, so the
 // loads' latency, not the tensor cores, sets the pace; three tiles are loading while one is
 // multiplied.
@@ -76,26 +79,47 @@ __device__ __forceinline__ int window_offset(const Geometry& g, const PixelOrigi
 }
 
 // 16 bytes of A from r on: kVector when channels-last C is a multiple of 16 (one load, never
-// straddling a tap), else byte by byte (the stem's 3 channels, NCHW tensors). Past the slice:
-// zeros (their weights are 0).
+// straddling a tap), else byte by byte (the stem's 3 channels, NCHW tensors), the window
+// position found once and stepped along r. Past the slice: zeros (their weights are 0).
 template <bool kVector, bool kNhwc>
 __device__ __forceinline__ uint4 gather_a(const uint8_t* __restrict__ x, const Geometry& g, const PixelOrigin& o,
                                           int r, int r_end, uint32_t pad_word) {
+  if (!o.valid || r >= r_end) return make_uint4(0, 0, 0, 0);
   if (kVector) {
-    if (!o.valid || r >= r_end) return make_uint4(0, 0, 0, 0);
     const int at = window_offset<true>(g, o, r);
     if (at < 0) return make_uint4(pad_word, pad_word, pad_word, pad_word);
     return *reinterpret_cast<const uint4*>(x + at);
   }
+  int c, tap;
+  if (kNhwc) {
+    tap = r / g.c;
+    c = r - tap * g.c;
+  } else {
+    c = r / (g.kh * g.kw);
+    tap = r - c * (g.kh * g.kw);
+  }
+  int ky = tap / g.kw, kx = tap - ky * g.kw;
   uint32_t words[4] = {0, 0, 0, 0};
-  if (o.valid)
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {  // unrolled: the 16 loads are in flight together
-      if (r + j >= r_end) continue;
-      const int at = window_offset<kNhwc>(g, o, r + j);
-      const uint32_t byte = at < 0 ? (pad_word & 0xffu) : x[at];
+  for (int j = 0; j < 16; ++j) {  // unrolled: the loads are in flight together
+    if (r + j < r_end) {
+      const int iy = o.iy + ky * g.dilation_h, ix = o.ix + kx * g.dilation_w;
+      uint32_t byte = pad_word & 0xffu;
+      if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
+        byte = x[kNhwc ? o.image + (iy * g.w + ix) * g.c + c : o.image + (c * g.h + iy) * g.w + ix];
       words[j / 4] |= byte << (8 * (j % 4));
     }
+    // The next r: channels fastest, then kx, then ky (channels-last); kx, ky, then c (NCHW).
+    if (kNhwc) {
+      if (++c == g.c) {
+        c = 0;
+        if (++kx == g.kw) kx = 0, ++ky;
+      }
+    } else if (++kx == g.kw) {
+      kx = 0;
+      if (++ky == g.kh) ky = 0, ++c;
+    }
+  }
   return make_uint4(words[0], words[1], words[2], words[3]);
 }
 
@@ -105,7 +129,9 @@ __device__ __forceinline__ uint4 load_w(const int8_t* __restrict__ w, const Geom
   const int8_t* row = w + static_cast<int64_t>(filter) * g.reduction;
   if (kVector) return *reinterpret_cast<const uint4*>(row + r);
   uint32_t words[4] = {0, 0, 0, 0};
-  for (int j = 0; j < 16 && r + j < r_end; ++j) words[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(row[r + j])) << (8 * (j % 4));
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+    if (r + j < r_end) words[j / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(row[r + j])) << (8 * (j % 4));
   return make_uint4(words[0], words[1], words[2], words[3]);
 }
 
@@ -173,7 +199,18 @@ __device__ __forceinline__ uint8_t requantize(int sum, const FilterRequant& r, i
   return saturate_u8(__fmul_rn(__int2float_rn(sum + r.bias), r.multiplier), y_zero_point);
 }
 
-template <bool kVector, bool kNhwc, bool kCluster>
+// Output element `at`: requantised, then with the fused residual add (QLinearAdd's arithmetic on
+// the convolution's bytes and the residual's: two float products, their sum, rounding).
+__device__ __forceinline__ uint8_t finish(int sum, const FilterRequant& r, const QConvQuantization& q, int64_t at) {
+  const uint8_t conv = requantize(sum, r, q.y_zero_point);
+  if (!q.add.residual) return conv;
+  const float v = __fadd_rn(
+      __fmul_rn(static_cast<float>(static_cast<int32_t>(conv) - q.y_zero_point), q.add.conv_ratio),
+      __fmul_rn(static_cast<float>(static_cast<int32_t>(q.add.residual[at]) - q.add.residual_zero), q.add.residual_ratio));
+  return saturate_u8(v, q.add.sum_zero);
+}
+
+template <int kTileP, int kTileF, bool kVector, bool kNhwc, bool kCluster>
 __global__ void __launch_bounds__(kThreads)
     qconv_imma(const uint8_t* __restrict__ x, const int8_t* __restrict__ w, uint8_t* __restrict__ y,
                int32_t* __restrict__ partial, Geometry g, QConvQuantization q) {
@@ -182,35 +219,48 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int filter_sums[kTileF];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int group = lane >> 2, quad = lane & 3;  // the mma fragments' row group and lane in it
-  const int warp_p = (warp >> 1) * 32, warp_f = (warp & 1) * 32;
+  // 2 x 2 warps (1 x 4 for 16-pixel tiles), each kMt x kNt fragments (m16 x n8).
+  constexpr int kWarpsP = kTileP >= 32 ? 2 : 1, kWarpsF = 4 / kWarpsP;
+  constexpr int kMt = kTileP / (16 * kWarpsP), kNt = kTileF / (8 * kWarpsF);
+  constexpr int kRowsA = (kTileP + 31) / 32, kRowsW = kTileF / 32;  // staged rows per thread
+  const int warp_p = (warp / kWarpsF) * (kTileP / kWarpsP), warp_f = (warp % kWarpsF) * (kTileF / kWarpsF);
   const int pixel0 = blockIdx.x * kTileP, filter0 = blockIdx.y * kTileF;
   const int r_begin = blockIdx.z * g.slice, r_end = min(g.reduction, r_begin + g.slice);
   const uint32_t pad_word = 0x01010101u * static_cast<uint32_t>(q.x_zero_point);
   const bool zero_point = q.x_zero_point != 0;
 
-  // Staging: this thread fills rows `row` and `row + 32` of both tiles, bytes [chunk, chunk + 16).
+  // Staging: this thread fills rows `row` (+ 32) of both tiles, bytes [chunk, chunk + 16).
   const int row = tid >> 2, chunk = (tid & 3) * 16;
-  const PixelOrigin origins[2] = {origin_of(g, pixel0 + row), origin_of(g, pixel0 + row + 32)};
+  PixelOrigin origins[kRowsA];
+#pragma unroll
+  for (int i = 0; i < kRowsA; ++i) origins[i] = origin_of(g, pixel0 + row + 32 * i);
   // Tile t of the slice into stage s: 16-byte asynchronous copies (zero-filled past the slice or
   // the tensors), the zero point written where a window leaves the image; byte-wise gathers
   // stored directly.
   auto issue = [&](int t, int s) {
     const int r = r_begin + t * kTileK + chunk;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kRowsA; ++i) {
+      if (row + 32 * i >= kTileP) break;  // 16-pixel tiles: half the threads stage A
       uint8_t* a_dst = &a_tile[s][(row + 32 * i) * kRowBytes + chunk];
-      uint8_t* w_dst = &w_tile[s][(row + 32 * i) * kRowBytes + chunk];
-      const int filter = filter0 + row + 32 * i;
       if (kVector) {
         const int at = origins[i].valid && r < r_end ? window_offset<true>(g, origins[i], r) : -2;
         if (at == -1)
           *reinterpret_cast<uint4*>(a_dst) = make_uint4(pad_word, pad_word, pad_word, pad_word);
         else
           copy16(a_dst, at >= 0 ? x + at : x, at >= 0);
+      } else {
+        *reinterpret_cast<uint4*>(a_dst) = gather_a<false, kNhwc>(x, g, origins[i], r, r_end, pad_word);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kRowsW; ++i) {
+      uint8_t* w_dst = &w_tile[s][(row + 32 * i) * kRowBytes + chunk];
+      const int filter = filter0 + row + 32 * i;
+      if (kVector) {
         const bool in_w = filter < g.m && r < r_end;
         copy16(w_dst, in_w ? w + static_cast<int64_t>(filter) * g.reduction + r : w, in_w);
       } else {
-        *reinterpret_cast<uint4*>(a_dst) = gather_a<false, kNhwc>(x, g, origins[i], r, r_end, pad_word);
         *reinterpret_cast<uint4*>(w_dst) = load_w<false>(w, g, filter, r, r_end);
       }
     }
@@ -218,16 +268,16 @@ __global__ void __launch_bounds__(kThreads)
 
   // The requantisation of the filters this thread's accumulators hold (4 x 2 of them), or in the
   // cluster's reduction the one filter it adds up (column tid % kTileF of the tile).
-  FilterRequant requant[4][2];
+  FilterRequant requant[kNt][2];
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
+  for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
     for (int j = 0; j < 2; ++j)
       requant[nt][j] = kCluster ? FilterRequant() : filter_requant(filter0 + warp_f + nt * 8 + quad * 2 + j, g, q);
   const FilterRequant reduced = kCluster ? filter_requant(filter0 + tid % kTileF, g, q) : FilterRequant();
 
-  int acc[2][4][4] = {};
-  int weight_sums[2] = {0, 0};  // of the filters this thread stages, over its chunks
+  int acc[kMt][kNt][4] = {};
+  int weight_sums[kRowsW] = {};  // of the filters this thread stages, over its chunks
   const int tiles = r_begin < r_end ? (r_end - r_begin + kTileK - 1) / kTileK : 0;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -243,13 +293,13 @@ __global__ void __launch_bounds__(kThreads)
     const uint8_t* wt = w_tile[t % kStages];
     if (zero_point)
 #pragma unroll
-      for (int i = 0; i < 2; ++i)
+      for (int i = 0; i < kRowsW; ++i)
         weight_sums[i] = byte_sum(*reinterpret_cast<const uint4*>(wt + (row + 32 * i) * kRowBytes + chunk), weight_sums[i]);
 #pragma unroll
     for (int k = 0; k < kTileK; k += 32) {
-      uint32_t af[2][4], bf[4][2];
+      uint32_t af[kMt][4], bf[kNt][2];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
+      for (int mt = 0; mt < kMt; ++mt) {
         const uint8_t* p = at + (warp_p + mt * 16 + group) * kRowBytes + k + quad * 4;
         af[mt][0] = shared_word(p);
         af[mt][1] = shared_word(p + 8 * kRowBytes);
@@ -257,15 +307,15 @@ __global__ void __launch_bounds__(kThreads)
         af[mt][3] = shared_word(p + 8 * kRowBytes + 16);
       }
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < kNt; ++nt) {
         const uint8_t* p = wt + (warp_f + nt * 8 + group) * kRowBytes + k + quad * 4;
         bf[nt][0] = shared_word(p);
         bf[nt][1] = shared_word(p + 16);
       }
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+      for (int mt = 0; mt < kMt; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) mma_u8s8(acc[mt][nt], af[mt], bf[nt]);
+        for (int nt = 0; nt < kNt; ++nt) mma_u8s8(acc[mt][nt], af[mt], bf[nt]);
     }
   }
 
@@ -273,7 +323,7 @@ __global__ void __launch_bounds__(kThreads)
   // four lanes that staged its row.
   if (zero_point) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kRowsW; ++i) {
       int s = weight_sums[i];
       s += __shfl_xor_sync(0xffffffffu, s, 1);
       s += __shfl_xor_sync(0xffffffffu, s, 2);
@@ -285,9 +335,9 @@ __global__ void __launch_bounds__(kThreads)
   // Accumulator element e of (mt, nt): row group (+8 for e >= 2), column 2 * quad + (e & 1).
   auto for_each_sum = [&](auto&& body) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < kMt; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
+      for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int local_pixel = warp_p + mt * 16 + group + (e >= 2 ? 8 : 0);
@@ -317,7 +367,10 @@ __global__ void __launch_bounds__(kThreads)
       int v = 0;
       for (int s = 0; s < slices; ++s) v += cluster.map_shared_rank(sums, s)[lp * kTileF + lf];
       // i % kTileF == tid % kTileF: this thread's filter throughout
-      if (pixel < g.pixels && filter < g.m) y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, reduced, q.y_zero_point);
+      if (pixel < g.pixels && filter < g.m) {
+        const int64_t at = output_index<kNhwc>(g, pixel, filter);
+        y[at] = finish(v, reduced, q, at);
+      }
     }
     cluster.sync();  // no block leaves while another reads its shared memory
 #else
@@ -331,7 +384,7 @@ __global__ void __launch_bounds__(kThreads)
     if (partial)
       partial[(static_cast<int64_t>(blockIdx.z) * g.pixels + pixel) * g.m + filter] = v;
     else
-      y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, r, q.y_zero_point);
+      y[output_index<kNhwc>(g, pixel, filter)] = finish(v, r, q, output_index<kNhwc>(g, pixel, filter));
   });
 }
 
@@ -345,13 +398,23 @@ __global__ void qconv_sum(const int32_t* __restrict__ partial, int splits, uint8
     for (int s = 0; s < splits; ++s) v += partial[s * total + i];
     const int pixel = static_cast<int>(i / static_cast<decltype(i)>(g.m));
     const int filter = static_cast<int>(i - static_cast<decltype(i)>(pixel) * g.m);
-    y[output_index<kNhwc>(g, pixel, filter)] = requantize(v, filter_requant(filter, g, q), q.y_zero_point);
+    const int64_t at = output_index<kNhwc>(g, pixel, filter);
+    y[at] = finish(v, filter_requant(filter, g, q), q, at);
   });
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int64_t blocks_of(const QConvShape& s) { return ceil_div(s.n * s.out_h * s.out_w, kTileP) * ceil_div(s.m, kTileF); }
+int64_t blocks_of(const QConvShape& s, QConvTiling t) {
+  return ceil_div(s.n * s.out_h * s.out_w, t.pixels) * ceil_div(s.m, t.filters);
+}
+
+template <int kTileP, int kTileF>
+auto kernel_for(bool nhwc, bool vector, bool cluster) {
+  return !nhwc    ? (cluster ? qconv_imma<kTileP, kTileF, false, false, true> : qconv_imma<kTileP, kTileF, false, false, false>)
+         : vector ? (cluster ? qconv_imma<kTileP, kTileF, true, true, true> : qconv_imma<kTileP, kTileF, true, true, false>)
+                  : (cluster ? qconv_imma<kTileP, kTileF, false, true, true> : qconv_imma<kTileP, kTileF, false, true, false>);
+}
 
 int64_t reduction_of(const QConvShape& s) { return s.c * s.kh * s.kw; }
 
@@ -359,9 +422,14 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-std::vector<int> qconv_splits(const QConvShape& s) {
+const std::vector<QConvTiling>& qconv_tilings() {
+  static const std::vector<QConvTiling> tilings = {{64, 64}, {64, 32}, {32, 64}, {32, 32}, {16, 64}, {16, 32}};
+  return tilings;
+}
+
+std::vector<int> qconv_splits(const QConvShape& s, QConvTiling t) {
   std::vector<int> splits = {1};
-  const int64_t tiles_r = ceil_div(reduction_of(s), kTileK), blocks = blocks_of(s);
+  const int64_t tiles_r = ceil_div(reduction_of(s), kTileK), blocks = blocks_of(s, t);
   for (int split = 2; split <= kMaxSplits; split *= 2) {
     if (tiles_r < 2 * split || blocks * (split / 2) >= kEnoughBlocks) break;
     if (qconv_workspace_bytes(s, split) > kMaxWorkspaceBytes) break;
@@ -387,28 +455,34 @@ size_t qconv_workspace_bytes(const QConvShape& s, int splits) {
 }
 
 void launch_qconv(const uint8_t* x, const int8_t* w, uint8_t* y, const QConvShape& s, const QConvQuantization& q,
-                  int splits, void* workspace, cudaStream_t stream) {
+                  QConvTiling tiling, int splits, void* workspace, cudaStream_t stream) {
   const int64_t limit = std::numeric_limits<int32_t>::max();
   if (s.n * s.c * s.h * s.w > limit || s.n * s.m * s.out_h * s.out_w > limit || s.m * reduction_of(s) > limit ||
       static_cast<int64_t>(std::max(splits, 1)) * s.n * s.out_h * s.out_w * s.m > limit)
     fail(EDGERT_ERR_UNSUPPORTED, "INT8 convolution of tensors with 2^31 elements or more");
   if (splits < 1 || splits > kMaxSplits) fail(EDGERT_ERR_INVALID_ARGUMENT, "%d reduction slices", splits);
+  if ((tiling.pixels != 64 && tiling.pixels != 32 && tiling.pixels != 16) ||
+      (tiling.filters != 64 && tiling.filters != 32))
+    fail(EDGERT_ERR_INVALID_ARGUMENT, "tile %dx%d (64, 32 or 16 pixels; 64 or 32 filters)", tiling.pixels,
+         tiling.filters);
   if (s.n * s.out_h * s.out_w == 0 || s.m == 0) return;
   auto i = [](int64_t v) { return static_cast<int>(v); };
   Geometry g{i(s.c), i(s.h), i(s.w), i(s.m), i(s.kh), i(s.kw), i(s.stride_h), i(s.stride_w), i(s.pad_top),
              i(s.pad_left), i(s.dilation_h), i(s.dilation_w), i(s.out_h), i(s.out_w), i(s.n * s.out_h * s.out_w),
              i(reduction_of(s)), 0};
   g.slice = i(ceil_div(ceil_div(g.reduction, kTileK), splits) * kTileK);
-  const dim3 grid(static_cast<unsigned>(ceil_div(g.pixels, kTileP)), static_cast<unsigned>(ceil_div(g.m, kTileF)),
-                  static_cast<unsigned>(splits));
+  const dim3 grid(static_cast<unsigned>(ceil_div(g.pixels, tiling.pixels)),
+                  static_cast<unsigned>(ceil_div(g.m, tiling.filters)), static_cast<unsigned>(splits));
   const bool cluster = splits > 1 && qconv_cluster_reduction(splits);
   int32_t* partial = splits > 1 && !cluster ? static_cast<int32_t*>(workspace) : nullptr;
   // One 16-byte load per chunk needs channels-last chunks that never straddle a tap, and
   // aligned tensors.
   const bool vector = s.channels_last && s.c % 16 == 0 && aligned16(x) && aligned16(w);
-  auto kernel = !s.channels_last ? (cluster ? qconv_imma<false, false, true> : qconv_imma<false, false, false>)
-                : vector         ? (cluster ? qconv_imma<true, true, true> : qconv_imma<true, true, false>)
-                                 : (cluster ? qconv_imma<false, true, true> : qconv_imma<false, true, false>);
+  const bool nhwc = s.channels_last;
+  const bool wide = tiling.filters == 64;
+  auto kernel = tiling.pixels == 64 ? (wide ? kernel_for<64, 64>(nhwc, vector, cluster) : kernel_for<64, 32>(nhwc, vector, cluster))
+                : tiling.pixels == 32 ? (wide ? kernel_for<32, 64>(nhwc, vector, cluster) : kernel_for<32, 32>(nhwc, vector, cluster))
+                                      : (wide ? kernel_for<16, 64>(nhwc, vector, cluster) : kernel_for<16, 32>(nhwc, vector, cluster));
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = dim3(kThreads);

@@ -31,6 +31,16 @@ struct QConvShape {
   bool channels_last;
 };
 
+// A residual add fused into the epilogue (edgert.QLinearConvAdd, the builder's INT8 residual
+// fusion): the convolution's bytes (y_scale, y_zero_point) go through QLinearAdd with
+// `residual` as the CPU reference computes it, with ratios conv y_scale / sum scale and
+// residual scale / sum scale.
+struct QConvResidual {
+  const uint8_t* residual = nullptr;  // Y's shape and layout; null: no add
+  float conv_ratio = 1, residual_ratio = 1;
+  int32_t residual_zero = 0, sum_zero = 0;
+};
+
 // The per-layer quantization: scalars read on the host, per-filter arrays on the device.
 struct QConvQuantization {
   float x_scale, y_scale;
@@ -38,10 +48,19 @@ struct QConvQuantization {
   const float* w_scale;  // [M], or [1] when not per_channel
   const int32_t* bias;   // [M], or null
   bool per_channel;
+  QConvResidual add;
 };
 
-// Reduction slices worth listing as tactics (1 first).
-std::vector<int> qconv_splits(const QConvShape& s);
+// A block's tile: output pixels (64, 32 or 16) x filters (64 or 32).
+struct QConvTiling {
+  int pixels = 64, filters = 64;
+};
+
+// The tilings listed as tactics, 64x64 first.
+const std::vector<QConvTiling>& qconv_tilings();
+
+// Reduction slices worth listing as tactics with tiling `t` (1 first).
+std::vector<int> qconv_splits(const QConvShape& s, QConvTiling t);
 
 // Whether `splits` slices reduce through a cluster on this GPU (no workspace).
 bool qconv_cluster_reduction(int splits);
@@ -50,6 +69,6 @@ size_t qconv_workspace_bytes(const QConvShape& s, int splits);
 
 // y = requantise(conv(x - x_zero_point, w) + bias) with `splits` reduction slices.
 void launch_qconv(const uint8_t* x, const int8_t* w, uint8_t* y, const QConvShape& s, const QConvQuantization& q,
-                  int splits, void* workspace, cudaStream_t stream);
+                  QConvTiling tiling, int splits, void* workspace, cudaStream_t stream);
 
 }  // namespace edgert::cuda

@@ -71,6 +71,28 @@ onnx::ModelProto small_net(const Shape& x_shape, bool host_op) {
   return g.model();
 }
 
+// x [1,16,12,12] -> Conv 3x3 + Relu -> Conv 3x3 -> Add(x) -> Relu -> GAP -> Flatten -> Gemm: a
+// residual block, all of it INT8 but the classifier.
+onnx::ModelProto residual_net() {
+  GraphMaker g;
+  g.input("x", {1, 16, 12, 12});
+  g.floats("w1", {16, 16, 3, 3}, seeded(16 * 144, 21, 0.2f));
+  g.floats("b1", {16}, seeded(16, 22, 0.1f));
+  g.floats("w2", {16, 16, 3, 3}, seeded(16 * 144, 23, 0.2f));
+  g.floats("w3", {10, 16}, seeded(160, 24, 0.3f));
+  g.floats("b3", {10}, seeded(10, 25, 0.1f));
+  GraphMaker::attr(g.node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1"), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.node("Relu", {"c1"}, {"r1"}, "relu1");
+  GraphMaker::attr(g.node("Conv", {"r1", "w2"}, {"c2"}, "conv2"), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.node("Add", {"c2", "x"}, {"sum"}, "residual");
+  g.node("Relu", {"sum"}, {"r2"}, "relu2");
+  g.node("GlobalAveragePool", {"r2"}, {"pooled"}, "pool");
+  GraphMaker::attr(g.node("Flatten", {"pooled"}, {"flat"}, "flatten"), "axis", int64_t{1});
+  GraphMaker::attr(g.node("Gemm", {"flat", "w3", "b3"}, {"y"}, "classifier"), "transB", int64_t{1});
+  g.output("y");
+  return g.model();
+}
+
 class GpuEngine : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -203,7 +225,7 @@ TEST_F(GpuEngine, Int8ConvolutionsRunOnTheGpuAndStayNearFloat32) {
   auto int8 = load(built.engine);
   ASSERT_TRUE(cpu && int8);
   EXPECT_EQ(plugin_of(*int8, "QLinearConv"), "cuda");
-  EXPECT_EQ(plugin_of(*int8, "QLinearAdd"), "cuda");
+  EXPECT_EQ(plugin_of(*int8, "QLinearConvAdd"), "cuda") << "the residual add fused into the projection";
   EXPECT_EQ(plugin_of(*int8, "QLinearGlobalAveragePool"), "cuda");
   EXPECT_EQ(nodes_on(*int8, "cpu"), 0u) << "every INT8 node of this model has a CUDA kernel";
   ExecutionContext c(*cpu), q(*int8);
@@ -211,6 +233,42 @@ TEST_F(GpuEngine, Int8ConvolutionsRunOnTheGpuAndStayNearFloat32) {
   const double error = relative_l2(run(q, shape, x), run(c, shape, x));
   EXPECT_LE(error, 0.05);
   EXPECT_GT(error, 0.0) << "an INT8 engine that computes float32's exact values did not quantize";
+}
+
+// One calibration cache, two boards: the GPU's INT8 engine (its residual add fused into the
+// convolution's epilogue) computes the CPU's INT8 bytes; only the float32 classifier's sums
+// may differ in order.
+TEST_F(GpuEngine, Int8ResidualBlockOnTheGpuComputesWhatTheCpuInt8EngineComputes) {
+  save_model(residual_net(), dir_.file("model.onnx"));
+  auto options_for = [&](const std::string& board) {
+    builder::BuildOptions options;
+    options.model_path = dir_.file("model.onnx");
+    options.board = config::load_board_profile(source_dir() + "/board_profiles/" + board + ".yaml");
+    options.plugin_path = plugins().c_str();
+    options.tactics = builder::TacticPolicy::kFirst;
+    options.int8 = true;
+    options.calibration.cache_path = dir_.file("residual.calib");
+    return options;
+  };
+  builder::BuildOptions gpu_options = options_for("x86_64-cuda-sm90");
+  int batches = 0;
+  gpu_options.calibration.next_batch = [&]() -> std::optional<builder::CalibrationBatch> {
+    if (batches == 6) return std::nullopt;
+    builder::CalibrationTensor x;
+    x.name = "x";
+    x.shape = {1, 16, 12, 12};
+    x.data = seeded(16 * 144, 200 + batches++);
+    return builder::CalibrationBatch{x};
+  };
+  auto gpu = load(builder::build_engine(gpu_options).engine);
+  auto cpu = load(builder::build_engine(options_for("x86_64-avx512")).engine);  // from the cache alone
+  ASSERT_TRUE(gpu && cpu);
+  EXPECT_EQ(plugin_of(*gpu, "QLinearConvAdd"), "cuda") << "the residual add rides in the convolution";
+  EXPECT_EQ(plugin_of(*cpu, "QLinearAdd"), "cpu");
+  ExecutionContext g(*gpu), c(*cpu);
+  const Shape shape = {1, 16, 12, 12};
+  const std::vector<float> x = seeded(16 * 144, 31);
+  EXPECT_LE(relative_l2(run(g, shape, x), run(c, shape, x)), 1e-5);
 }
 
 TEST_F(GpuEngine, Fp16AccuracyCheckKeepsLeadingLayersFloat32UntilWithinTheTolerance) {
