@@ -19,9 +19,10 @@ namespace {
 // edgert.QLinearConvAdd (QLinearConv followed by QLinearAdd, which the builder fuses on the GPU)
 // R, r_scale, r_zero_point, sum_scale, sum_zero_point: the output is QLinearAdd(conv bytes at
 // y_scale / y_zero_point, R) at sum_scale / sum_zero_point (B may then be absent). The scalars
-// and W's zero points are read on the host; W, its scales, B and R on the device.
-constexpr uint64_t kHostOperands = (1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7) | (1u << 10) |
-                                   (1u << 11) | (1u << 12) | (1u << 13);
+// and W's scales and zero points are read on the host (prepare uploads the per-filter
+// multipliers); W, B and R are read on the device.
+constexpr uint64_t kHostOperands = (1u << 1) | (1u << 2) | (1u << 4) | (1u << 5) | (1u << 6) | (1u << 7) |
+                                   (1u << 10) | (1u << 11) | (1u << 12) | (1u << 13);
 constexpr int kResidualInput = 9, kFusedInputs = 14;
 
 bool fused_add(const edgert_node& node) { return node.domain && std::string(node.domain) == "edgert"; }
@@ -118,6 +119,30 @@ std::vector<TacticSpec> qconv_tactics(const edgert_node* node, const edgert_tens
   return tactics;
 }
 
+// Device memory an op owns from prepare to its destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(data_); }
+  void upload(const void* bytes, size_t size) {
+    if (size > size_) {
+      cudaFree(data_);
+      data_ = nullptr;
+      size_ = 0;
+      check_cuda(cudaMalloc(&data_, size), "cudaMalloc (INT8 convolution multipliers)");
+      size_ = size;
+    }
+    check_cuda(cudaMemcpy(data_, bytes, size, cudaMemcpyHostToDevice), "cudaMemcpy (INT8 convolution multipliers)");
+  }
+  const void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class QLinearConvOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
@@ -135,7 +160,14 @@ class QLinearConvOp : public Op {
       fail(EDGERT_ERR_SHAPE, "w_scale is %s %s, expected float32 [1] or [%lld]", edgert_dtype_name(in[4].dtype),
            shape_string(shape_of(in[4])).c_str(), static_cast<long long>(g.m));
     if (!symmetric_weights(&node, in)) fail(EDGERT_ERR_UNSUPPORTED, "w_zero_point other than 0 (asymmetric weights)");
-    per_channel_ = scales != 1;
+    // QLinearConv's multiplier per filter, x_scale * w_scale / y_scale in float as the CPU
+    // reference computes it, uploaded once.
+    const std::vector<double> w_scales = read_floats(in[4], "w_scale");
+    const float x_scale = scalar_scale(in[1], "x_scale"), y_scale = scalar_scale(in[6], "y_scale");
+    std::vector<float> multipliers(static_cast<size_t>(g.m));
+    for (size_t f = 0; f < multipliers.size(); ++f)
+      multipliers[f] = x_scale * static_cast<float>(w_scales[scales == 1 ? 0 : f]) / y_scale;
+    multipliers_.upload(multipliers.data(), multipliers.size() * sizeof(float));
     has_bias_ = optional_present(&node, in, 8);  // absent: -1 / empty
     if (has_bias_ && (in[8].dtype != EDGERT_DTYPE_INT32 || numel(in[8]) != g.m))
       fail(EDGERT_ERR_SHAPE, "B is %s %s, expected int32 [%lld]", edgert_dtype_name(in[8].dtype),
@@ -158,8 +190,6 @@ class QLinearConvOp : public Op {
       add_.residual_zero = uint8_zero_point(node, in, 11, "r_zero_point");
       add_.sum_zero = uint8_zero_point(node, in, 13, "sum_zero_point");
     }
-    x_scale_ = scalar_scale(in[1], "x_scale");
-    y_scale_ = scalar_scale(in[6], "y_scale");
     x_zero_ = uint8_zero_point(node, in, 2, "x_zero_point");
     y_zero_ = uint8_zero_point(node, in, 7, "y_zero_point");
     const int64_t id = tactic() <= 0 ? 1 : tactic();
@@ -173,8 +203,8 @@ class QLinearConvOp : public Op {
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void* workspace,
                cudaStream_t stream) override {
-    QConvQuantization q{x_scale_, y_scale_, x_zero_, y_zero_, static_cast<const float*>(in[4].data),
-                              has_bias_ ? static_cast<const int32_t*>(in[8].data) : nullptr, per_channel_, add_};
+    QConvQuantization q{static_cast<const float*>(multipliers_.data()),
+                        has_bias_ ? static_cast<const int32_t*>(in[8].data) : nullptr, x_zero_, y_zero_, add_};
     if (has_residual_) q.add.residual = static_cast<const uint8_t*>(in[kResidualInput].data);
     launch_qconv(static_cast<const uint8_t*>(in[0].data), static_cast<const int8_t*>(in[3].data),
                  static_cast<uint8_t*>(out[0].data), shape_, q, tiling_, splits_, workspace, stream);
@@ -182,9 +212,9 @@ class QLinearConvOp : public Op {
 
  private:
   QConvShape shape_{};
-  float x_scale_ = 1, y_scale_ = 1;
   int32_t x_zero_ = 0, y_zero_ = 0;
-  bool has_bias_ = false, per_channel_ = true, has_residual_ = false;
+  bool has_bias_ = false, has_residual_ = false;
+  DeviceBuffer multipliers_;
   QConvResidual add_;
   QConvTiling tiling_;
   int splits_ = 1;

@@ -188,13 +188,12 @@ __device__ __forceinline__ FilterRequant filter_requant(int filter, const Geomet
   FilterRequant r;
   if (filter >= g.m) return r;
   if (q.bias) r.bias = __ldg(q.bias + filter);
-  r.multiplier = __fdiv_rn(__fmul_rn(q.x_scale, __ldg(q.w_scale + (q.per_channel ? filter : 0))), q.y_scale);
+  r.multiplier = __ldg(q.multiplier + filter);
   return r;
 }
 
-// QLinearConv's requantisation, as the CPU reference computes it: multiplier =
-// x_scale * w_scale / y_scale in float, float(sum + bias) * multiplier, round half to even, plus
-// the zero point, saturated to [0, 255].
+// QLinearConv's requantisation, as the CPU reference computes it: float(sum + bias) *
+// multiplier, round half to even, plus the zero point, saturated to [0, 255].
 __device__ __forceinline__ uint8_t requantize(int sum, const FilterRequant& r, int y_zero_point) {
   return saturate_u8(__fmul_rn(__int2float_rn(sum + r.bias), r.multiplier), y_zero_point);
 }
@@ -237,14 +236,34 @@ __global__ void __launch_bounds__(kThreads)
   // Tile t of the slice into stage s: 16-byte asynchronous copies (zero-filled past the slice or
   // the tensors), the zero point written where a window leaves the image; byte-wise gathers
   // stored directly.
+  // Where this thread's chunk of tile `next_tile` lies in the window (channels-last): channel,
+  // kx, ky, stepped by kTileK per tile instead of divided out (tiles are issued in order).
+  int next_tile = 0, chunk_c = 0, chunk_kx = 0, chunk_ky = 0;
+  if (kVector) {
+    const int r0 = r_begin + chunk, tap = r0 / g.c;
+    chunk_c = r0 - tap * g.c;
+    chunk_ky = tap / g.kw;
+    chunk_kx = tap - chunk_ky * g.kw;
+  }
   auto issue = [&](int t, int s) {
     const int r = r_begin + t * kTileK + chunk;
+    if (kVector) {
+      for (; next_tile < t; ++next_tile)
+        for (chunk_c += kTileK; chunk_c >= g.c;) {
+          chunk_c -= g.c;
+          if (++chunk_kx == g.kw) chunk_kx = 0, ++chunk_ky;
+        }
+    }
 #pragma unroll
     for (int i = 0; i < kRowsA; ++i) {
       if (row + 32 * i >= kTileP) break;  // 16-pixel tiles: half the threads stage A
       uint8_t* a_dst = &a_tile[s][(row + 32 * i) * kRowBytes + chunk];
       if (kVector) {
-        const int at = origins[i].valid && r < r_end ? window_offset<true>(g, origins[i], r) : -2;
+        int at = -2;  // past the slice or the pixels: zeros
+        if (origins[i].valid && r < r_end) {
+          const int iy = origins[i].iy + chunk_ky * g.dilation_h, ix = origins[i].ix + chunk_kx * g.dilation_w;
+          at = iy < 0 || iy >= g.h || ix < 0 || ix >= g.w ? -1 : origins[i].image + (iy * g.w + ix) * g.c + chunk_c;
+        }
         if (at == -1)
           *reinterpret_cast<uint4*>(a_dst) = make_uint4(pad_word, pad_word, pad_word, pad_word);
         else

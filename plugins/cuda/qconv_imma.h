@@ -41,13 +41,11 @@ struct QConvResidual {
   int32_t residual_zero = 0, sum_zero = 0;
 };
 
-// The per-layer quantization: scalars read on the host, per-filter arrays on the device.
+// The per-layer quantization: the zero points read on the host, per-filter arrays on the device.
 struct QConvQuantization {
-  float x_scale, y_scale;
+  const float* multiplier;  // [M]: x_scale * w_scale[m] / y_scale, in float as the CPU reference
+  const int32_t* bias;      // [M], or null
   int32_t x_zero_point, y_zero_point;
-  const float* w_scale;  // [M], or [1] when not per_channel
-  const int32_t* bias;   // [M], or null
-  bool per_channel;
   QConvResidual add;
 };
 

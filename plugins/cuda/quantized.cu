@@ -242,16 +242,21 @@ __global__ void qgap_nchw(const uint8_t* __restrict__ x, uint8_t* __restrict__ y
   if (lane == 0) y[warp] = saturate_u8(__fmul_rn(__ll2float_rn(s - static_cast<long long>(zx) * size), multiplier), zy);
 }
 
-// One thread per (n, c) of a channels-last tensor: neighbouring threads read neighbouring bytes.
-__global__ void qgap_nhwc(const uint8_t* __restrict__ x, uint8_t* __restrict__ y, int64_t n, int64_t channels,
-                          int64_t size, int32_t zx, int32_t zy, float multiplier) {
-  grid_stride(n * channels, [&](auto i) {
-    const int64_t image = static_cast<int64_t>(i) / channels, c = static_cast<int64_t>(i) % channels;
-    const uint8_t* p = x + image * size * channels + c;
-    long long s = 0;
-    for (int64_t k = 0; k < size; ++k) s += p[k * channels];
-    y[i] = saturate_u8(__fmul_rn(__ll2float_rn(s - static_cast<long long>(zx) * size), multiplier), zy);
-  });
+// Channels-last: a block per (image, 32 channels); its 32 x 8 threads sum every 8th pixel of
+// one channel each (a row of the block reads 32 neighbouring bytes), then the 8 partial sums.
+constexpr int kGapChannels = 32, kGapRows = 8;
+__global__ void qgap_nhwc(const uint8_t* __restrict__ x, uint8_t* __restrict__ y, int64_t channels, int64_t size,
+                          int32_t zx, int32_t zy, float multiplier) {
+  __shared__ long long partial[kGapRows][kGapChannels];
+  const int64_t image = blockIdx.y, c = static_cast<int64_t>(blockIdx.x) * kGapChannels + threadIdx.x;
+  long long s = 0;
+  if (c < channels)
+    for (int64_t k = threadIdx.y; k < size; k += kGapRows) s += x[(image * size + k) * channels + c];
+  partial[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= channels) return;
+  for (int r = 1; r < kGapRows; ++r) s += partial[r][threadIdx.x];
+  y[image * channels + c] = saturate_u8(__fmul_rn(__ll2float_rn(s - static_cast<long long>(zx) * size), multiplier), zy);
 }
 
 int32_t qgap_supports(const edgert_node* node, const edgert_tensor* in) {
@@ -286,7 +291,8 @@ class QGlobalAveragePoolOp : public Op {
     const auto* x = static_cast<const uint8_t*>(in[0].data);
     auto* y = static_cast<uint8_t*>(out[0].data);
     if (nhwc_) {
-      qgap_nhwc<<<blocks_for(planes, kThreads), kThreads, 0, stream>>>(x, y, n_, channels_, size_, zx_, zy_, multiplier_);
+      const dim3 grid(static_cast<unsigned>((channels_ + kGapChannels - 1) / kGapChannels), static_cast<unsigned>(n_));
+      qgap_nhwc<<<grid, dim3(kGapChannels, kGapRows), 0, stream>>>(x, y, channels_, size_, zx_, zy_, multiplier_);
     } else {
       const int64_t blocks = (planes * 32 + kThreads - 1) / kThreads;
       qgap_nchw<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, y, planes, size_, zx_, zy_, multiplier_);

@@ -154,6 +154,13 @@ TEST_F(GpuTest, QLinearGlobalAveragePoolLookupAndBytePoolingMatchTheReference) {
     run_case(int8_case("MaxPool", "", {u8_input({2, 9, 13, 11}, rng)},
                        NodeSpec().ints("kernel_shape", {3, 3}).ints("strides", {2, 2}).ints("pads", {1, 1, 1, 1}), 12,
                        "max pool uint8", nhwc));
+    // 32 channels: channels-last takes the 16-byte path
+    run_case(int8_case("MaxPool", "", {u8_input({2, 32, 15, 13}, rng)},
+                       NodeSpec().ints("kernel_shape", {3, 3}).ints("strides", {2, 2}).ints("pads", {1, 1, 1, 1}), 12,
+                       "max pool uint8 32 channels", nhwc));
+    run_case(int8_case("QLinearGlobalAveragePool", "com.microsoft",
+                       {u8_input({2, 2048, 7, 7}, rng), scale(0.05f), zero_point(0), scale(0.03f), zero_point(0)},
+                       NodeSpec().integer("channels_last", 0), 1, "qlinear global average pool 2048 channels", nhwc));
   }
 }
 
