@@ -180,28 +180,28 @@ bool pool_dtype(const edgert_node* node, edgert_dtype dtype) {
   return is_float(dtype) || (dtype == EDGERT_DTYPE_UINT8 && std::string(node->op_type) == "MaxPool");
 }
 
-// MaxPool of channels-last uint8 with C a multiple of 16 (an INT8 network's stem pool): a thread
-// per 16 channels of an output pixel, 16-byte loads, bytewise maxima (__vmaxu4). Windows are
-// 2-D (in[0] and out[0] of the geometry are 1).
-__global__ void max_pool_u8x16(const uint4* __restrict__ x, uint4* __restrict__ y, PoolGeometry g, int64_t total) {
+// MaxPool of channels-last uint8 with C a multiple of 4 (an INT8 network's stem pool): a thread
+// per 4 channels of an output pixel (many threads: the loads' latency hides behind the others),
+// 4-byte loads, bytewise maxima (__vmaxu4). Windows are 2-D (in[0] and out[0] of the geometry
+// are 1).
+__global__ void max_pool_u8x4(const uint32_t* __restrict__ x, uint32_t* __restrict__ y, PoolGeometry g, int64_t total) {
   grid_stride(total, [&](auto index) {
     using I = decltype(index);
-    const I groups = static_cast<I>(g.c / 16);
-    const int64_t c16 = static_cast<int64_t>(index % groups);
+    const I groups = static_cast<I>(g.c / 4);
+    const int64_t c4 = static_cast<int64_t>(index % groups);
     I rest = index / groups;
     const int64_t ox = static_cast<int64_t>(rest % static_cast<I>(g.out[2]));
     rest /= static_cast<I>(g.out[2]);
     const int64_t oy = static_cast<int64_t>(rest % static_cast<I>(g.out[1]));
     const int64_t n = static_cast<int64_t>(rest / static_cast<I>(g.out[1]));
-    uint4 best = make_uint4(0, 0, 0, 0);  // uint8's lowest: what an empty window gives
+    uint32_t best = 0;  // uint8's lowest: what an empty window gives
     for (int64_t ky = 0; ky < g.kernel[1]; ++ky) {
       const int64_t iy = oy * g.stride[1] - g.pad_begin[1] + ky * g.dilation[1];
       if (iy < 0 || iy >= g.in[1]) continue;
       for (int64_t kx = 0; kx < g.kernel[2]; ++kx) {
         const int64_t ix = ox * g.stride[2] - g.pad_begin[2] + kx * g.dilation[2];
         if (ix < 0 || ix >= g.in[2]) continue;
-        const uint4 v = x[((n * g.in[1] + iy) * g.in[2] + ix) * groups + c16];
-        best = make_uint4(__vmaxu4(best.x, v.x), __vmaxu4(best.y, v.y), __vmaxu4(best.z, v.z), __vmaxu4(best.w, v.w));
+        best = __vmaxu4(best, x[((n * g.in[1] + iy) * g.in[2] + ix) * groups + c4]);
       }
     }
     y[index] = best;
@@ -236,11 +236,11 @@ class PoolOp : public Op {
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*, cudaStream_t stream) override {
     if (total_ == 0) return;
     const unsigned blocks = blocks_for(total_, kThreads);
-    if (dtype_ == EDGERT_DTYPE_UINT8 && g_.max && g_.channels_last && g_.c % 16 == 0 && g_.in[0] == 1 &&
-        reinterpret_cast<uintptr_t>(in[0].data) % 16 == 0 && reinterpret_cast<uintptr_t>(out[0].data) % 16 == 0) {
-      const int64_t vectors = total_ / 16;
-      max_pool_u8x16<<<blocks_for(vectors, kThreads), kThreads, 0, stream>>>(
-          static_cast<const uint4*>(in[0].data), static_cast<uint4*>(out[0].data), g_, vectors);
+    if (dtype_ == EDGERT_DTYPE_UINT8 && g_.max && g_.channels_last && g_.c % 4 == 0 && g_.in[0] == 1 &&
+        reinterpret_cast<uintptr_t>(in[0].data) % 4 == 0 && reinterpret_cast<uintptr_t>(out[0].data) % 4 == 0) {
+      const int64_t words = total_ / 4;
+      max_pool_u8x4<<<blocks_for(words, kThreads), kThreads, 0, stream>>>(
+          static_cast<const uint32_t*>(in[0].data), static_cast<uint32_t*>(out[0].data), g_, words);
     } else if (dtype_ == EDGERT_DTYPE_UINT8)
       pool_window<uint8_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint8_t*>(in[0].data),
                                                             static_cast<uint8_t*>(out[0].data), g_, total_);

@@ -236,6 +236,7 @@ __global__ void __launch_bounds__(kThreads)
   // Tile t of the slice into stage s: 16-byte asynchronous copies (zero-filled past the slice or
   // the tensors), the zero point written where a window leaves the image; byte-wise gathers
   // stored directly.
+  //
   // Where this thread's chunk of tile `next_tile` lies in the window (channels-last): channel,
   // kx, ky, stepped by kTileK per tile instead of divided out (tiles are issued in order).
   int next_tile = 0, chunk_c = 0, chunk_kx = 0, chunk_ky = 0;
@@ -298,10 +299,37 @@ __global__ void __launch_bounds__(kThreads)
   int acc[kMt][kNt][4] = {};
   int weight_sums[kRowsW] = {};  // of the filters this thread stages, over its chunks
   const int tiles = r_begin < r_end ? (r_end - r_begin + kTileK - 1) / kTileK : 0;
+  if (kVector) {
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < tiles) issue(s, s);
-    copy_commit();  // empty groups too: the wait below counts groups
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < tiles) issue(s, s);
+      copy_commit();  // empty groups too: the wait below counts groups
+    }
+  } else {
+    // Byte gathers go through registers: load the first tiles together, then store them, so
+    // their latencies overlap (short reductions, the stem's 147 bytes, are all here).
+    uint4 a_regs[kStages - 1][kRowsA], w_regs[kStages - 1][kRowsW];
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      const int r = r_begin + s * kTileK + chunk;
+#pragma unroll
+      for (int i = 0; i < kRowsA; ++i)
+        a_regs[s][i] = s < tiles && row + 32 * i < kTileP
+                           ? gather_a<false, kNhwc>(x, g, origins[i], r, r_end, pad_word) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int i = 0; i < kRowsW; ++i)
+        w_regs[s][i] = s < tiles ? load_w<false>(w, g, filter0 + row + 32 * i, r, r_end) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s >= tiles) break;
+#pragma unroll
+      for (int i = 0; i < kRowsA; ++i)
+        if (row + 32 * i < kTileP) *reinterpret_cast<uint4*>(&a_tile[s][(row + 32 * i) * kRowBytes + chunk]) = a_regs[s][i];
+#pragma unroll
+      for (int i = 0; i < kRowsW; ++i)
+        *reinterpret_cast<uint4*>(&w_tile[s][(row + 32 * i) * kRowBytes + chunk]) = w_regs[s][i];
+    }
   }
   for (int t = 0; t < tiles; ++t) {
     copy_wait<kStages - 2>();  // this thread's copies of tile t landed

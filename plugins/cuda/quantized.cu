@@ -1,5 +1,6 @@
-// The INT8 network's ops between its convolutions, on the GPU: QuantizeLinear and
-// DequantizeLinear (per-tensor, uint8), com.microsoft QLinearAdd and QLinearMul (operands of
+// The INT8 network's ops between its convolutions, on the GPU: QuantizeLinear (per-tensor, uint8;
+// with input_layout = "NCHW" on a channels-last node it also reformats, the builder's choice for
+// an engine input) and DequantizeLinear (per-tensor, uint8), com.microsoft QLinearAdd and QLinearMul (operands of
 // the output's shape, or a per-channel [N, C, 1, 1] one: squeeze-excitation's scale),
 // QLinearGlobalAveragePool and edgert.QLookup (a 256-entry table). The arithmetic is the CPU
 // reference kernels' (plugins/cpu/quantize.cpp, qlinear_contrib.cpp, qlookup.cpp) operation for
@@ -53,6 +54,20 @@ void require_uint8(const edgert_tensor& t, const char* what) {
 
 // ---- QuantizeLinear / DequantizeLinear --------------------------------------------------------
 
+// NCHW float in, channels-last bytes out (input_layout = "NCHW" with layout = "NHWC": the engine's
+// input quantized and reformatted in one pass): a thread per pixel, reading each channel's plane
+// along the pixels.
+template <typename T>
+__global__ void quantize_to_nhwc_kernel(const T* __restrict__ x, uint8_t* __restrict__ y, int64_t images,
+                                        int64_t channels, int64_t plane, float scale, int32_t zero_point) {
+  grid_stride(images * plane, [&](auto i) {
+    const int64_t n = static_cast<int64_t>(i) / plane, p = static_cast<int64_t>(i) - n * plane;
+    for (int64_t c = 0; c < channels; ++c)
+      y[(n * plane + p) * channels + c] =
+          saturate_u8(__fdiv_rn(to_float(x[(n * channels + c) * plane + p]), scale), zero_point);
+  });
+}
+
 template <typename T>
 __global__ void quantize_kernel(const T* __restrict__ x, uint8_t* __restrict__ y, int64_t n, float scale,
                                 int32_t zero_point) {
@@ -88,6 +103,12 @@ class QuantizeOp : public Op {
     if (!is_float(in[0].dtype))
       fail(EDGERT_ERR_UNSUPPORTED, "x is %s; the GPU quantizes float32 and float16", edgert_dtype_name(in[0].dtype));
     dtype_ = in[0].dtype;
+    to_nhwc_ = in[0].rank == 4 && channels_last(node) && Attributes(&node).get_string("input_layout", "") == "NCHW";
+    if (to_nhwc_) {
+      images_ = in[0].dims[0];
+      channels_ = in[0].dims[1];
+      plane_ = in[0].dims[2] * in[0].dims[3];
+    }
     scale_ = scale_value(in[1], "y_scale");
     zero_point_ = zero_point_value(node, in, 2, "y_zero_point");
     set_output(out[0], EDGERT_DTYPE_UINT8, shape_of(in[0]));
@@ -96,6 +117,17 @@ class QuantizeOp : public Op {
     const int64_t n = numel(in[0]);
     if (n == 0) return;
     uint8_t* y = static_cast<uint8_t*>(out[0].data);
+    if (to_nhwc_) {
+      const unsigned blocks = blocks_for(images_ * plane_, kThreads);
+      if (dtype_ == EDGERT_DTYPE_FLOAT16)
+        quantize_to_nhwc_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(in[0].data), y, images_,
+                                                                 channels_, plane_, scale_, zero_point_);
+      else
+        quantize_to_nhwc_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(in[0].data), y, images_,
+                                                                 channels_, plane_, scale_, zero_point_);
+      check_launch("quantize_to_nhwc");
+      return;
+    }
     if (dtype_ == EDGERT_DTYPE_FLOAT16)
       quantize_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(static_cast<const __half*>(in[0].data), y, n,
                                                                        scale_, zero_point_);
@@ -109,6 +141,8 @@ class QuantizeOp : public Op {
   edgert_dtype dtype_ = EDGERT_DTYPE_FLOAT32;
   float scale_ = 1;
   int32_t zero_point_ = 0;
+  bool to_nhwc_ = false;
+  int64_t images_ = 0, channels_ = 0, plane_ = 0;
 };
 
 class DequantizeOp : public Op {

@@ -115,6 +115,12 @@ TEST_F(GpuTest, QuantizeAndDequantizeLinearMatchTheReference) {
     run_case(q);
     q.dtype = EDGERT_DTYPE_FLOAT16;  // a float16 producer's tensor
     run_case(q);
+    if (nhwc) {  // the engine's NCHW input quantized into channels-last bytes
+      GpuCase into = int8_case("QuantizeLinear", "", {input(x), scale(0.025f), zero_point(101)},
+                               NodeSpec().string("input_layout", "NCHW"), 13, "quantize NCHW into", true);
+      into.inputs[0].keeps_layout = true;
+      run_case(into);
+    }
     run_case(int8_case("DequantizeLinear", "", {u8_input({3, 4, 5, 11}, rng), scale(0.037f), zero_point(77)},
                        NodeSpec(), 13, "dequantize", nhwc));
   }
@@ -154,7 +160,7 @@ TEST_F(GpuTest, QLinearGlobalAveragePoolLookupAndBytePoolingMatchTheReference) {
     run_case(int8_case("MaxPool", "", {u8_input({2, 9, 13, 11}, rng)},
                        NodeSpec().ints("kernel_shape", {3, 3}).ints("strides", {2, 2}).ints("pads", {1, 1, 1, 1}), 12,
                        "max pool uint8", nhwc));
-    // 32 channels: channels-last takes the 16-byte path
+    // 32 channels: channels-last takes the 4-byte path
     run_case(int8_case("MaxPool", "", {u8_input({2, 32, 15, 13}, rng)},
                        NodeSpec().ints("kernel_shape", {3, 3}).ints("strides", {2, 2}).ints("pads", {1, 1, 1, 1}), 12,
                        "max pool uint8 32 channels", nhwc));
