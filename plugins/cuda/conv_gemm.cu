@@ -12,6 +12,7 @@
 #include "cuda_op.h"
 #include "edgert/dtype_info.h"
 #include "grid.cuh"
+#include "implicit_gemm.cuh"
 
 namespace edgert::cuda {
 namespace {
@@ -45,23 +46,6 @@ __device__ __forceinline__ void finish(const Geometry& g, float v, int pixel, in
   y[index] = from_float<T>(apply(act, v));
 }
 
-// Pixel `pixel`'s image (offset of its first element) and window origin.
-struct PixelOrigin {
-  int image = 0, iy = 0, ix = 0;
-  bool valid = false;
-};
-
-__device__ __forceinline__ PixelOrigin origin_of(const Geometry& g, int pixel) {
-  PixelOrigin o;
-  if (pixel >= g.pixels) return o;
-  const int plane = g.out_h * g.out_w, n = pixel / plane, rest = pixel - n * plane;
-  const int oy = rest / g.out_w, ox = rest - oy * g.out_w;
-  o.image = n * g.c * g.h * g.w;
-  o.iy = oy * g.stride_h - g.pad_top;
-  o.ix = ox * g.stride_w - g.pad_left;
-  o.valid = true;
-  return o;
-}
 
 template <typename T, bool kNhwc>
 __device__ __forceinline__ float gather(const T* __restrict__ x, const Geometry& g, const PixelOrigin& o, int c, int ky,

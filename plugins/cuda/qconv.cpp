@@ -9,7 +9,7 @@
 
 #include "conv_geometry.h"
 #include "cuda_op.h"
-#include "host_operands.h"
+#include "quantization_operands.h"
 #include "qconv_imma.h"
 
 namespace edgert::cuda {
@@ -45,28 +45,6 @@ const char* tactic_name(int64_t id) {
   }();
   const auto it = names.find(id);
   return it == names.end() ? "u8-conv-imma-edgert" : it->second.c_str();
-}
-
-bool optional_present(const edgert_node* node, const edgert_tensor* in, int i) {
-  return node->num_inputs > i && is_present(in[i]);
-}
-
-// The uint8 zero point input i holds (0 when absent); its values must be known.
-int32_t uint8_zero_point(const edgert_node& node, const edgert_tensor* in, int i, const char* what) {
-  if (!optional_present(&node, in, i)) return 0;
-  const edgert_tensor& t = in[i];
-  if (t.dtype != EDGERT_DTYPE_UINT8 || numel(t) != 1)
-    fail(EDGERT_ERR_UNSUPPORTED, "%s is %s %s; the GPU takes one uint8 value", what, edgert_dtype_name(t.dtype),
-         shape_string(shape_of(t)).c_str());
-  if (!t.data) fail(EDGERT_ERR_NEEDS_DATA, "%s is not known yet", what);
-  return *static_cast<const uint8_t*>(t.data);
-}
-
-float scalar_scale(const edgert_tensor& t, const char* what) {
-  if (numel(t) != 1)
-    fail(EDGERT_ERR_UNSUPPORTED, "%s has %lld values; the GPU takes one (per-tensor activations)", what,
-         static_cast<long long>(numel(t)));
-  return static_cast<float>(read_floats(t, what)[0]);
 }
 
 // Weight zero points: absent, or all 0 (symmetric weights); unknown values pass (prepare checks).

@@ -15,6 +15,7 @@
 
 #include "cuda_op.h"
 #include "grid.cuh"
+#include "implicit_gemm.cuh"
 #include "quantize.cuh"
 
 namespace edgert::cuda {
@@ -43,22 +44,6 @@ struct Geometry {
   int pixels, reduction, slice;  // slice: bytes of r per split, a multiple of kTileK
 };
 
-struct PixelOrigin {
-  int image = 0, iy = 0, ix = 0;
-  bool valid = false;
-};
-
-__device__ __forceinline__ PixelOrigin origin_of(const Geometry& g, int pixel) {
-  PixelOrigin o;
-  if (pixel >= g.pixels) return o;
-  const int plane = g.out_h * g.out_w, n = pixel / plane, rest = pixel - n * plane;
-  const int oy = rest / g.out_w, ox = rest - oy * g.out_w;
-  o.image = n * g.h * g.w * g.c;
-  o.iy = oy * g.stride_h - g.pad_top;
-  o.ix = ox * g.stride_w - g.pad_left;
-  o.valid = true;
-  return o;
-}
 
 // Offset of element r of pixel o's window in X, or -1 in the padding. Channels-last: r =
 // (ky * KW + kx) * C + c; NCHW (weights [M, C, KH, KW]): r = (c * KH + ky) * KW + kx.

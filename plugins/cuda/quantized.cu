@@ -12,7 +12,7 @@
 #include "activation.cuh"
 #include "cuda_op.h"
 #include "grid.cuh"
-#include "host_operands.h"
+#include "quantization_operands.h"
 #include "layout.h"
 #include "quantize.cuh"
 
@@ -21,31 +21,12 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
-bool present(const edgert_node* node, const edgert_tensor* in, int i) { return node->num_inputs > i && is_present(in[i]); }
-
 bool is_uint8_or_unknown(const edgert_tensor& t) {
   return t.dtype == EDGERT_DTYPE_UNDEFINED || t.dtype == EDGERT_DTYPE_UINT8;
 }
 
 // Scales and zero points: one value each (per-tensor quantization).
 bool scalar_or_unknown(const edgert_tensor& t) { return t.rank < 0 || numel(t) == 1; }
-
-float scale_value(const edgert_tensor& t, const char* what) {
-  if (numel(t) != 1)
-    fail(EDGERT_ERR_UNSUPPORTED, "%s has %lld values; the GPU takes per-tensor quantization (one)", what,
-         static_cast<long long>(numel(t)));
-  return static_cast<float>(read_floats(t, what)[0]);
-}
-
-int32_t zero_point_value(const edgert_node& node, const edgert_tensor* in, int i, const char* what) {
-  if (!present(&node, in, i)) return 0;
-  const edgert_tensor& t = in[i];
-  if (t.dtype != EDGERT_DTYPE_UINT8 || numel(t) != 1)
-    fail(EDGERT_ERR_UNSUPPORTED, "%s is %s %s; the GPU takes one uint8 value", what, edgert_dtype_name(t.dtype),
-         shape_string(shape_of(t)).c_str());
-  if (!t.data) fail(EDGERT_ERR_NEEDS_DATA, "%s is not known yet", what);
-  return *static_cast<const uint8_t*>(t.data);
-}
 
 void require_uint8(const edgert_tensor& t, const char* what) {
   if (t.dtype != EDGERT_DTYPE_UINT8)
@@ -86,15 +67,15 @@ int32_t quantize_supports(const edgert_node* node, const edgert_tensor* in) {
   if (output_dtype != 0 && output_dtype != EDGERT_DTYPE_UINT8) return 0;
   if (in[0].dtype != EDGERT_DTYPE_UNDEFINED && !is_float(in[0].dtype)) return 0;
   if (in[1].dtype != EDGERT_DTYPE_UNDEFINED && in[1].dtype != EDGERT_DTYPE_FLOAT32) return 0;
-  if (present(node, in, 2) && !is_uint8_or_unknown(in[2])) return 0;
-  return scalar_or_unknown(in[1]) && (!present(node, in, 2) || scalar_or_unknown(in[2]));
+  if (optional_present(node, in, 2) && !is_uint8_or_unknown(in[2])) return 0;
+  return scalar_or_unknown(in[1]) && (!optional_present(node, in, 2) || scalar_or_unknown(in[2]));
 }
 
 int32_t dequantize_supports(const edgert_node* node, const edgert_tensor* in) {
   if (!is_uint8_or_unknown(in[0])) return 0;
   if (in[1].dtype != EDGERT_DTYPE_UNDEFINED && in[1].dtype != EDGERT_DTYPE_FLOAT32) return 0;
-  if (present(node, in, 2) && !is_uint8_or_unknown(in[2])) return 0;
-  return scalar_or_unknown(in[1]) && (!present(node, in, 2) || scalar_or_unknown(in[2]));
+  if (optional_present(node, in, 2) && !is_uint8_or_unknown(in[2])) return 0;
+  return scalar_or_unknown(in[1]) && (!optional_present(node, in, 2) || scalar_or_unknown(in[2]));
 }
 
 class QuantizeOp : public Op {
@@ -109,8 +90,8 @@ class QuantizeOp : public Op {
       channels_ = in[0].dims[1];
       plane_ = in[0].dims[2] * in[0].dims[3];
     }
-    scale_ = scale_value(in[1], "y_scale");
-    zero_point_ = zero_point_value(node, in, 2, "y_zero_point");
+    scale_ = scalar_scale(in[1], "y_scale");
+    zero_point_ = uint8_zero_point(node, in, 2, "y_zero_point");
     set_output(out[0], EDGERT_DTYPE_UINT8, shape_of(in[0]));
   }
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*, cudaStream_t stream) override {
@@ -151,8 +132,8 @@ class DequantizeOp : public Op {
     require_uint8(in[0], "x");
     if (in[1].dtype != EDGERT_DTYPE_FLOAT32)
       fail(EDGERT_ERR_UNSUPPORTED, "x_scale is %s; the GPU dequantizes to float32", edgert_dtype_name(in[1].dtype));
-    scale_ = scale_value(in[1], "x_scale");
-    zero_point_ = zero_point_value(node, in, 2, "x_zero_point");
+    scale_ = scalar_scale(in[1], "x_scale");
+    zero_point_ = uint8_zero_point(node, in, 2, "x_zero_point");
     set_output(out[0], EDGERT_DTYPE_FLOAT32, shape_of(in[0]));
   }
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*, cudaStream_t stream) override {
@@ -207,7 +188,7 @@ int32_t qbinary_supports(const edgert_node* node, const edgert_tensor* in) {
   for (int i : {1, 4, 6})
     if (!scalar_or_unknown(in[i])) return 0;
   for (int i : {2, 5, 7})
-    if (present(node, in, i) && (!is_uint8_or_unknown(in[i]) || !scalar_or_unknown(in[i]))) return 0;
+    if (optional_present(node, in, i) && (!is_uint8_or_unknown(in[i]) || !scalar_or_unknown(in[i]))) return 0;
   if (in[0].rank < 0 || in[3].rank < 0) return 1;
   const edgert_tensor &a = in[0], &b = in[3];
   return shape_of(a) == shape_of(b) || per_channel_of(a, b) || per_channel_of(b, a);
@@ -220,13 +201,13 @@ class QBinaryOp : public Op {
     if (node.num_inputs < 7) fail(EDGERT_ERR_INVALID_ARGUMENT, "needs at least 7 inputs, got %d", node.num_inputs);
     require_uint8(in[0], "A");
     require_uint8(in[3], "B");
-    const float sa = scale_value(in[1], "A_scale"), sb = scale_value(in[4], "B_scale"), sc = scale_value(in[6], "C_scale");
+    const float sa = scalar_scale(in[1], "A_scale"), sb = scalar_scale(in[4], "B_scale"), sc = scalar_scale(in[6], "C_scale");
     // The CPU reference's multipliers, in float on the host as there.
     ra_ = kMul ? sa * sb / sc : sa / sc;
     rb_ = sb / sc;
-    za_ = zero_point_value(node, in, 2, "A_zero_point");
-    zb_ = zero_point_value(node, in, 5, "B_zero_point");
-    zc_ = zero_point_value(node, in, 7, "C_zero_point");
+    za_ = uint8_zero_point(node, in, 2, "A_zero_point");
+    zb_ = uint8_zero_point(node, in, 5, "B_zero_point");
+    zc_ = uint8_zero_point(node, in, 7, "C_zero_point");
     plan_ = BinaryPlan();
     const edgert_tensor &a = in[0], &b = in[3];
     Shape out_shape = shape_of(a);
@@ -314,9 +295,9 @@ class QGlobalAveragePoolOp : public Op {
     }
     n_ = x.dims[0];
     channels_ = x.dims[1];
-    zx_ = zero_point_value(node, in, 2, "x_zero_point");
-    zy_ = node.num_inputs > 4 ? zero_point_value(node, in, 4, "y_zero_point") : 0;
-    multiplier_ = scale_value(in[1], "x_scale") / (scale_value(in[3], "y_scale") * static_cast<float>(size_));
+    zx_ = uint8_zero_point(node, in, 2, "x_zero_point");
+    zy_ = node.num_inputs > 4 ? uint8_zero_point(node, in, 4, "y_zero_point") : 0;
+    multiplier_ = scalar_scale(in[1], "x_scale") / (scalar_scale(in[3], "y_scale") * static_cast<float>(size_));
     set_output(out[0], EDGERT_DTYPE_UINT8, out_shape);  // [N, C, 1, ...]: the same bytes in both layouts
   }
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*, cudaStream_t stream) override {
