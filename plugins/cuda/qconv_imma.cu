@@ -45,10 +45,14 @@ struct Geometry {
 };
 
 
-// Offset of element r of pixel o's window in X, or -1 in the padding. Channels-last: r =
+// Where element r of a window lies: channel c, tap row ky and column kx. Channels-last: r =
 // (ky * KW + kx) * C + c; NCHW (weights [M, C, KH, KW]): r = (c * KH + ky) * KW + kx.
+struct WindowPosition {
+  int c, ky, kx;
+};
+
 template <bool kNhwc>
-__device__ __forceinline__ int window_offset(const Geometry& g, const PixelOrigin& o, int r) {
+__device__ __forceinline__ WindowPosition window_position(const Geometry& g, int r) {
   int c, tap;
   if (kNhwc) {
     tap = r / g.c;
@@ -57,33 +61,19 @@ __device__ __forceinline__ int window_offset(const Geometry& g, const PixelOrigi
     c = r / (g.kh * g.kw);
     tap = r - c * (g.kh * g.kw);
   }
-  const int ky = tap / g.kw, kx = tap - ky * g.kw;
-  const int iy = o.iy + ky * g.dilation_h, ix = o.ix + kx * g.dilation_w;
-  if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) return -1;
-  return kNhwc ? o.image + (iy * g.w + ix) * g.c + c : o.image + (c * g.h + iy) * g.w + ix;
+  const int ky = tap / g.kw;
+  return {c, ky, tap - ky * g.kw};
 }
 
-// 16 bytes of A from r on: kVector when channels-last C is a multiple of 16 (one load, never
-// straddling a tap), else byte by byte (the stem's 3 channels, NCHW tensors), the window
-// position found once and stepped along r. Past the slice: zeros (their weights are 0).
-template <bool kVector, bool kNhwc>
-__device__ __forceinline__ uint4 gather_a(const uint8_t* __restrict__ x, const Geometry& g, const PixelOrigin& o,
-                                          int r, int r_end, uint32_t pad_word) {
+// 16 bytes of A from r on, byte by byte (the stem's 3 channels, NCHW tensors: layouts where a
+// 16-byte chunk may straddle taps), the window position found once and stepped along r. Past
+// the slice: zeros (their weights are 0).
+template <bool kNhwc>
+__device__ __forceinline__ uint4 gather_bytes(const uint8_t* __restrict__ x, const Geometry& g, const PixelOrigin& o,
+                                              int r, int r_end, uint32_t pad_word) {
   if (!o.valid || r >= r_end) return make_uint4(0, 0, 0, 0);
-  if (kVector) {
-    const int at = window_offset<true>(g, o, r);
-    if (at < 0) return make_uint4(pad_word, pad_word, pad_word, pad_word);
-    return *reinterpret_cast<const uint4*>(x + at);
-  }
-  int c, tap;
-  if (kNhwc) {
-    tap = r / g.c;
-    c = r - tap * g.c;
-  } else {
-    c = r / (g.kh * g.kw);
-    tap = r - c * (g.kh * g.kw);
-  }
-  int ky = tap / g.kw, kx = tap - ky * g.kw;
+  const WindowPosition at = window_position<kNhwc>(g, r);
+  int c = at.c, ky = at.ky, kx = at.kx;
   uint32_t words[4] = {0, 0, 0, 0};
 #pragma unroll
   for (int j = 0; j < 16; ++j) {  // unrolled: the loads are in flight together
@@ -226,10 +216,10 @@ __global__ void __launch_bounds__(kThreads)
   // kx, ky, stepped by kTileK per tile instead of divided out (tiles are issued in order).
   int next_tile = 0, chunk_c = 0, chunk_kx = 0, chunk_ky = 0;
   if (kVector) {
-    const int r0 = r_begin + chunk, tap = r0 / g.c;
-    chunk_c = r0 - tap * g.c;
-    chunk_ky = tap / g.kw;
-    chunk_kx = tap - chunk_ky * g.kw;
+    const WindowPosition at = window_position<true>(g, r_begin + chunk);
+    chunk_c = at.c;
+    chunk_ky = at.ky;
+    chunk_kx = at.kx;
   }
   auto issue = [&](int t, int s) {
     const int r = r_begin + t * kTileK + chunk;
@@ -255,7 +245,7 @@ __global__ void __launch_bounds__(kThreads)
         else
           copy16(a_dst, at >= 0 ? x + at : x, at >= 0);
       } else {
-        *reinterpret_cast<uint4*>(a_dst) = gather_a<false, kNhwc>(x, g, origins[i], r, r_end, pad_word);
+        *reinterpret_cast<uint4*>(a_dst) = gather_bytes<kNhwc>(x, g, origins[i], r, r_end, pad_word);
       }
     }
 #pragma unroll
@@ -300,7 +290,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < kRowsA; ++i)
         a_regs[s][i] = s < tiles && row + 32 * i < kTileP
-                           ? gather_a<false, kNhwc>(x, g, origins[i], r, r_end, pad_word) : make_uint4(0, 0, 0, 0);
+                           ? gather_bytes<kNhwc>(x, g, origins[i], r, r_end, pad_word) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int i = 0; i < kRowsW; ++i)
         w_regs[s][i] = s < tiles ? load_w<false>(w, g, filter0 + row + 32 * i, r, r_end) : make_uint4(0, 0, 0, 0);
