@@ -3,9 +3,9 @@
 // along memory in both the channels-last input and the [M, KH, KW, C] weights, A gathered from X
 // on the fly (the zero point outside the image). NCHW tensors (weights [M, C, KH, KW]) take a
 // byte-wise gather: the builder stores INT8 activations channels-last on the GPU. A block of 4
-// warps computes a 64x64 tile of Y, 64 bytes of r at a time, through a pipeline of kStages tiles
-// in shared memory filled by asynchronous copies; each warp owns 32 pixels x 32 filters,
-// 2 x 4 mma.sync m16n8k32 per 32 bytes of r.
+// warps computes a tile of Y (64, 32 or 16 pixels by 64 or 32 filters: the tactic's tiling),
+// 64 bytes of r at a time, through a pipeline of kStages tiles in shared memory filled by
+// asynchronous copies; each warp owns a quarter of the tile, mma.sync m16n8k32 fragments.
 #include "qconv_imma.h"
 
 #include <algorithm>
