@@ -113,6 +113,7 @@ ordered_json engine_json(const EngineFile& file) {
         if (n->outputs())
           for (int32_t t : *n->outputs()) node["outputs"].push_back(tensor_json(graph, t, graph_plan));
         node["tactic_name"] = n->tactic_name() ? ordered_json(n->tactic_name()->str()) : ordered_json(nullptr);
+        node["precision_note"] = n->precision_note() ? ordered_json(n->precision_note()->str()) : ordered_json(nullptr);
         node["kernel_state_bytes"] = n->kernel_state_bytes();
         // Weights stored in the layout the tactic reads, mapped at load instead of packed.
         const uint64_t prepared = n->prepared() >= 0 ? e->weights()->Get(n->prepared())->size() : 0;
@@ -220,10 +221,13 @@ void print_text(const ordered_json& j) {
       const uint64_t prepared = n["prepared_bytes"].get<uint64_t>();
       const std::string state_text = (state ? ", kernel state " + std::to_string(state) + " bytes" : "") +
                                      (prepared ? ", prepared weights " + std::to_string(prepared) + " bytes" : "");
-      std::printf("  %-32s %-20s %s/%s tactic %s %s%s\n", n["name"].get<std::string>().c_str(),
+      // The precision, and why where a precision pass chose it ("int8: quantized", "float32:
+      // fell back (accuracy guard)", ...): the note names the precision itself.
+      const std::string precision = n["precision_note"].is_string() ? n["precision_note"].get<std::string>()
+                                                                    : n["precision"].get<std::string>();
+      std::printf("  %-32s %-20s %s/%s tactic %s [%s]%s\n", n["name"].get<std::string>().c_str(),
                   n["op"].get<std::string>().c_str(), n["plugin"].get<std::string>().c_str(),
-                  n["kernel"].get<std::string>().c_str(), tactic.c_str(), n["precision"].get<std::string>().c_str(),
-                  state_text.c_str());
+                  n["kernel"].get<std::string>().c_str(), tactic.c_str(), precision.c_str(), state_text.c_str());
       for (const auto& t : n["outputs"]) {
         std::string where;
         const std::string space = t.is_object() ? t["memory_space"].get<std::string>() : "host";

@@ -207,7 +207,10 @@ BuildResult guard_int8_accuracy(const BuildOptions& options, const std::function
   if (excess(guard, report.float32_value, report.all_int8_value) > 0 && !ranked.empty()) {
     auto holds_with = [&](size_t count) {
       BuildOptions candidate = search;
-      for (size_t i = 0; i < count; ++i) candidate.float32_layers.insert(ranked[i].layer);
+      for (size_t i = 0; i < count; ++i) {
+        candidate.float32_layers.insert(ranked[i].layer);
+        candidate.fell_back_layers.insert(ranked[i].layer);
+      }
       const double value = measure(guard, outputs, reference,
                                    run_batches(build(candidate).engine, options.plugin_path, guard.validation,
                                                "accuracy guard"));
@@ -229,7 +232,10 @@ BuildResult guard_int8_accuracy(const BuildOptions& options, const std::function
 
   BuildOptions final_options = options;
   final_options.accuracy_guard.reset();
-  for (size_t i = 0; i < keep; ++i) final_options.float32_layers.insert(ranked[i].layer);
+  for (size_t i = 0; i < keep; ++i) {
+    final_options.float32_layers.insert(ranked[i].layer);
+    final_options.fell_back_layers.insert(ranked[i].layer);
+  }
   BuildResult result = build(final_options);
   report.final_value = measure(guard, outputs, reference,
                                run_batches(result.engine, options.plugin_path, guard.validation, "accuracy guard"));

@@ -175,7 +175,11 @@ int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) 
   std::vector<std::vector<bool>> convert_input(graph.nodes.size());
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     Node& node = graph.nodes[n];
-    if (!node.on_device || keeps_float32(node)) continue;
+    if (!node.on_device) continue;
+    if (keeps_float32(node)) {
+      node.precision_note = "float32: drifts in float16 (exponentials, long sums)";
+      continue;
+    }
     const edgert_kernel* kernel = kernel_in(*plugin, graph, node);
     if (!kernel) continue;
     bool has_float = false;
@@ -198,6 +202,7 @@ int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) 
   for (size_t n = 0, kept = 0; n < graph.nodes.size() && kept < static_cast<size_t>(std::max(options.float32_prefix, 0)); ++n)
     if (half[n]) {
       half[n] = false;
+      graph.nodes[n].precision_note = "float32: kept by the FP16 accuracy check";
       ++kept;
     }
 
@@ -249,6 +254,7 @@ int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) 
         if (needs_float) back.push_back(t);
         t = h;
       }
+      node.precision_note = "float16 (--fp16)";
       nodes.push_back(std::move(node));
       for (int32_t t : back) {
         nodes.push_back(cast_node(graph.values[t].name + " (to fp32)", half_of[t], t, EDGERT_DTYPE_FLOAT32, device_plugin));

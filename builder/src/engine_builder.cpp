@@ -98,6 +98,7 @@ int run_int8_rewrite(PassContext& context, const QuantizationTable& calibrated, 
   }
   Int8RewriteOptions rewrite;
   rewrite.keep_float = options.float32_layers;
+  rewrite.fell_back = options.fell_back_layers;
   rewrite.expose_uint8_tensors = options.expose_activations;
   rewrite.plugins = context.options.plugins;
   rewrite.dense_convolutions_only = context.options.target_device;
@@ -470,6 +471,7 @@ Model quantized_qdq_model(const BuildOptions& options, Int8RewriteReport* report
     for (const auto& [name, quantization] : *context.options.explicit_quantization) merged[name] = quantization;
     Int8RewriteOptions rewrite;
     rewrite.keep_float = options.float32_layers;
+    rewrite.fell_back = options.fell_back_layers;
     rewrite.plugins = context.options.plugins;
     return insert_qdq(context.graph, merged, rewrite, report);
   };

@@ -72,6 +72,8 @@ struct BuildOptions {
   // must run in int8. precision_constraints_obey: a node that cannot take its named precision is
   // an error (--precision-constraints obey), else a warning (prefer).
   std::set<std::string> float32_layers;
+  // Of float32_layers: those the accuracy guard moved back (inspect's notes say so).
+  std::set<std::string> fell_back_layers;
   std::set<std::string> int8_layers;
   bool precision_constraints_obey = false;
   // --accuracy-guard with --validation: after the int8 rewrite, the metric on the validation

@@ -143,7 +143,8 @@ Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Model& model, const
                                     n.profile_tactics.empty() ? 0 : fbb.CreateVector(n.profile_tactics),
                                     n.profile_tactic_names.empty() ? 0 : fbb.CreateVectorOfStrings(n.profile_tactic_names),
                                     n.kernel_state_bytes > 0 ? static_cast<uint64_t>(n.kernel_state_bytes) : 0,
-                                    n.prepared ? weights.add(n.prepared.get(), true) : -1));
+                                    n.prepared ? weights.add(n.prepared.get(), true) : -1,
+                                    n.precision_note.empty() ? 0 : fbb.CreateString(n.precision_note)));
   }
   return fbs::CreateGraph(fbb, fbb.CreateString(graph.name), fbb.CreateVector(tensors), fbb.CreateVector(nodes),
                           fbb.CreateVector(graph.inputs), fbb.CreateVector(graph.outputs));

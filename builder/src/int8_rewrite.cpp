@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -60,6 +61,11 @@ class Int8Rewriter {
       if (absorbed_[i]) continue;
       Node& node = nodes[i];
       if (!options_.keep_float.count(node.name) && rewrite(nodes, static_cast<int32_t>(i))) continue;
+      if (options_.keep_float.count(node.name))
+        node.precision_note = options_.fell_back.count(node.name) ? "float32: fell back (accuracy guard)"
+                                                                  : "float32: forced (--layer-precisions)";
+      else if (const auto why = kept_why_.find(node.name); why != kept_why_.end())
+        node.precision_note = "float32: " + why->second;
       for (int32_t v : node.inputs)
         if (v >= 0) materialize_float(v);
       graph_.nodes.push_back(std::move(node));
@@ -207,7 +213,8 @@ class Int8Rewriter {
 
   // After `made`'s inputs and outputs are set: the layer, by the float tensors of the node it
   // replaced (with an absorbed activation's output in place of the node's own).
-  void record(const Node& made, const Node& replaced, int32_t output = -1) {
+  void record(Node& made, const Node& replaced, int32_t output = -1) {
+    made.precision_note = "int8: quantized";
     report_.replaced.emplace_back(made.name, replaced.name);
     Int8RewriteReport::Layer layer;
     layer.name = replaced.name;
@@ -238,7 +245,10 @@ class Int8Rewriter {
     return false;
   }
 
-  void keep(const Node& node, const char* why) { report_.kept_float.push_back(node.name + ": " + why); }
+  void keep(const Node& node, const char* why) {
+    report_.kept_float.push_back(node.name + ": " + why);
+    kept_why_[node.name] = why;
+  }
 
   bool rewrite_conv(const std::vector<Node>& nodes, int32_t index) {
     const Node& node = nodes[index];
@@ -619,6 +629,7 @@ class Int8Rewriter {
   std::vector<int32_t> twin_;
   std::vector<bool> float_pending_;
   std::vector<bool> absorbed_;
+  std::map<std::string, std::string> kept_why_;  // node -> why the rewrite left it float
   std::set<int32_t> graph_output_;
   size_t original_values_ = 0;
   int made_ = 0;

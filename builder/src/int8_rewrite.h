@@ -51,6 +51,8 @@ struct Int8RewriteOptions {
   bool expose_uint8_tensors = false;
   // The kernels that compute the activations' lookup tables (none: activations stay float).
   std::vector<const LoadedPlugin*> plugins;
+  // Of keep_float: the accuracy guard's fall-backs (the others were asked for), for the notes.
+  std::set<std::string> fell_back;
   // Grouped (depthwise) convolutions stay float: the GPU's INT8 convolution is dense, and one
   // on the CPU between GPU layers would cost two copies.
   bool dense_convolutions_only = false;

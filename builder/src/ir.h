@@ -96,6 +96,9 @@ struct Node {
   std::shared_ptr<const std::vector<uint8_t>> prepared;
   // Inputs the kernel no longer reads given `prepared` (export_prepared's replaced_inputs).
   uint64_t prepared_replaces = 0;
+  // Why the node runs in its precision (the precision passes set it; `edgert inspect` shows it);
+  // empty: the model's own precision.
+  std::string precision_note;
 
   const Attribute* attribute(const std::string& attr_name) const;
   Attribute* attribute(const std::string& attr_name);
