@@ -171,8 +171,9 @@ void add_build_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--accuracy-guard", options->precision.accuracy_guard,
                   "METRIC:TOLERANCE for --int8: top1 (points of top-1 accuracy lost, labels in the validation "
-                  "directory's labels.npy), top1-agreement (points of disagreement with float32) or rel-l2 "
-                  "(relative L2 of every output); out of tolerance, the most sensitive layers fall back to "
+                  "directory's labels.npy), top1-agreement (points of disagreement with float32), rel-l2 "
+                  "(relative L2 of every output) or box-agreement (points of float32's detections a detector "
+                  "loses: boxes [..., K, 4] with scores and labels outputs); out of tolerance, the most sensitive layers fall back to "
                   "float32 until it holds");
   cmd->add_option("--validation", options->precision.validation,
                   "Directory of validation inputs for --accuracy-guard (.npy as --calib, labels.npy for top1)");

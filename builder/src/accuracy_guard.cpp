@@ -22,15 +22,17 @@ AccuracyGuardOptions parse_accuracy_guard(const std::string& text) {
     guard.metric = GuardMetric::kTop1Agreement;
   else if (name == "rel-l2")
     guard.metric = GuardMetric::kRelativeL2;
+  else if (name == "box-agreement")
+    guard.metric = GuardMetric::kBoxAgreement;
   else
-    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard %s: the metric must be top1, top1-agreement or rel-l2",
-               text.c_str());
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT,
+               "--accuracy-guard %s: the metric must be top1, top1-agreement, rel-l2 or box-agreement", text.c_str());
   char* end = nullptr;
   const std::string value = colon == std::string::npos ? std::string() : text.substr(colon + 1);
   guard.tolerance = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !(guard.tolerance >= 0) || !std::isfinite(guard.tolerance))
     build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard %s: needs METRIC:TOLERANCE with a tolerance >= 0 "
-               "(points for top1 and top1-agreement, a relative L2 for rel-l2)", text.c_str());
+               "(points for top1, top1-agreement and box-agreement, a relative L2 for rel-l2)", text.c_str());
   return guard;
 }
 
@@ -39,8 +41,95 @@ std::string guard_metric_name(GuardMetric metric) {
     case GuardMetric::kTop1: return "top1";
     case GuardMetric::kTop1Agreement: return "top1-agreement";
     case GuardMetric::kRelativeL2: return "rel-l2";
+    case GuardMetric::kBoxAgreement: return "box-agreement";
   }
   return "?";
+}
+
+namespace {
+
+constexpr float kDetectionScore = 0.3f, kCandidateScore = 0.15f, kMatchIou = 0.5f;
+
+float iou(const float* a, const float* b) {
+  const float w = std::min(a[2], b[2]) - std::max(a[0], b[0]), h = std::min(a[3], b[3]) - std::max(a[1], b[1]);
+  if (w <= 0 || h <= 0) return 0;
+  const float inter = w * h;
+  const float area_a = (a[2] - a[0]) * (a[3] - a[1]), area_b = (b[2] - b[0]) * (b[3] - b[1]);
+  return inter / (area_a + area_b - inter);
+}
+
+bool contains(const std::string& name, const char* part) { return name.find(part) != std::string::npos; }
+
+// The detector's boxes, scores and labels among `outputs` (scores and labels may be absent).
+struct DetectionOutputs {
+  std::string boxes, scores, labels;
+};
+
+DetectionOutputs detection_outputs(const std::vector<std::string>& outputs,
+                                   const std::map<std::string, OutputValues>& batch) {
+  DetectionOutputs d;
+  for (const std::string& name : outputs) {
+    const OutputValues& v = batch.at(name);
+    if (d.boxes.empty() && v.shape.size() >= 2 && v.shape.back() == 4) d.boxes = name;
+  }
+  if (d.boxes.empty())
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--accuracy-guard box-agreement: no output of the model has boxes "
+               "(a last dimension of 4)");
+  std::vector<int64_t> per_box = batch.at(d.boxes).shape;
+  per_box.pop_back();
+  for (const std::string& name : outputs) {
+    if (name == d.boxes || batch.at(name).shape != per_box) continue;
+    if (d.scores.empty() && contains(name, "score")) d.scores = name;
+    if (d.labels.empty() && (contains(name, "label") || contains(name, "class"))) d.labels = name;
+  }
+  return d;
+}
+
+// Output `name`'s element i of batch b (`fallback` when the output is absent or shorter).
+float element(const BatchOutputs& side, size_t b, const std::string& name, size_t i, float fallback) {
+  if (name.empty()) return fallback;
+  const std::vector<float>& v = side[b].at(name).values;
+  return i < v.size() ? v[i] : fallback;
+}
+
+}  // namespace
+
+double box_agreement(const std::vector<std::string>& outputs, const BatchOutputs& reference,
+                     const BatchOutputs& candidate) {
+  size_t detections = 0, matched = 0;
+  for (size_t b = 0; b < reference.size() && b < candidate.size(); ++b) {
+    const DetectionOutputs names = detection_outputs(outputs, reference[b]);
+    const OutputValues &rb = reference[b].at(names.boxes), &cb = candidate[b].at(names.boxes);
+    size_t images = 1;  // [..., K, 4]: the leading dimensions are images (none: one image)
+    for (size_t d = 0; d + 2 < rb.shape.size(); ++d) images *= static_cast<size_t>(rb.shape[d]);
+    if (images == 0) continue;
+    const size_t r_per = rb.values.size() / 4 / images, c_per = cb.values.size() / 4 / images;
+    for (size_t image = 0; image < images; ++image) {
+      auto r_score = [&](size_t k) { return element(reference, b, names.scores, image * r_per + k, 1.0f); };
+      std::vector<size_t> order;
+      for (size_t k = 0; k < r_per; ++k)
+        if (r_score(k) >= kDetectionScore) order.push_back(k);
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return r_score(x) > r_score(y); });
+      std::vector<bool> taken(c_per, false);
+      for (size_t k : order) {
+        ++detections;
+        const float* box = rb.values.data() + 4 * (image * r_per + k);
+        const float label = element(reference, b, names.labels, image * r_per + k, 0.0f);
+        size_t best = c_per;
+        float best_iou = kMatchIou;
+        for (size_t j = 0; j < c_per; ++j) {
+          const size_t at = image * c_per + j;
+          if (taken[j] || element(candidate, b, names.scores, at, 1.0f) < kCandidateScore ||
+              element(candidate, b, names.labels, at, 0.0f) != label)
+            continue;
+          const float overlap = iou(box, cb.values.data() + 4 * at);
+          if (overlap >= best_iou) best_iou = overlap, best = j;
+        }
+        if (best < c_per) taken[best] = true, ++matched;
+      }
+    }
+  }
+  return detections ? 100.0 * static_cast<double>(matched) / static_cast<double>(detections) : 100.0;
 }
 
 namespace {
@@ -51,6 +140,7 @@ size_t argmax(const float* row, size_t n) { return static_cast<size_t>(std::max_
 // for the top-1 metrics).
 double measure(const AccuracyGuardOptions& guard, const std::vector<std::string>& outputs,
                const BatchOutputs& reference, const BatchOutputs& candidate) {
+  if (guard.metric == GuardMetric::kBoxAgreement) return box_agreement(outputs, reference, candidate);
   if (guard.metric == GuardMetric::kRelativeL2) {
     double worst = 0;
     for (const std::string& name : outputs) {
@@ -94,7 +184,7 @@ double measure(const AccuracyGuardOptions& guard, const std::vector<std::string>
 double excess(const AccuracyGuardOptions& guard, double float32_value, double value) {
   switch (guard.metric) {
     case GuardMetric::kTop1: return (float32_value - value) - guard.tolerance;
-    case GuardMetric::kTop1Agreement: return (100.0 - value) - guard.tolerance;
+    case GuardMetric::kTop1Agreement: case GuardMetric::kBoxAgreement: return (100.0 - value) - guard.tolerance;
     case GuardMetric::kRelativeL2: return value - guard.tolerance;
   }
   return 0;
@@ -189,8 +279,8 @@ BuildResult guard_int8_accuracy(const BuildOptions& options, const std::function
   const BatchOutputs reference =
       run_batches(build(float32).engine, options.plugin_path, guard.validation, "accuracy guard (float32)");
   report.float32_value = guard.metric == GuardMetric::kTop1 ? measure(guard, outputs, reference, reference)
-                         : guard.metric == GuardMetric::kTop1Agreement ? 100.0
-                                                                       : 0.0;
+                         : guard.metric == GuardMetric::kRelativeL2 ? 0.0
+                                                                    : 100.0;  // agreement with itself
   BuildOptions exposed = search;
   exposed.expose_activations = true;
   const BuildResult all_int8 = build(exposed);

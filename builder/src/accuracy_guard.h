@@ -12,11 +12,17 @@
 #include <functional>
 
 #include "engine_builder.h"
+#include "engine_runs.h"
 
 namespace edgert::builder {
 
 // `options` with int8 and accuracy_guard set; `build` makes one engine (build_engine's own).
 // Returns the final build, its accuracy_guard report filled.
 BuildResult guard_int8_accuracy(const BuildOptions& options, const std::function<BuildResult(const BuildOptions&)>& build);
+
+// box-agreement (accuracy_guard_options.h): the percentage of `reference`'s detections that
+// `candidate` also makes, over every batch; 100 when the reference makes none.
+double box_agreement(const std::vector<std::string>& outputs, const BatchOutputs& reference,
+                     const BatchOutputs& candidate);
 
 }  // namespace edgert::builder

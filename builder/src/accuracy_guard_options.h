@@ -17,8 +17,15 @@ namespace edgert::builder {
 //                  below 100
 //   rel-l2         ||int8 - float32|| / ||float32|| over the validation set, on every output of
 //                  the model: at most the tolerance
+//   box-agreement  a detector's: the share of float32's detections (score >= 0.3) that the int8
+//                  engine also makes (the same label, IoU >= 0.5, score >= 0.15: a box whose
+//                  score drifts across the line is not lost), matched one to one, best scores
+//                  first: at most `tolerance` points below 100. Boxes are the output whose last
+//                  dimension is 4 ([..., K, 4], corners); scores and labels the outputs of shape
+//                  [..., K] named with "score" and "label" or "class" (none: every box counts,
+//                  any label matches).
 // Rows are the output's leading dimensions; classes its last.
-enum class GuardMetric { kTop1, kTop1Agreement, kRelativeL2 };
+enum class GuardMetric { kTop1, kTop1Agreement, kRelativeL2, kBoxAgreement };
 
 struct AccuracyGuardOptions {
   GuardMetric metric = GuardMetric::kTop1Agreement;
@@ -27,7 +34,8 @@ struct AccuracyGuardOptions {
   std::vector<int64_t> labels;  // top1: one per row of the first output, over the batches in order
 };
 
-// "top1:0.5", "top1-agreement:1", "rel-l2:0.05"; throws BuildError on anything else.
+// "top1:0.5", "top1-agreement:1", "rel-l2:0.05", "box-agreement:2"; throws BuildError on
+// anything else.
 AccuracyGuardOptions parse_accuracy_guard(const std::string& text);
 std::string guard_metric_name(GuardMetric metric);
 

@@ -1,6 +1,7 @@
 // INT8 calibration: the statistics (calibration_histogram.h), the calibrators (calibrators.h),
-// the quantization parameters (quantization_params.h) and the calibration cache
-// (calibration_cache.h). Needs no model and no plugin.
+// the quantization parameters (quantization_params.h), the calibration cache
+// (calibration_cache.h) and the accuracy guard's metrics (accuracy_guard_options.h). Needs no
+// model and no plugin.
 #include <gtest/gtest.h>
 #include <sodium.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "accuracy_guard.h"
 #include "build_error.h"
 #include "calibration_cache.h"
 #include "calibration_histogram.h"
@@ -611,6 +613,40 @@ TEST(CalibrationCache, AnUnreadablePathIsAnIoErrorNotAMissingFile) {
   ScratchDir dir;
   expect_build_error([&] { read_calibration_cache(dir.file(""), stamp_for("m")); }, EDGERT_ERR_IO,
                      {"calibration cache '" + dir.file("") + "'"});
+}
+
+// box-agreement: float32's detections (score >= 0.3) the candidate also makes, with the same
+// label at IoU >= 0.5, one to one.
+TEST(AccuracyGuardMetrics, BoxAgreementCountsFloat32DetectionsTheCandidateAlsoMakes) {
+  EXPECT_EQ(parse_accuracy_guard("box-agreement:2").metric, GuardMetric::kBoxAgreement);
+  EXPECT_THROW(parse_accuracy_guard("boxes:2"), BuildError);
+  auto detections = [](std::vector<float> boxes, std::vector<float> scores, std::vector<float> labels) {
+    std::map<std::string, OutputValues> batch;
+    const int64_t k = static_cast<int64_t>(scores.size());
+    batch["boxes"] = {{k, 4}, std::move(boxes)};
+    batch["scores"] = {{k}, std::move(scores)};
+    batch["labels"] = {{k}, std::move(labels)};
+    return BatchOutputs{batch};
+  };
+  const std::vector<std::string> outputs = {"boxes", "scores", "labels"};
+  // Three detections of float32 (one more below the score threshold, which does not count).
+  const BatchOutputs reference = detections({0, 0, 10, 10, 20, 20, 40, 40, 50, 0, 60, 10, 0, 0, 5, 5},
+                                            {0.9f, 0.8f, 0.5f, 0.1f}, {1, 2, 3, 1});
+  EXPECT_DOUBLE_EQ(box_agreement(outputs, reference, reference), 100.0);
+  // The same boxes nudged (IoU 0.68), one with its score at 0.2 (drifted below 0.3: kept), in
+  // another order: all found.
+  const BatchOutputs nudged = detections({51, 1, 61, 11, 1, 1, 11, 11, 21, 21, 41, 41}, {0.2f, 0.85f, 0.7f}, {3, 1, 2});
+  EXPECT_DOUBLE_EQ(box_agreement(outputs, reference, nudged), 100.0);
+  // One box moved off (IoU 0.14), one with another label: a third found.
+  const BatchOutputs lost = detections({0, 0, 10, 10, 30, 30, 50, 50, 50, 0, 60, 10}, {0.9f, 0.8f, 0.5f}, {1, 2, 4});
+  EXPECT_NEAR(box_agreement(outputs, reference, lost), 100.0 / 3, 1e-9);
+  // Two float32 boxes over one candidate box: matched once.
+  const BatchOutputs twice = detections({0, 0, 10, 10, 0, 0, 10, 10}, {0.9f, 0.8f}, {1, 1});
+  EXPECT_DOUBLE_EQ(box_agreement(outputs, twice, detections({0, 0, 10, 10}, {0.9f}, {1})), 50.0);
+  // No boxes among the outputs: a message.
+  std::map<std::string, OutputValues> logits;
+  logits["logits"] = {{1, 10}, std::vector<float>(10, 0.f)};
+  EXPECT_THROW(box_agreement({"logits"}, BatchOutputs{logits}, BatchOutputs{logits}), BuildError);
 }
 
 }  // namespace

@@ -97,8 +97,11 @@ TEST(Int8Rewrite, ConvAndReluBecomeOneQLinearConvBetweenOneQuantizeAndOneDequant
   EXPECT_EQ(r.report.absorbed_activations, 1);
   ASSERT_EQ(r.report.layers.size(), 1u);
   EXPECT_EQ(r.report.layers[0].outputs, std::vector<std::string>{"y"});  // the Relu's output
-  for (const builder::Node& n : r.graph.nodes)
-    if (n.op_type == "QLinearConv") EXPECT_EQ(n.precision_note, "int8: quantized");  // what inspect shows
+  for (const builder::Node& n : r.graph.nodes) {
+    if (n.op_type == "QLinearConv") {  // what inspect shows
+      EXPECT_EQ(n.precision_note, "int8: quantized");
+    }
+  }
 }
 
 TEST(Int8Rewrite, AClipIsAbsorbedOnlyWhereTheQuantizationSaturatesAtIt) {
@@ -161,9 +164,11 @@ TEST(Int8Rewrite, ALayerWritingAnEngineOutputStaysFloat32) {
   EXPECT_EQ(r.count("Conv"), 1u);
   ASSERT_EQ(r.report.kept_float.size(), 1u);
   EXPECT_NE(r.report.kept_float[0].find("engine output"), std::string::npos) << r.report.kept_float[0];
-  for (const builder::Node& n : r.graph.nodes)
-    if (n.op_type == "Conv")
-      EXPECT_EQ(n.precision_note, "float32: writes an engine output (kept float32)") << "inspect's why";
+  for (const builder::Node& n : r.graph.nodes) {
+    if (n.op_type == "Conv") {
+      EXPECT_EQ(n.precision_note, "float32: writes an engine output (kept float32)");
+    }
+  }
 }
 
 TEST(Int8Rewrite, AOneDimensionalConvolutionRunsAsATwoDimensionalOneBetweenReshapes) {
@@ -196,13 +201,19 @@ TEST(Int8Rewrite, LayersNamedFloat32StayFloat32) {
   EXPECT_EQ(r.made, 0);
   EXPECT_EQ(r.count("Conv"), 1u);
   EXPECT_EQ(r.count("QLinearConv"), 0u);
-  for (const builder::Node& n : r.graph.nodes)
-    if (n.op_type == "Conv") EXPECT_EQ(n.precision_note, "float32: forced (--layer-precisions)");
+  for (const builder::Node& n : r.graph.nodes) {
+    if (n.op_type == "Conv") {
+      EXPECT_EQ(n.precision_note, "float32: forced (--layer-precisions)");
+    }
+  }
   options.fell_back = {"conv"};  // the accuracy guard's
   const Rewritten guarded =
       rewrite(conv_then("Relu"), {{"x", q(0.01f, 128)}, {"c", q(0.05f, 100)}, {"y", q(0.03f, 0)}}, options);
-  for (const builder::Node& n : guarded.graph.nodes)
-    if (n.op_type == "Conv") EXPECT_EQ(n.precision_note, "float32: fell back (accuracy guard)");
+  for (const builder::Node& n : guarded.graph.nodes) {
+    if (n.op_type == "Conv") {
+      EXPECT_EQ(n.precision_note, "float32: fell back (accuracy guard)");
+    }
+  }
 }
 
 }  // namespace
