@@ -11,8 +11,6 @@
 #include <algorithm>
 #include <limits>
 
-#include <cooperative_groups.h>
-
 #include "cuda_op.h"
 #include "grid.cuh"
 #include "implicit_gemm.cuh"
@@ -136,6 +134,34 @@ template <int kPending>
 __device__ __forceinline__ void copy_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
+
+// Thread-block clusters (sm_90) in PTX (cooperative_groups' headers need libcu++, which the
+// boards' cross toolchains lack): the cluster's barrier (release / acquire: what a block wrote
+// to its shared memory before it is visible to the others after), this block's rank and the
+// cluster's size, and a 32-bit load from another block's shared memory.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+__device__ __forceinline__ unsigned cluster_blocks() {
+  unsigned blocks;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(blocks));
+  return blocks;
+}
+__device__ __forceinline__ int load_from_block(const int* shared, unsigned rank) {
+  const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  unsigned remote;
+  int value;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.u32 %0, [%1];\n" : "=r"(value) : "r"(remote) : "memory");
+  return value;
+}
+#endif
 
 __device__ __forceinline__ uint32_t shared_word(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
@@ -375,26 +401,24 @@ __global__ void __launch_bounds__(kThreads)
     // The slices of one tile are the blocks of one cluster: each leaves its sums in its own
     // shared memory, then block `rank` adds up rows [rank * rows, (rank + 1) * rows) of the
     // tile from all of them (integer sums: exact in any order) and requantises.
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
     __syncthreads();  // the pipeline's tiles are read; their memory holds the sums now
     int* sums = reinterpret_cast<int*>(&a_tile[0][0]);
     for_each_sum([&](int lp, int lf, int v, const FilterRequant&) { sums[lp * kTileF + lf] = v; });
-    cluster.sync();
-    const int slices = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+    cluster_sync();
+    const int slices = static_cast<int>(cluster_blocks()), rank = static_cast<int>(cluster_rank());
     const int rows = kTileP / slices;
     for (int i = tid; i < rows * kTileF; i += kThreads) {
       const int lp = rank * rows + i / kTileF, lf = i % kTileF;
       const int pixel = pixel0 + lp, filter = filter0 + lf;
       int v = 0;
-      for (int s = 0; s < slices; ++s) v += cluster.map_shared_rank(sums, s)[lp * kTileF + lf];
+      for (int s = 0; s < slices; ++s) v += load_from_block(sums + lp * kTileF + lf, static_cast<unsigned>(s));
       // i % kTileF == tid % kTileF: this thread's filter throughout
       if (pixel < g.pixels && filter < g.m) {
         const int64_t at = output_index<kNhwc>(g, pixel, filter);
         y[at] = finish(v, reduced, q, at);
       }
     }
-    cluster.sync();  // no block leaves while another reads its shared memory
+    cluster_sync();  // no block leaves while another reads its shared memory
 #else
     __trap();  // the host launches clusters on sm_90 and later only
 #endif
