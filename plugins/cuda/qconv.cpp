@@ -1,9 +1,10 @@
 // QLinearConv on the GPU: dense 2-D convolutions of uint8 activations with per-channel (or
 // per-tensor) symmetric int8 weights, int32 bias, uint8 output, on our IMMA kernel
 // (qconv_imma.h): channels-last with weights [M, KH, KW, C] (the builder's layout pass writes
-// them so for INT8 networks on the GPU), or NCHW on a slower gather, one tactic per
-// number of reduction slices. Grouped and depthwise int8 convolutions, int8 activations and
-// weight zero points other than 0 stay on the CPU plugin (supports() refuses them).
+// them so for INT8 networks on the GPU), or NCHW on a slower gather; one tactic per tiling and
+// number of reduction slices. edgert.QLinearConvAdd is the same with a residual QLinearAdd in the
+// epilogue. Grouped and depthwise int8 convolutions, int8 activations and weight zero points
+// other than 0 stay on the CPU plugin (supports() refuses them).
 #include <map>
 #include <string>
 
