@@ -17,16 +17,44 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu_plugin_abi.h"
+
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 namespace edgert::test {
 namespace {
 
 const edgert_plugin& plugin() { return cpu_plugin_in(EDGERT_TEST_PLUGIN_DIR); }
 
-// What this CPU offers (x86 only; the aarch64 build has none of these tactics).
+// What this CPU offers. On aarch64 only the GEMM convolutions have tactics (NEON, and sdot
+// where the kernel reports asimddp).
+bool cpu_has_avx2() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+bool cpu_has_neon() {
+#if defined(__aarch64__)
+  return true;
+#else
+  return false;
+#endif
+}
+bool cpu_has_dotprod() {
+#if defined(__aarch64__)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+  return false;
+#endif
+}
 bool cpu_has_avx512_bw() {
 #if defined(__x86_64__)
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
@@ -223,6 +251,18 @@ TEST(CpuInt8Tactics, QLinearConvTacticsMatchTheReferenceBitForBit) {
   if (cpu_has_avx512_bw()) {
     EXPECT_GT(depthwise, 0u) << "this CPU has AVX-512 BW, but no depthwise tactic ran";
   }
+  // The GEMM families below AVX-512 (boards without VNNI): both their tactics ran.
+  const std::pair<bool, const char*> families[] = {{cpu_has_avx2(), "12x3-avx2"},
+                                                   {cpu_has_neon(), "12x8-neon"},
+                                                   {cpu_has_dotprod(), "12x8-dotprod"}};
+  for (const auto& [available, tile] : families) {
+    if (!available) continue;
+    EXPECT_TRUE(ran_named(all, ("u8s8-qconv-1x1-gemm-" + std::string(tile)).c_str())) << tile;
+    EXPECT_TRUE(ran_named(all, ("u8s8-qconv-im2col-gemm-" + std::string(tile)).c_str())) << tile;
+  }
+  if (!cpu_has_dotprod()) {
+    for (const std::string& name : all) EXPECT_EQ(name.find("dotprod"), std::string::npos) << name;
+  }
 }
 
 // What export_prepared gives for a node at a tactic, in a 64-byte aligned buffer as an engine
@@ -263,8 +303,8 @@ TEST(CpuInt8Tactics, QLinearConvStoredWeightsGiveTheSameBytes) {
           << what << ": tactic " << t.name << " reads W though its stored state replaces it";
     }
   }
-  if (cpu_has_vnni()) {
-    EXPECT_GT(stored, 0u) << "this CPU has AVX-512 VNNI, but no INT8 tactic exported its weights";
+  if (cpu_has_vnni() || cpu_has_avx2() || cpu_has_neon()) {
+    EXPECT_GT(stored, 0u) << "this CPU has a qgemm family, but no INT8 tactic exported its weights";
   }
 }
 

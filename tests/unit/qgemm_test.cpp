@@ -1,14 +1,16 @@
 // The CPU plugin's quantized GEMM (NCHW form), built from its source: the packing against its
-// source, and every kernel family this CPU runs (the scalar reference always, the AVX-512 VNNI
-// tile where the CPU has it) against the formula of qgemm.h computed here from the unpacked
-// weights, bit for bit. Random inputs of awkward sizes (rows and pixels off the tile sizes, K not
-// a multiple of 4, K = 1, large K), zero points 0, 128 and others, image rows and im2col
-// sources, results saturating at both ends of u8, 1 and 2 threads.
+// source, and every kernel family this CPU runs (the scalar reference always; the AVX-512 VNNI
+// and AVX2 tiles, or the NEON and dot product tiles, where the CPU has them) against the formula
+// of qgemm.h computed here from the unpacked weights, bit for bit. Random inputs of awkward
+// sizes (rows and pixels off the tile sizes, K not a multiple of 4, K = 1, large K), zero points
+// 0, 128 and others, image rows and im2col sources, results saturating at both ends of u8, 1 and
+// 2 threads; and sums at the extremes of u8 x s8, where a kernel saturating in 16 bits differs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -21,13 +23,26 @@
 namespace edgert::cpu::gemm {
 namespace {
 
+constexpr QgemmIsa kEveryFamily[] = {QgemmIsa::Reference, QgemmIsa::Avx512Vnni, QgemmIsa::Avx2, QgemmIsa::Neon,
+                                     QgemmIsa::NeonDot};
+
 std::vector<QgemmIsa> families_here() {
-  std::vector<QgemmIsa> out = {QgemmIsa::Reference};
-  if (qgemm_isa_available(QgemmIsa::Avx512Vnni)) out.push_back(QgemmIsa::Avx512Vnni);
+  std::vector<QgemmIsa> out;
+  for (QgemmIsa isa : kEveryFamily)
+    if (qgemm_isa_available(isa)) out.push_back(isa);
   return out;
 }
 
-const char* name_of(QgemmIsa isa) { return isa == QgemmIsa::Reference ? "reference" : "avx512vnni"; }
+const char* name_of(QgemmIsa isa) {
+  switch (isa) {
+    case QgemmIsa::Reference: return "reference";
+    case QgemmIsa::Avx512Vnni: return "avx512vnni";
+    case QgemmIsa::Avx2: return "avx2";
+    case QgemmIsa::Neon: return "neon";
+    case QgemmIsa::NeonDot: return "dotprod";
+  }
+  return "?";
+}
 
 struct Problem {
   int64_t m = 0, k = 0, pixels = 0;
@@ -145,6 +160,54 @@ TEST(Qgemm, EveryFamilyHereMatchesTheFormulaBitForBit) {
         }
     }
   }
+}
+
+// The families this CPU lacks say so (qgemm must never be handed one), and those of the host
+// architecture's baseline are always there.
+TEST(Qgemm, ReportsWhichFamiliesThisCpuRuns) {
+  for (QgemmIsa isa : kEveryFamily)
+    std::printf("qgemm family %-10s %s\n", name_of(isa), qgemm_isa_available(isa) ? "runs here" : "unavailable here");
+  EXPECT_TRUE(qgemm_isa_available(QgemmIsa::Reference));
+#if defined(__aarch64__)
+  EXPECT_TRUE(qgemm_isa_available(QgemmIsa::Neon));
+  EXPECT_FALSE(qgemm_isa_available(QgemmIsa::Avx2));
+  EXPECT_FALSE(qgemm_isa_available(QgemmIsa::Avx512Vnni));
+#elif defined(__x86_64__)
+  EXPECT_FALSE(qgemm_isa_available(QgemmIsa::Neon));
+  EXPECT_FALSE(qgemm_isa_available(QgemmIsa::NeonDot));
+#endif
+}
+
+// Sums at the ends of the range: every activation 255 or 0 with zero point 0 or 255, every
+// weight -128 or 127 (a pair of products past int16, where a saturating kernel would differ),
+// and K large enough to carry the sums far past 16 bits.
+TEST(Qgemm, EveryFamilyHereIsExactAtTheExtremes) {
+  ThreadPool::instance().configure(1, false);
+  for (int32_t zero_point : {0, 255, 128})
+    for (int fill : {0, 1, 2}) {
+      std::mt19937 rng(static_cast<unsigned>(zero_point * 3 + fill));
+      Problem p = random_problem(rng, 14, 300, 5, 7, 1, 1, 0, zero_point);
+      for (size_t i = 0; i < p.image.size(); ++i)
+        p.image[i] = fill == 0 ? 255 : fill == 1 ? 0 : (i % 3 ? 255 : 0);
+      for (size_t i = 0; i < p.w.size(); ++i) p.w[i] = fill == 2 ? (i % 2 ? 127 : -128) : (i % 5 ? -128 : 127);
+      ASSERT_TRUE(pack_qrows(p.w.data(), p.m, p.k, p.packed));
+      // Bias cancelling pixel 0's sum, multiplier 1: an error of one in any sum shows where the
+      // pixels are alike.
+      for (int64_t r = 0; r < p.m; ++r) {
+        int64_t sum = 0;
+        for (int64_t k = 0; k < p.k; ++k)
+          sum += (static_cast<int64_t>(p.b.at(k, 0)) - zero_point) * p.w[static_cast<size_t>(r * p.k + k)];
+        p.bias[static_cast<size_t>(r)] = static_cast<int32_t>(-sum);
+        p.multiplier[static_cast<size_t>(r)] = 1.0f;
+      }
+      const std::vector<uint8_t> want = expected(p, true);
+      for (QgemmIsa isa : families_here()) {
+        const std::vector<uint8_t> got = run(isa, p, true, 1);
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
+        EXPECT_EQ(bad, 0u) << name_of(isa) << " zb " << zero_point << " fill " << fill;
+      }
+    }
 }
 
 }  // namespace

@@ -18,7 +18,38 @@ enum QLinearConvTactic : int64_t {
   kQConvShiftedAvx512Vnni = 43,
   kQConvDepthwiseVnniAvx512 = 53,
   kQConvGemv1x1Avx512Vnni = 73,
+  kQConv1x1Avx2 = 14,
+  kQConvIm2colAvx2 = 24,
+  kQConv1x1Neon = 15,
+  kQConvIm2colNeon = 25,
+  kQConv1x1NeonDot = 16,
+  kQConvIm2colNeonDot = 26,
 };
+
+// The qgemm families behind the 1x1 and im2col tactics, fastest first (the order they are
+// listed in). Names end in the ISA the builder checks against a board's features.
+struct GemmFamily {
+  gemm::QgemmIsa isa;
+  int64_t pointwise_id, im2col_id;
+  const char *pointwise_name, *im2col_name;
+};
+constexpr GemmFamily kGemmFamilies[] = {
+    {gemm::QgemmIsa::Avx512Vnni, kQConv1x1Avx512Vnni, kQConvIm2colAvx512Vnni, "u8s8-qconv-1x1-gemm-12x32-avx512vnni",
+     "u8s8-qconv-im2col-gemm-12x32-avx512vnni"},
+    {gemm::QgemmIsa::Avx2, kQConv1x1Avx2, kQConvIm2colAvx2, "u8s8-qconv-1x1-gemm-12x3-avx2",
+     "u8s8-qconv-im2col-gemm-12x3-avx2"},
+    {gemm::QgemmIsa::NeonDot, kQConv1x1NeonDot, kQConvIm2colNeonDot, "u8s8-qconv-1x1-gemm-12x8-dotprod",
+     "u8s8-qconv-im2col-gemm-12x8-dotprod"},
+    {gemm::QgemmIsa::Neon, kQConv1x1Neon, kQConvIm2colNeon, "u8s8-qconv-1x1-gemm-12x8-neon",
+     "u8s8-qconv-im2col-gemm-12x8-neon"},
+};
+
+// The family of a 1x1 or im2col GEMM tactic; null for the other tactics.
+const GemmFamily* gemm_family_of(int64_t tactic) {
+  for (const GemmFamily& f : kGemmFamilies)
+    if (tactic == f.pointwise_id || tactic == f.im2col_id) return &f;
+  return nullptr;
+}
 
 // Output pixels up to which the GEMV tactic is offered (a 1x1 image, or a few pixels).
 constexpr int64_t kGemvMaxPixels = 4;
@@ -92,19 +123,20 @@ std::vector<TacticSpec> qlinear_conv_tactics(const edgert_node* node, const edge
       out.push_back({kQConvDepthwiseAvx512, "u8s8-qconv-dw-direct-16-avx512"});
     return out;
   }
-  if (w.dims[1] * g.kernel_size() > gemm::kQgemmMaxDepth || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni))
-    return out;
-  if (is_pointwise(g)) {
+  if (w.dims[1] * g.kernel_size() > gemm::kQgemmMaxDepth) return out;
+  const bool vnni = gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni);
+  const bool pointwise = is_pointwise(g);
+  if (pointwise) {
 #if defined(__x86_64__)
-    if (group == 1 && g.out_size() <= kGemvMaxPixels && gemm::qgemv_available())
+    if (vnni && group == 1 && g.out_size() <= kGemvMaxPixels && gemm::qgemv_available())
       out.push_back({kQConvGemv1x1Avx512Vnni, "u8s8-qconv-1x1-gemv-16-avx512vnni"});
 #endif
-    out.push_back({kQConv1x1Avx512Vnni, "u8s8-qconv-1x1-gemm-12x32-avx512vnni"});
-    return out;
-  }
-  if (takes_shifted(g, group, x.dims[1]))
+  } else if (vnni && takes_shifted(g, group, x.dims[1])) {
     out.push_back({kQConvShiftedAvx512Vnni, "u8s8-qconv-shifted-gemm-12x32-avx512vnni"});
-  out.push_back({kQConvIm2colAvx512Vnni, "u8s8-qconv-im2col-gemm-12x32-avx512vnni"});
+  }
+  for (const GemmFamily& f : kGemmFamilies)
+    if (gemm::qgemm_isa_available(f.isa))
+      out.push_back(pointwise ? TacticSpec{f.pointwise_id, f.pointwise_name} : TacticSpec{f.im2col_id, f.im2col_name});
   return out;
 }
 
@@ -114,14 +146,6 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   if (g.rank != 2 || !takes_types(node, in, true)) return false;
   // An engine tuned on another CPU may name a tactic this one cannot run: the reference runs.
   switch (tactic) {
-    case kQConv1x1Avx512Vnni:
-      if (!is_pointwise(g) || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni)) return false;
-      algorithm_ = Algorithm::Gemm1x1;
-      break;
-    case kQConvIm2colAvx512Vnni:
-      if (!gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni)) return false;
-      algorithm_ = Algorithm::Im2colGemm;
-      break;
     case kQConvDepthwiseAvx512:
       if (!is_depthwise(group, x, w) || !avx512_bw_available() || !qdepthwise::applies(depthwise_geometry_of(g)))
         return false;
@@ -149,7 +173,15 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
       if (!takes_shifted(g, group, x.dims[1]) || !gemm::qgemm_isa_available(gemm::QgemmIsa::Avx512Vnni)) return false;
       algorithm_ = Algorithm::ShiftedGemm;
       break;
-    default: return false;
+    default: {  // the 1x1 and im2col GEMM of each qgemm family
+      const GemmFamily* family = gemm_family_of(tactic);
+      if (!family) return false;
+      const bool pointwise_tactic = tactic == family->pointwise_id;
+      if ((pointwise_tactic && !is_pointwise(g)) || !gemm::qgemm_isa_available(family->isa)) return false;
+      algorithm_ = pointwise_tactic ? Algorithm::Gemm1x1 : Algorithm::Im2colGemm;
+      gemm_isa_ = family->isa;
+      break;
+    }
   }
   batch_ = x.dims[0];
   channels_ = x.dims[1];
@@ -347,8 +379,8 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
       out.bias = bias ? bias + gi * mg : nullptr;
       out.multiplier = multiplier + gi * mg;
       out.zero_point = y_zero;
-      gemm::qgemm(gemm::QgemmIsa::Avx512Vnni, packed_[static_cast<size_t>(gi)], b, out_plane, out, row_bias + gi * mg,
-                  scratch, threads_);
+      gemm::qgemm(gemm_isa_, packed_[static_cast<size_t>(gi)], b, out_plane, out, row_bias + gi * mg, scratch,
+                  threads_);
     }
   }
 }

@@ -2,10 +2,16 @@
 // 0, w_scale per tensor or per output channel), u8 output, optional int32 B, NCHW 2-D:
 //   u8s8-qconv-1x1-gemm-12x32-avx512vnni     1x1, stride 1, no pad: the NCHW qgemm packing the
 //                                             image's rows (gemm/qgemm.h)
+//   u8s8-qconv-1x1-gemm-12x3-avx2            the same with qgemm's AVX2 family (x86-64-v3)
+//   u8s8-qconv-1x1-gemm-12x8-dotprod         ... its aarch64 sdot family (ARMv8.2 dotprod)
+//   u8s8-qconv-1x1-gemm-12x8-neon            ... its ARMv8.0 NEON family
 //   u8s8-qconv-1x1-gemv-16-avx512vnni        1x1, stride 1, no pad, group 1, at most 4 output
 //                                             pixels (squeeze-and-excitation): gemm/qgemv.h
 //   u8s8-qconv-im2col-gemm-12x32-avx512vnni  any other dense or grouped conv (groups looped):
 //                                             im2col while packing, padding read as x_zero_point
+//   u8s8-qconv-im2col-gemm-12x3-avx2,        the same with the AVX2, dot product and NEON
+//   u8s8-qconv-im2col-gemm-12x8-dotprod,     families of qgemm
+//   u8s8-qconv-im2col-gemm-12x8-neon
 //   u8s8-qconv-dw-direct-16-avx512           depthwise (group == C == M), up to 7x7, stride 1/2
 //   u8s8-qconv-dw-vnni-16-avx512vbmi         depthwise, stride_w 1/2: integer sums (vpermb +
 //                                             vpdpbusd) straight from the plane, no float scratch
@@ -60,6 +66,7 @@ class FastQLinearConv {
                        int32_t y_zero, uint8_t* y, int32_t* row_bias, uint8_t* image) const;
 
   Algorithm algorithm_ = Algorithm::Im2colGemm;
+  gemm::QgemmIsa gemm_isa_ = gemm::QgemmIsa::Reference;  // the qgemm family of Gemm1x1 and Im2colGemm
   std::vector<gemm::PackedQRows> packed_;  // one per group
   std::vector<float> depthwise_weights_;   // [C][taps], exact as floats
   qdepthwise::Plan depthwise_plan_;

@@ -16,16 +16,19 @@
 
 namespace edgert::cpu::gemm {
 
-// The kernel families: the portable scalar one (what the tests hold the others to) and the
-// AVX-512 VNNI 12x32 tile.
-enum class QgemmIsa { Reference, Avx512Vnni };
-// Whether `isa` can run on this CPU (checked at run time, not at compile time).
+// The kernel families: the portable scalar one (what the tests hold the others to), the
+// AVX-512 VNNI 12x32 tile, the AVX2 12x3 tile (x86-64-v3), and on aarch64 the ARMv8.0 NEON 12x8
+// tile and the 12x8 tile of the dot product extension (ARMv8.2 sdot).
+enum class QgemmIsa { Reference, Avx512Vnni, Avx2, Neon, NeonDot };
+// Whether `isa` can run on this CPU (checked at run time, not at compile time; false for the
+// families of the other architecture).
 bool qgemm_isa_available(QgemmIsa isa);
 
-// Rows of W per packed panel and per VNNI tile: 12 x 2 accumulators, 2 activation vectors and
-// the broadcast weights (memory operands of vpdpbusd) within the 32 zmm.
+// Rows of W per packed panel and per tile of every family: the VNNI tile's 12 x 2 accumulators,
+// 2 activation vectors and the broadcast weights (memory operands of vpdpbusd) fill the 32 zmm.
 constexpr int64_t kQgemmPanelRows = 12;
-// Pixels per VNNI tile and per packed activation panel: two 16-lane vectors.
+// Pixels per packed activation panel (one task of qgemm) and per VNNI tile: two 16-lane vectors.
+// The narrower tiles of the other families run across the panel.
 constexpr int64_t kQgemmPanelPixels = 32;
 // The largest K for which no sum can leave int32: |b - zb| <= 255, |w| <= 128, and 255 * 128 *
 // 65536 < 2^31. Larger K is refused by pack_qrows.
@@ -89,7 +92,8 @@ struct QRequant {
   int32_t zero_point = 0;
 };
 
-// Workspace qgemm needs for `threads` threads and B of depth k (bytes, 64-byte aligned start).
+// Workspace qgemm needs for `threads` threads and B of depth k (bytes, 64-byte aligned start),
+// for whichever family runs (sized for the largest packing, 16-bit activations).
 size_t qgemm_workspace_bytes(int64_t k, int threads);
 
 // Y = requant(W B) for `pixels` columns, with `isa`'s kernel (which must be available), using up
@@ -106,6 +110,21 @@ void qgemm_reference(const PackedQRows& w, const QPixels& b, int64_t r_begin, in
 // The requantisation of one accumulator, as the reference QLinearConv rounds it.
 uint8_t requantize(int32_t acc, float multiplier, int32_t zero_point);
 
+// Rows [0, k) of B for the pixels [p0, p0 + count) of one panel (count <= 32): row r at data +
+// r * stride, its first `count` bytes valid. The image's own rows (Rows; data borrowed from B),
+// or the im2col rows written to `scratch` (k x 32 bytes, stride 32) by the portable im2col that
+// the AVX2 and NEON packings share.
+struct QPixelRows {
+  const uint8_t* data = nullptr;
+  int64_t stride = 0;
+};
+QPixelRows qgemm_pixel_rows(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t* scratch);
+
+// Each family below: a packing of B's pixels [p0, p0 + count) (count <= 32; `scratch`: k x 32
+// bytes for the im2col rows) and the rows of panels [panel_begin, panel_end) of W times that
+// packed panel, requantised into Y, with `row_bias` already holding bias - (zb - offset) *
+// row_sums, where offset is what the family's packing subtracts from every activation (128 for
+// the dot product family, 0 for the others).
 #if defined(__x86_64__)
 // B's pixels [p0, p0 + count) (count <= 32) packed as groups of 4 k: [ceil(k / 4)][32][4] bytes,
 // past k and count zero. `scratch`: k x 32 bytes for the im2col rows.
@@ -116,6 +135,28 @@ void qgemm_pack_pixels_avx512(const QPixels& b, int64_t k, int64_t p0, int64_t c
 void qgemm_panel_12x32_avx512vnni(const PackedQRows& w, int64_t panel_begin, int64_t panel_end,
                                   const uint8_t* packed, int64_t p0, int64_t count, const int32_t* row_bias,
                                   const QRequant& y);
+// AVX2 (with FMA: x86-64-v3): pixels as 16-bit values, [ceil(k / 4)][32][4] int16, past k and
+// count zero.
+void qgemm_pack_pixels_avx2(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t* scratch,
+                            uint8_t* packed);
+// 12-row x 3-pixel tiles across the panel: vpmaddwd of the weights widened to 16 bits.
+void qgemm_panel_12x3_avx2(const PackedQRows& w, int64_t panel_begin, int64_t panel_end, const uint8_t* packed,
+                           int64_t p0, int64_t count, const int32_t* row_bias, const QRequant& y);
+#endif
+#if defined(__aarch64__)
+// ARMv8.0 NEON: pixels as 16-bit values, [4 ceil(k / 4)][32] int16, past k and count zero.
+void qgemm_pack_pixels_neon(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t* scratch,
+                            uint8_t* packed);
+// 12-row x 8-pixel tiles across the panel: 16-bit multiply-accumulates by weight lane.
+void qgemm_panel_12x8_neon(const PackedQRows& w, int64_t panel_begin, int64_t panel_end, const uint8_t* packed,
+                           int64_t p0, int64_t count, const int32_t* row_bias, const QRequant& y);
+// Dot product extension: pixels as b - 128 in s8 (b XOR 0x80), [ceil(k / 4)][32][4] bytes.
+void qgemm_pack_pixels_dotprod(const QPixels& b, int64_t k, int64_t p0, int64_t count, uint8_t* scratch,
+                               uint8_t* packed);
+// 12-row x 8-pixel tiles across the panel: sdot by weight lane. Compiled for ARMv8.2 dotprod;
+// call only where qgemm_isa_available(QgemmIsa::NeonDot).
+void qgemm_panel_12x8_dotprod(const PackedQRows& w, int64_t panel_begin, int64_t panel_end, const uint8_t* packed,
+                              int64_t p0, int64_t count, const int32_t* row_bias, const QRequant& y);
 #endif
 
 }  // namespace edgert::cpu::gemm
