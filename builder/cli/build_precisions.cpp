@@ -19,8 +19,10 @@ void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& b
   };
   const bool calibrated = !flags.calib.empty() || !flags.calib_cache.empty();
   build.int8 = flags.int8;
+  build.bf16 = flags.bf16;
   if (flags.best) {
-    if (board_allows("fp16") && build.board.gpu_type == "cuda") build.fp16 = true;
+    if (board_allows("fp16")) build.fp16 = true;
+    if (board_allows("bf16")) build.bf16 = true;
     if (board_allows("int8")) {
       if (calibrated)
         build.int8 = true;

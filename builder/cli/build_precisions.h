@@ -1,4 +1,4 @@
-// The precision flags of edgert build (--int8, --best, --calib, --calib-cache, --calibrator,
+// The precision flags of edgert build (--int8, --bf16, --best, --calib, --calib-cache, --calibrator,
 // --layer-precisions, --precision-constraints) and the calibration inputs --calib names.
 #pragma once
 
@@ -12,15 +12,14 @@
 namespace edgert::cli {
 
 struct PrecisionFlags {
-  bool int8 = false, best = false;
+  bool int8 = false, bf16 = false, best = false;
   std::string calib, calib_cache, calibrator = "entropy", precision_constraints = "prefer";
   std::vector<std::string> layer_precisions;  // NAME:fp32 | NAME:int8
   std::string accuracy_guard, validation;      // METRIC:TOLERANCE, DIR
 };
 
 // Sets build's precision options from the flags (after build.board and build.fp16 are set).
-// --best turns on what the board's precisions list: fp16 where the board has a GPU, int8 where
-// calibration is given (without it, int8 is left off and said so on stderr: a quantization
+// --best turns on what the board's precisions list: fp16 and bf16, int8 where calibration is given (without it, int8 is left off and said so on stderr: a quantization
 // without calibration would be a guess).
 void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& build);
 

@@ -104,6 +104,7 @@ void add_build_command(CLI::App& app) {
     bool fp16 = false, tf32 = false, no_gpu = false;
     PrecisionFlags precision;
     double fp16_tolerance = builder::BuildOptions{}.fp16_tolerance;
+    double bf16_tolerance = builder::BuildOptions{}.bf16_tolerance;
     std::string camera, camera_order = "rgb", postprocess;
     std::vector<float> camera_mean, camera_std;
     std::string gpu_layout = "auto";
@@ -138,18 +139,26 @@ void add_build_command(CLI::App& app) {
                 "them into private memory");
   cmd->add_flag("--fp16", options->fp16,
                 "Run GPU layers in float16 on tensor cores where it keeps accuracy (softmax, normalizations and "
-                "large reductions stay float32; inputs and outputs stay float32)");
+                "large reductions stay float32; inputs and outputs stay float32); on the CPU of an Armv8.2 board, "
+                "let float32 convolutions multiply in float16 where timing finds it faster");
+  cmd->add_flag("--bf16", options->precision.bf16,
+                "Let float32 convolutions on the CPU multiply in bfloat16 (AVX512_BF16; float32 sums, float32 "
+                "tensors between layers) where the board's precisions list bf16 and timing finds it faster");
   cmd->add_option("--fp16-tolerance", options->fp16_tolerance,
                   "With --fp16: the largest relative L2 distance from the float32 engine's outputs (seeded "
                   "random inputs, on this machine); past it the leading float16 layers stay float32 until "
                   "within. 0: no check")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  cmd->add_option("--bf16-tolerance", options->bf16_tolerance,
+                  "With --bf16: the same check for the CPU convolutions allowed bfloat16. 0: no check")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd->add_flag("--int8", options->precision.int8,
                 "Run convolutions, residual adds and pools in int8 (uint8 activations, per-channel int8 weights) "
                 "where the board's precisions allow it, with activation ranges from --calib or --calib-cache");
   cmd->add_flag("--best", options->precision.best,
-                "Every precision the board allows: --fp16 on a GPU board, --int8 when calibration is given");
+                "Every precision the board allows: --fp16, --bf16, and --int8 when calibration is given");
   cmd->add_option("--calib", options->precision.calib,
                   "Directory of calibration inputs for --int8, one sample per entry in name order: a NumPy .npy "
                   "file (the model's only input), or a directory with NAME.npy for each input");
@@ -251,6 +260,7 @@ void add_build_command(CLI::App& app) {
     build.prepared_weights = !options->no_prepared_weights;
     build.fp16 = options->fp16;
     build.fp16_tolerance = options->fp16_tolerance;
+    build.bf16_tolerance = options->bf16_tolerance;
     apply_precision_flags(options->precision, build);
     if (!options->camera.empty()) {
       build.camera = builder::parse_camera_input(options->camera);
@@ -315,15 +325,22 @@ void add_build_command(CLI::App& app) {
                 board.native ? " (native)" : "", result.model.graphs[0].nodes.size(), result.engine.size(),
                 output.c_str());
     if (build.signer) std::printf("signed by '%s' (ed25519)\n", key.name.c_str());
-    if ((result.fp16_nodes > 0 || result.fp16_kept_float32 > 0) && !std::isnan(result.fp16_rel_l2)) {
+    if ((result.fp16_nodes > 0 || result.cpu_reduced_nodes > 0 || result.fp16_kept_float32 > 0) &&
+        !std::isnan(result.fp16_rel_l2)) {
+      // GPU layers in float16, else CPU convolutions allowed bfloat16 or float16 (timing picks).
+      const bool gpu = result.fp16_nodes > 0;
+      const char* flag = build.fp16 ? "fp16" : "bf16";
+      const std::string layers = gpu ? std::to_string(result.fp16_nodes) + " layer(s) in float16"
+                                     : std::to_string(result.cpu_reduced_nodes) + " CPU convolution(s) allowed " +
+                                           (build.fp16 ? "float16" : "bfloat16");
       if (result.fp16_kept_float32 > 0)
-        std::printf("fp16: %d layer(s) in float16, the first %d that take it kept float32 for accuracy: relative L2 %.2e against "
+        std::printf("%s: %s, the first %d that take it kept float32 for accuracy: relative L2 %.2e against "
                     "float32 (%.2e with none kept; tolerance %.2e)\n",
-                    result.fp16_nodes, result.fp16_kept_float32, result.fp16_rel_l2, result.fp16_rel_l2_all_half,
+                    flag, layers.c_str(), result.fp16_kept_float32, result.fp16_rel_l2, result.fp16_rel_l2_all_half,
                     result.fp16_tolerance);
       else
-        std::printf("fp16: %d layer(s) in float16: relative L2 %.2e against float32 (tolerance %.2e)\n",
-                    result.fp16_nodes, result.fp16_rel_l2, result.fp16_tolerance);
+        std::printf("%s: %s: relative L2 %.2e against float32 (tolerance %.2e)\n", flag, layers.c_str(),
+                    result.fp16_rel_l2, result.fp16_tolerance);
     }
     if (build.int8 && result.int8.not_applied.empty()) print_int8_summary(result);
     if (result.accuracy_guard) print_accuracy_guard(*result.accuracy_guard);

@@ -11,6 +11,7 @@
 #include "host_machine.h"
 #include "plugin_loader.h"
 #include "accuracy_guard.h"
+#include "cpu_reduced_precision.h"
 #include "fp16_accuracy.h"
 #include "qdq_export.h"
 #include "self_test.h"
@@ -170,6 +171,9 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
   if (options.fp16 && !board_allows(options.board, "fp16"))
     build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--fp16: board %s allows precisions %s only (its profile's precisions:)",
                options.board.name.c_str(), precisions_text(options.board).c_str());
+  if (options.bf16 && !board_allows(options.board, "bf16"))
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--bf16: board %s allows precisions %s only (its profile's precisions:)",
+               options.board.name.c_str(), precisions_text(options.board).c_str());
 
   Graph& main = result.model.graphs[0];
   if (options.postprocess) {
@@ -212,6 +216,8 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
         node.set_attribute(tf32);
       }
   if (have_device && options.fp16) result.fp16_nodes = convert_device_nodes_to_fp16(result.model, placement);
+  result.cpu_reduced_nodes =
+      allow_cpu_reduced_precision(result.model, options.bf16, options.fp16, options.fp16_float32_prefix);
   const bool half = result.fp16_nodes > 0;
   // Tensor cores: cuDNN's fast convolutions and the INT8 convolution read channels-last tensors.
   bool int8_on_device = false;
@@ -278,6 +284,7 @@ BuildResult build_once(const BuildOptions& options, const std::function<int(Pass
     if (options.log) options.log("tactics for optimization profile " + std::to_string(p));
     select_profile_tactics(result.model, selection, p, num_profiles);
   }
+  note_cpu_reduced_precision(result.model, result.timed_here && options.tactics == TacticPolicy::kTune);
   result.tuning = tuner.stats();
   if (cache.read_only() && cache.pending() > 0)
     result.warnings.push_back("timing cache '" + cache.path() + "' is read-only: " + std::to_string(cache.pending()) +
@@ -379,6 +386,7 @@ QuantizationTable calibrated_table(const BuildOptions& options, CalibrationSumma
     BuildOptions float32 = options;
     float32.int8 = false;
     float32.fp16 = false;
+    float32.bf16 = false;
     float32.camera.reset();
     float32.postprocess.reset();
     float32.use_device = false;
@@ -494,8 +502,8 @@ BuildResult build_engine(const BuildOptions& options) {
     return result;
   };
   if (options.int8 && options.accuracy_guard) return guard_int8_accuracy(options, build);
-  if (!options.fp16) return build(options);
-  if (!options.postprocess || options.fp16_tolerance <= 0)
+  if (!options.fp16 && !options.bf16) return build(options);
+  if (!options.postprocess || options.reduced_tolerance() <= 0)
     return keep_fp16_accuracy(options, build(options), build);
   // The FP16 check measures the model's scores: the reduced outputs (class indices, a class
   // map) jump wherever two scores nearly tie, whatever the precision. The layers it keeps in

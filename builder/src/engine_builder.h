@@ -61,8 +61,17 @@ struct BuildOptions {
   // 0: no check. fp16_float32_prefix: how many leading float16 layers stay float32 (the check
   // sets it; 0 otherwise).
   double fp16_tolerance = 3e-3;
+  // The same check for --bf16 (its layers on the CPU), bfloat16 keeping 3 fewer bits than
+  // float16: 8x the rounding, so a wider default.
+  double bf16_tolerance = 2e-2;
   int32_t fp16_float32_prefix = 0;
   bool tf32 = false;
+  // bf16 (--bf16): float32 convolutions on the CPU may multiply in bfloat16 where the board's
+  // precisions list bf16 (cpu_reduced_precision.h); fp16 does the same in float16 on CPUs with
+  // half-precision arithmetic.
+  bool bf16 = false;
+  // The accuracy check's tolerance for this build: float16's when --fp16 is on (the stricter).
+  double reduced_tolerance() const { return fp16 ? fp16_tolerance : bf16_tolerance; }
   // INT8 (--int8): convolutions, residual adds and pools run on uint8 activations and int8
   // weights where the board's precisions list int8 (int8_rewrite.h), quantized with activation
   // ranges calibrated on the float32 model or read from a calibration cache (int8_calibration.h).
@@ -112,6 +121,9 @@ struct BuildResult {
   // by the accuracy check; its measured relative L2 against float32 (NaN: not measured), and
   // what every layer in float16 gave when the check had to keep some.
   int32_t fp16_nodes = 0;
+  // --bf16 / --fp16 on the CPU: convolutions allowed the reduced precision (cpu_reduced_precision.h),
+  // counting the leading fp16_kept_float32 the same check kept float32 (it bounds those too).
+  int32_t cpu_reduced_nodes = 0;
   int32_t fp16_kept_float32 = 0;
   double fp16_tolerance = 0;
   double fp16_rel_l2 = std::numeric_limits<double>::quiet_NaN();

@@ -1,5 +1,7 @@
 #include "fp16_accuracy.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -56,11 +58,17 @@ std::vector<uint64_t> fp16_check_seeds() { return {11, 12, 13, 14}; }
 
 BuildResult keep_fp16_accuracy(const BuildOptions& options, BuildResult first,
                                const std::function<BuildResult(const BuildOptions&)>& build) {
-  first.fp16_tolerance = options.fp16_tolerance;
-  if (!options.fp16 || options.fp16_tolerance <= 0 || first.fp16_nodes == 0) return first;
+  const double tolerance = options.reduced_tolerance();
+  first.fp16_tolerance = tolerance;
+  // Layers the check may keep in float32, counted from the front: the GPU's float16 layers, and
+  // the CPU's convolutions allowed bfloat16 or float16 (each list keeps its own first ones).
+  const int32_t candidates = std::max(first.fp16_nodes, first.cpu_reduced_nodes);
+  if ((!options.fp16 && !options.bf16) || tolerance <= 0 || candidates == 0) return first;
+  const std::string flag = options.fp16 ? "--fp16" : "--bf16", check = flag.substr(2) + " check";
+  const std::string type = options.fp16 ? "float16" : "bfloat16";
   auto unchecked = [&](const std::string& why) {
-    first.warnings.push_back("--fp16: accuracy not checked against float32 (" + why +
-                             "); every layer that takes float16 runs in it");
+    first.warnings.push_back(flag + ": accuracy not checked against float32 (" + why +
+                             "); every layer that takes the reduced precision runs in it");
     return std::move(first);
   };
   if (!first.timed_here) return unchecked(first.not_timed_why);
@@ -68,6 +76,7 @@ BuildResult keep_fp16_accuracy(const BuildOptions& options, BuildResult first,
   // The float32 engine: the reference. No self-test or prepared weights: it only runs here.
   BuildOptions fp32 = options;
   fp32.fp16 = false;
+  fp32.bf16 = false;
   fp32.self_test = false;
   fp32.prepared_weights = false;
   fp32.log = nullptr;
@@ -84,13 +93,11 @@ BuildResult keep_fp16_accuracy(const BuildOptions& options, BuildResult first,
     if (options.log) options.log(line);
   };
 
-  const double tolerance = options.fp16_tolerance;
   first.fp16_rel_l2 = error_of(first);
-  log("fp16 check: relative L2 " + error_text(first.fp16_rel_l2) + " against float32 over " +
+  log(check + ": relative L2 " + error_text(first.fp16_rel_l2) + " against float32 over " +
       std::to_string(seeds.size()) + " seeded inputs (tolerance " + error_text(tolerance) + ")");
   if (first.fp16_rel_l2 <= tolerance) return first;
 
-  const int32_t candidates = first.fp16_nodes;
   auto build_keeping = [&](int32_t kept) {
     BuildOptions trial = options;
     trial.fp16_float32_prefix = kept;
@@ -99,8 +106,8 @@ BuildResult keep_fp16_accuracy(const BuildOptions& options, BuildResult first,
     result.fp16_rel_l2 = error_of(result);
     result.fp16_kept_float32 = kept;
     result.fp16_tolerance = tolerance;
-    log("fp16 check: first " + std::to_string(kept) + " of " + std::to_string(candidates) +
-        " float16 layers in float32: relative L2 " + error_text(result.fp16_rel_l2));
+    log(check + ": first " + std::to_string(kept) + " of " + std::to_string(candidates) +
+        " " + type + " layers in float32: relative L2 " + error_text(result.fp16_rel_l2));
     return result;
   };
   // Invariant: keeping `fails` layers is measured past the tolerance, keeping `passes` within.
@@ -108,10 +115,10 @@ BuildResult keep_fp16_accuracy(const BuildOptions& options, BuildResult first,
   if (best.fp16_rel_l2 > tolerance) {
     // Even the float16-free build differs: the outputs vary by themselves (data-dependent
     // post-processing that float32 rounding reorders, nondeterministic kernels), not by float16.
-    first.warnings.push_back("--fp16: outputs differ from float32 by " + error_text(first.fp16_rel_l2) +
+    first.warnings.push_back(flag + ": outputs differ from float32 by " + error_text(first.fp16_rel_l2) +
                              " and still by " + error_text(best.fp16_rel_l2) +
-                             " with every layer in float32, so float16 is not the cause; every layer that takes "
-                             "float16 runs in it");
+                             " with every layer in float32, so the reduced precision is not the cause; every layer "
+                             "that takes it runs in it");
     return first;
   }
   int32_t fails = 0, passes = candidates;
@@ -126,8 +133,8 @@ BuildResult keep_fp16_accuracy(const BuildOptions& options, BuildResult first,
     }
   }
   best.warnings.insert(best.warnings.begin(), first.warnings.begin(), first.warnings.end());
-  log("fp16 check: the first " + std::to_string(passes) + " of " + std::to_string(candidates) +
-      " float16 layers stay float32 (relative L2 " + error_text(best.fp16_rel_l2) + " against " +
+  log(check + ": the first " + std::to_string(passes) + " of " + std::to_string(candidates) +
+      " " + type + " layers stay float32 (relative L2 " + error_text(best.fp16_rel_l2) + " against " +
       error_text(first.fp16_rel_l2) + " with none)");
   best.fp16_rel_l2_all_half = first.fp16_rel_l2;
   return best;

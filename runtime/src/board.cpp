@@ -57,6 +57,8 @@ bool host_has_cpu_feature(const std::string& f) {
   }
   __cpuid_count(7, 0, eax, ebx, ecx, edx);
   unsigned leaf7_ebx = ebx, leaf7_ecx = ecx;
+  __cpuid_count(7, 1, eax, ebx, ecx, edx);
+  unsigned leaf7_1_eax = eax;
   if (f == "sse4.2") return leaf1_ecx & (1u << 20);
   if (f == "avx") return os_avx && (leaf1_ecx & (1u << 28));
   if (f == "fma") return os_avx && (leaf1_ecx & (1u << 12));
@@ -67,6 +69,7 @@ bool host_has_cpu_feature(const std::string& f) {
   if (f == "avx512vl") return os_avx512 && (leaf7_ebx & (1u << 31));
   if (f == "avx512vnni") return os_avx512 && (leaf7_ecx & (1u << 11));
   if (f == "avx512vbmi") return os_avx512 && (leaf7_ecx & (1u << 1));
+  if (f == "avx512bf16") return os_avx512 && (leaf7_1_eax & (1u << 5));
   return false;
 #elif defined(__aarch64__)
   unsigned long hwcap = getauxval(AT_HWCAP);

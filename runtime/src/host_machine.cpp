@@ -150,7 +150,8 @@ int affinity_cpus() {
 
 const std::vector<std::string>& known_cpu_features(const std::string& architecture) {
   static const std::vector<std::string> x86 = {"sse4.2", "avx", "avx2", "fma", "f16c",
-                                               "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512vbmi"};
+                                               "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512vbmi",
+                                               "avx512bf16"};
   static const std::vector<std::string> arm = {"neon", "asimd", "fp16", "asimdhp", "dotprod"};
   static const std::vector<std::string> none;
   return architecture == "x86_64" ? x86 : architecture == "aarch64" ? arm : none;

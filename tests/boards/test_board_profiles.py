@@ -14,6 +14,7 @@ usage: test_board_profiles.py EDGERT SOURCE_DIR WORK_DIR
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -156,6 +157,8 @@ def main():
 
     def daemon(engine):
         state = os.path.join(work, "edgertd-" + os.path.basename(engine))
+        # A fresh state directory: edgertd resumes the engine a previous run recorded there.
+        shutil.rmtree(state, ignore_errors=True)
         config = state + ".yaml"
         with open(config, "w") as f:
             f.write("control_socket: %s/control.sock\nstate_dir: %s\npipelines:\n  - name: main\n"

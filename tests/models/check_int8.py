@@ -21,8 +21,13 @@ bytes gives 0.3 or more), and stay within a relative L2 of MAX_CLASSIFIER_REL_L2
 logits (random weights amplify 8-bit rounding: resnet18 0.034, squeezenet1_1 0.013,
 shufflenet_v2_x1_0 0.16, mobilenet_v2 0.22 with every calibrator, efficientnet_b0 0.47, what the
 accuracy guard is for; a wrong scale or layout gives about 1).
+BF16 (--bf16, on a CPU with AVX512_BF16; elsewhere said so and not built): with --tactics first
+every dense convolution takes its bfloat16 tactic, which inspect must show; the digits CNN's
+held-out accuracy must stay within 0.5 points of float32's, a classifier's logits within
+MAX_BF16_REL_L2 of float32's (bfloat16 keeps 8 bits of each factor: resnet18 0.008).
 """
 import os
+import subprocess
 
 import numpy as np
 
@@ -31,6 +36,29 @@ from check_zoo import dims, run, zoo_model_args
 MAX_ACCURACY_LOSS = 0.005
 MAX_CLASSIFIER_REL_L2 = 0.3
 MAX_ORT_QDQ_REL_L2 = 0.02
+MAX_BF16_REL_L2 = 0.02
+BF16_BOARD = "x86_64-avx512-bf16"
+
+
+def host_has_bf16():
+    with open("/proc/cpuinfo") as f:
+        return " avx512_bf16" in f.read()
+
+
+def build_bf16(args, entry, work):
+    """The bfloat16 engine (every dense convolution on its bfloat16 tactic), or None without
+    AVX512_BF16 here."""
+    if not host_has_bf16():
+        print("this CPU has no AVX512_BF16: the bfloat16 engine is not built or checked here")
+        return None
+    engine = os.path.join(work, "bf16.engine")
+    build(args, entry, engine, ["--bf16", "--board", BF16_BOARD, "--threads", "2"])
+    listing = subprocess.run([args.edgert, "inspect", engine], capture_output=True, text=True, check=True).stdout
+    layers = listing.count("[bfloat16 (--bf16")
+    print(f"bf16: {layers} layer(s) in bfloat16")
+    if layers == 0:
+        raise SystemExit("FAIL: --bf16 --tactics first put no layer in bfloat16")
+    return engine
 
 
 def build(args, entry, engine, extra, expect_ok=True):
@@ -78,6 +106,13 @@ def check_digits(args, entry, work):
     if acc["fp32"] - acc["int8"] > MAX_ACCURACY_LOSS:
         raise SystemExit(f"FAIL: int8 loses {100 * (acc['fp32'] - acc['int8']):.2f} points (at most "
                          f"{100 * MAX_ACCURACY_LOSS:.1f})")
+    bf16 = build_bf16(args, entry, work)
+    if bf16:
+        logits = outputs(args, bf16, name, test_x, work, "bf16")[out]
+        acc["bf16"] = float((logits.argmax(axis=1) == test_y).mean())
+        print(f"digits held-out accuracy: bfloat16 {acc['bf16']:.4f}")
+        if acc["fp32"] - acc["bf16"] > MAX_ACCURACY_LOSS:
+            raise SystemExit(f"FAIL: bfloat16 loses {100 * (acc['fp32'] - acc['bf16']):.2f} points")
 
     # The cache alone gives the same engine.
     build(args, entry, again, ["--int8", "--calib-cache", cache])
@@ -149,6 +184,13 @@ def check_classifier(args, entry, work):
           f"{int(ref.argmax())}, int8 {int(got.argmax())}")
     if rel > MAX_CLASSIFIER_REL_L2:
         raise SystemExit("FAIL: int8 drifts from float32")
+    bf16 = build_bf16(args, entry, work)
+    if bf16:
+        got = outputs(args, bf16, name, sample, work, "bf16")[out]
+        rel_bf16 = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        print(f"{entry['name']}: bfloat16 logits relative L2 {rel_bf16:.4f} against float32")
+        if rel_bf16 > MAX_BF16_REL_L2:
+            raise SystemExit("FAIL: bfloat16 drifts from float32")
 
     # The accuracy guard asked for less drift than every layer in int8 gives: layers fall back to
     # float32 until the validation set's logits are within it.

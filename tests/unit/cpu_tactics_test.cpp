@@ -8,6 +8,10 @@
 #include <filesystem>
 
 #include <malloc.h>
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 #if defined(__SANITIZE_ADDRESS__)
 #define EDGERT_TEST_ASAN 1
 #elif defined(__has_feature)
@@ -178,10 +182,11 @@ void check_prepared_state(const edgert_kernel& k, const edgert_node& node, const
       << prepared.replaced_inputs << ")";
 }
 
-// Runs every listed tactic and the reference; expects each within tolerance of the reference.
-// Returns the ids of the optimized tactics that ran.
+// Runs every listed tactic (or those whose name starts with `only`) and the reference; expects
+// each within tolerance of the reference. Returns the ids of the optimized tactics that ran.
 std::vector<int64_t> check_all_tactics(const char* kernel, const NodeSpec& spec, const std::vector<Input>& inputs,
-                                       const std::string& what, int z_input = -1, float tolerance = 2e-4f) {
+                                       const std::string& what, int z_input = -1, float tolerance = 2e-4f,
+                                       const char* only = nullptr) {
   const edgert_kernel& k = kernel_named(kernel);
   const edgert_node node = spec.node();
   const std::vector<edgert_tactic> tactics = list_tactics(k, node, inputs);
@@ -193,7 +198,7 @@ std::vector<int64_t> check_all_tactics(const char* kernel, const NodeSpec& spec,
     if (!std::isnan(v)) scale = std::max(scale, std::fabs(v));
   std::vector<int64_t> ran;
   for (const edgert_tactic& t : tactics) {
-    if (t.id == 0) continue;
+    if (t.id == 0 || (only && std::string(t.name).rfind(only, 0) != 0)) continue;
     ran.push_back(t.id);
     for (int threads : {1, 2}) {
       set_threads(threads);
@@ -342,6 +347,73 @@ TEST(CpuTactics, FusedConvTacticsMatchTheReferenceWithEveryEpilogue) {
     if (!params.empty()) plain.floats("activation_params", params);
     check_all_tactics("ref-fused-conv", plain, in, "FusedConv (no Z) " + act + " " + describe(c));
   }
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_fp16_arithmetic() {
+#if defined(__aarch64__)
+  return (getauxval(AT_HWCAP) & HWCAP_FPHP) && (getauxval(AT_HWCAP) & HWCAP_ASIMDHP);
+#else
+  return false;
+#endif
+}
+
+size_t count_named(const std::vector<edgert_tactic>& tactics, const char* prefix) {
+  return static_cast<size_t>(std::count_if(tactics.begin(), tactics.end(), [&](const edgert_tactic& t) {
+    return std::string(t.name).rfind(prefix, 0) == 0;
+  }));
+}
+
+// The reduced-precision tactics whose names start with `prefix`: listed only for a node the build
+// allowed them (`attribute` 1) on a CPU that has the arithmetic (`available`), and within the
+// precision's rounding of the float32 reference on every dense case, with the FusedConv
+// epilogues and an in-place residual; the stored state gives the same bits as packing.
+void check_reduced_precision_tactics(const char* attribute, const char* prefix, bool available, float tolerance) {
+  if (!available) std::printf("this CPU lacks the arithmetic: checking that no %s tactic is listed\n", prefix);
+  std::mt19937 rng(7);
+  size_t ran = 0;
+  for (const ConvCase& c : conv_cases()) {
+    std::vector<Input> in = conv_inputs(c, rng);
+    NodeSpec plain = conv_node(c, "", "Conv", 3);
+    EXPECT_EQ(count_named(list_tactics(kernel_named("ref-conv"), plain.node(), in), prefix), 0u)
+        << prefix << " listed without " << attribute << ": " << describe(c);
+    NodeSpec allowed = conv_node(c, "", "Conv", 3);
+    allowed.integer(attribute, 1);
+    const size_t listed = count_named(list_tactics(kernel_named("ref-conv"), allowed.node(), in), prefix);
+    const bool depthwise = c.group > 1 && c.group == c.channels && c.group == c.out_channels;
+    EXPECT_EQ(listed > 0, available && !depthwise) << describe(c);
+    ran += check_all_tactics("ref-conv", allowed, in, std::string(prefix) + " Conv " + describe(c), -1, tolerance,
+                             prefix).size();
+    if (depthwise) continue;
+    const int64_t oh = (c.h + c.pads[0] + c.pads[2] - (c.dilation * (c.kh - 1) + 1)) / c.stride_h + 1;
+    const int64_t ow = (c.w + c.pads[1] + c.pads[3] - (c.dilation * (c.kw - 1) + 1)) / c.stride_w + 1;
+    in.push_back(random_input({c.batch, c.out_channels, oh, ow}, rng));
+    NodeSpec fused = conv_node(c, "edgert", "FusedConv", 4);
+    fused.string("activation", ran % 2 ? "Relu" : "HardSwish").integer(attribute, 1);
+    ran += check_all_tactics("ref-fused-conv", fused, in, std::string(prefix) + " FusedConv " + describe(c),
+                             ran % 3 ? 3 : -1, tolerance, prefix).size();
+  }
+  if (available) {
+    EXPECT_GT(ran, conv_cases().size()) << "too few " << prefix << " tactics ran";
+  }
+}
+
+// --bf16: 8 bits of mantissa per factor, float32 sums: within 1.5% of the largest output.
+TEST(CpuTactics, Bf16ConvTacticsAreAllowedOnlyAndStayNearTheReference) {
+  check_reduced_precision_tactics("allow_bf16", "bf16-", cpu_has_avx512_bf16(), 1.5e-2f);
+}
+
+// --fp16 on Armv8.2: 11 bits per factor, float16 sums over at most 128 k, then float32.
+TEST(CpuTactics, Fp16ConvTacticsAreAllowedOnlyAndStayNearTheReference) {
+  check_reduced_precision_tactics("allow_fp16", "f16-", cpu_has_fp16_arithmetic(), 1.5e-2f);
 }
 
 // FusedConv with a channel scale S (input 4; the builder's fusion of squeeze-and-excitation's

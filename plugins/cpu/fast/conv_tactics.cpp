@@ -21,11 +21,15 @@ enum ConvTactic : int64_t {
   kConv1x1Avx512Tall = 14,
   kConv1x1Avx512InPlace = 15,  // the 8x32 tile reading the image's rows in place (no packed B)
   kConv1x1Avx512TallInPlace = 16,  // the 48x7 tile the same way
+  kConv1x1Avx512Bf16 = 17,  // the 8x32 tile with bfloat16 products (allow_bf16 only)
+  kConv1x1NeonFp16 = 18,    // the 8x16 tile with float16 products and sums (allow_fp16 only)
   kConvIm2colPortable = 20,
   kConvIm2colAvx2 = 21,
   kConvIm2colNeon = 22,
   kConvIm2colAvx512 = 23,
   kConvIm2colAvx512Tall = 24,
+  kConvIm2colAvx512Bf16 = 25,
+  kConvIm2colNeonFp16 = 26,
   kConvDepthwisePortable = 30,
   kConvDepthwiseAvx2 = 31,
   kConvDepthwiseAvx512 = 32,
@@ -103,6 +107,8 @@ gemm::Isa isa_of(int64_t tactic) {
   if (tactic == kConvWinogradAvx512Tall8) return gemm::Isa::Avx512Tall8;
   if (tactic == kConv1x1Avx512InPlace) return gemm::Isa::Avx512;
   if (tactic == kConv1x1Avx512TallInPlace) return gemm::Isa::Avx512Tall;
+  if (tactic == kConv1x1Avx512Bf16 || tactic == kConvIm2colAvx512Bf16) return gemm::Isa::Avx512Bf16;
+  if (tactic == kConv1x1NeonFp16 || tactic == kConvIm2colNeonFp16) return gemm::Isa::NeonFp16;
   const bool wino43 = tactic >= kConvWinograd43Portable && tactic <= kConvWinograd43Avx512;
   switch (wino43 ? tactic - kConvWinograd43Portable : tactic % 10) {
     case 1: return gemm::Isa::Avx2Fma;
@@ -186,6 +192,17 @@ std::vector<TacticSpec> conv_tactics(const edgert_node* node, const edgert_tenso
     out.push_back({kConvDepthwisePortable, "f32-conv-dw-direct-portable"});
     return out;
   }
+  // bfloat16 products where the build allowed them (--bf16): listed first, so a build that
+  // cannot time (another board) takes what was asked for; timing keeps them only where faster.
+  if (Attributes(node).get_int("allow_bf16", 0) != 0 && gemm::isa_available(gemm::Isa::Avx512Bf16)) {
+    if (is_pointwise(s.g)) out.push_back({kConv1x1Avx512Bf16, "bf16-conv-1x1-gemm-8x32-avx512bf16"});
+    if (!channel_scaled) out.push_back({kConvIm2colAvx512Bf16, "bf16-conv-im2col-gemm-8x32-avx512bf16"});
+  }
+  // float16 products likewise (--fp16 on an Armv8.2 core with half-precision arithmetic).
+  if (Attributes(node).get_int("allow_fp16", 0) != 0 && gemm::isa_available(gemm::Isa::NeonFp16)) {
+    if (is_pointwise(s.g)) out.push_back({kConv1x1NeonFp16, "f16-conv-1x1-gemm-8x16-fp16"});
+    if (!channel_scaled) out.push_back({kConvIm2colNeonFp16, "f16-conv-im2col-gemm-8x16-fp16"});
+  }
 #if defined(__x86_64__)
   const WindowGeometry& wg = s.g;
   if (!channel_scaled && wg.rank == 2 && gemm::isa_available(gemm::Isa::Avx512) &&
@@ -243,14 +260,14 @@ bool FastConv::prepare(int64_t tactic, const WindowGeometry& g, int64_t group, c
   if (x.rank != 3 && x.rank != 4) return false;
   switch (tactic) {
     case kConv1x1Portable: case kConv1x1Avx2: case kConv1x1Neon: case kConv1x1Avx512: case kConv1x1Avx512Tall:
-    case kConv1x1Avx512InPlace: case kConv1x1Avx512TallInPlace:
+    case kConv1x1Avx512InPlace: case kConv1x1Avx512TallInPlace: case kConv1x1Avx512Bf16: case kConv1x1NeonFp16:
       algorithm_ = Algorithm::Gemm1x1;
       break;
     case kConvGemvPortable: case kConvGemvAvx2: case kConvGemvAvx512: algorithm_ = Algorithm::Gemv; break;
     case kConvDirectAvx512: algorithm_ = Algorithm::Direct; break;
     case kConvOneDnnAvx2: case kConvOneDnnAvx512: algorithm_ = Algorithm::OneDnn; break;
     case kConvIm2colPortable: case kConvIm2colAvx2: case kConvIm2colNeon: case kConvIm2colAvx512:
-    case kConvIm2colAvx512Tall:
+    case kConvIm2colAvx512Tall: case kConvIm2colAvx512Bf16: case kConvIm2colNeonFp16:
       algorithm_ = Algorithm::Im2colGemm;
       break;
     case kConvDepthwisePortable: case kConvDepthwiseAvx2: case kConvDepthwiseAvx512:

@@ -12,6 +12,9 @@
 //                                split into its column phases (fast/conv_direct.h)
 //   f32-conv-wino23-gemm-*       dense 3x3 stride 1: Winograd F(2x2, 3x3) over the packed GEMM
 //   f32-conv-onednn-*            oneDNN's implementation (fast/conv_onednn.h), when built with it
+//   bf16-conv-{1x1,im2col}-gemm-8x32-avx512bf16  the GEMMs with bfloat16 products and float32
+//                                sums, listed only for a node the build allowed bfloat16 (--bf16)
+//   f16-conv-{1x1,im2col}-gemm-8x16-fp16  the same with float16 (--fp16, Armv8.2 cores)
 //   f32-conv-1x1-dw-banded-*     a FusedConv's pre-convolution (1x1) and its depthwise one, in
 //                                bands of rows (fast/conv_expand_depthwise.h)
 // The kernel's epilogue (bias, residual Z, activation) is fused in every tactic. Weights are

@@ -27,6 +27,9 @@ void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c,
 #if defined(__x86_64__)
 void ukernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 void ukernel_8x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+// Isa::Avx512Bf16: the same contract with a and b packed as bfloat16 pairs (bf16_pairs.h), kc
+// still counting k values (an odd kc's last pair holds a zero).
+void ukernel_8x32_avx512bf16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
 // The first 16 of an 8x32 tile's columns (b: a 32-wide panel, ldb floats from one k row to the
 // next): a panel with at most 16 columns left of B's (a 14x14 image has 196 = 6 x 32 + 4), in half
 // the work of the whole tile. C's other 16 columns are not written.
@@ -72,6 +75,13 @@ void ukernel_tall_in_place_avx512(int vectors, int64_t kc, const float* a, const
 #endif
 #if defined(__aarch64__)
 void ukernel_6x16_neon(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+// Isa::NeonFp16, 8x16: a and b packed as float16 (8 rows and 16 columns of one k in a row of
+// halves), the products and their sums in float16 for up to 128 k at a time, each such sum
+// then added into C in float32.
+void ukernel_8x16_neonfp16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate);
+// A packed B panel of kc rows x 16 columns of floats turned, where it lies, into kc rows of 16
+// float16 (row p at halfword 16 p): each row is read before anything at or past it is written.
+void fp16_in_place_neon(float* panel, int64_t kc);
 #endif
 
 }  // namespace edgert::cpu::gemm

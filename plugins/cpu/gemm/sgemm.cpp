@@ -11,6 +11,13 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+#include "edgert/float16.h"
+#include "gemm/bf16_pairs.h"
 #include "gemm/im2col_panel.h"
 #include "gemm/microkernels.h"
 #include "prepared_state.h"
@@ -49,6 +56,34 @@ int64_t k_block(int64_t k) {
 
 int64_t padded_rows(int64_t m, int64_t mr) { return (m + mr - 1) / mr * mr; }
 
+// The families whose products are in a reduced precision: A and B are packed as 16-bit values.
+bool is_reduced(Isa isa) { return isa == Isa::Avx512Bf16 || isa == Isa::NeonFp16; }
+// Float slots that `rows` rows of A over k values take: bfloat16 pairs of k two to a slot
+// (bf16_pairs.h), float16 values of one k two rows to a slot (mr even), floats one each.
+int64_t a_floats(Isa isa, int64_t k, int64_t rows) {
+  if (isa == Isa::Avx512Bf16) return rows * ((k + 1) / 2);
+  if (isa == Isa::NeonFp16) return (k * rows + 1) / 2;
+  return k * rows;
+}
+// Where the panel of A's rows from `panel` * mr starts in k block p0 (of kc_len values); every k
+// block but the last has an even length for bfloat16 pairs, so p0 is even there.
+int64_t a_panel_offset(Isa isa, int64_t p0, int64_t kc_len, int64_t m_padded, int64_t panel, int64_t mr) {
+  return a_floats(isa, p0, m_padded) + a_floats(isa, kc_len, panel * mr);
+}
+
+// Turns the packed float B panels of one k block (kc rows, `columns` wide in panels of the
+// tile's width) into the reduced family's 16-bit values where they lie.
+void b_panels_to_reduced(Isa isa, float* panels, int64_t kc, int64_t columns) {
+#if defined(__x86_64__)
+  if (isa == Isa::Avx512Bf16)
+    for (int64_t j = 0; j < columns; j += kMaxPanelColumns) bf16_pairs_in_place_avx512bf16(panels + j * kc, kc);
+#elif defined(__aarch64__)
+  if (isa == Isa::NeonFp16)
+    for (int64_t j = 0; j < columns; j += 16) fp16_in_place_neon(panels + j * kc, kc);
+#endif
+  (void)isa, (void)panels, (void)kc, (void)columns;
+}
+
 // Column panels below this many per thread leave the threads to split A's rows.
 constexpr int64_t kColumnPanelsPerThread = 2;
 // B packed once for all threads is used up to this size (floats); larger B keeps per-task blocks.
@@ -83,9 +118,11 @@ MicroKernel micro_kernel(Isa isa) {
     case Isa::Avx512: return ukernel_8x32_avx512;
     case Isa::Avx512Tall: return ukernel_48x7_avx512_tall;
     case Isa::Avx512Tall8: return ukernel_48x8_avx512_tall;
+    case Isa::Avx512Bf16: return ukernel_8x32_avx512bf16;
 #endif
 #if defined(__aarch64__)
     case Isa::Neon: return ukernel_6x16_neon;
+    case Isa::NeonFp16: return ukernel_8x16_neonfp16;
 #endif
     default: return ukernel_6x16_portable;
   }
@@ -298,7 +335,9 @@ struct Job {
   void pack_shared(int64_t unit) const {
     const int64_t kc = a->kc, p0 = unit / n_panels * kc, jp = unit % n_panels * nr;
     const int64_t kcl = std::min(kc, a->k - p0);
-    pack_b(*b, nr, p0, kcl, jp, std::min(n, jp + nr), shared_b + p0 * n_panels * nr + jp * kcl);
+    float* panel = shared_b + p0 * n_panels * nr + jp * kcl;
+    pack_b(*b, nr, p0, kcl, jp, std::min(n, jp + nr), panel);
+    if (is_reduced(a->isa)) b_panels_to_reduced(a->isa, panel, kcl, nr);
   }
 
   // C (ldc apart) = [C +] A panel x B panel (ldb apart) for a strip of mv rows and nv columns,
@@ -378,6 +417,7 @@ struct Job {
           bblock = shared_b + p0 * n_panels * nr + jb * kcl;
         } else {
           pack_b(*b, nr, p0, kcl, jb, jb_end, bpack);
+          if (is_reduced(a->isa)) b_panels_to_reduced(a->isa, bpack, kcl, jb_end - jb);
         }
         // Strips of rows [i0, i0 + mv) within one panel of A: whole panels, or part of one where
         // the task's rows start or end inside it (a tall panel's 16-row vectors: its kernel reads
@@ -385,7 +425,7 @@ struct Job {
         for (int64_t i0 = r0, mv = 0; i0 < r1; i0 += mv) {
           const int64_t ip = i0 / mr, sub = i0 - ip * mr;
           mv = std::min({r1, (ip + 1) * mr, m}) - i0;
-          const float* ap = a->values() + p0 * m_padded + ip * mr * kcl + sub;
+          const float* ap = a->values() + a_panel_offset(a->isa, p0, kcl, m_padded, ip, mr) + sub;
           // Whole tiles of a strip of full height finish in the kernel; the rest (the block's last,
           // narrower panel, or every tile of a shorter strip) in finish_tile below. A 1x1 conv on
           // 13x13 (169 columns in blocks of 63) had its last block's whole tiles finished apart.
@@ -483,10 +523,12 @@ void ukernel_6x16_portable(int64_t kc, const float* a, const float* b, float* c,
   }
 }
 
-int tile_rows(Isa isa) { return is_tall(isa) ? 48 : isa == Isa::Avx512 ? 8 : 6; }
+int tile_rows(Isa isa) {
+  return is_tall(isa) ? 48 : isa == Isa::Avx512 || isa == Isa::Avx512Bf16 || isa == Isa::NeonFp16 ? 8 : 6;
+}
 int tile_cols(Isa isa) {
   switch (isa) {
-    case Isa::Avx512: return 32;
+    case Isa::Avx512: case Isa::Avx512Bf16: return 32;
     case Isa::Avx512Tall: return 7;
     case Isa::Avx512Tall8: return 8;
     default: return 16;
@@ -516,6 +558,19 @@ bool isa_available(Isa isa) {
 #else
       return false;
 #endif
+    case Isa::NeonFp16:
+#if defined(__aarch64__)
+      return (getauxval(AT_HWCAP) & HWCAP_FPHP) && (getauxval(AT_HWCAP) & HWCAP_ASIMDHP);
+#else
+      return false;
+#endif
+    case Isa::Avx512Bf16:
+#if defined(__x86_64__)
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512bf16");
+#else
+      return false;
+#endif
   }
   return false;
 }
@@ -535,26 +590,58 @@ void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block)
   // The tall tile's C leaves the registers transposed, too dear to repeat for every k block
   // (k blocks of 96 to 256 rows, to keep the A panel in L1: 2-9% slower on 960 -> 160 at 7x7).
   out.kc = one_k_block || is_tall(isa) ? std::max<int64_t>(k, 1) : k_block(k);
+  // bfloat16 pairs: every k block but the last of even length, so no pair straddles two blocks.
+  if (isa == Isa::Avx512Bf16 && out.kc < k) out.kc += out.kc % 2;
   const int64_t mr = tile_rows(isa), m_padded = padded_rows(m, mr);
+  const int64_t slots = a_floats(isa, k, m_padded);
   out.data.clear();
   const prepared::Key key{prepared::kPackedA, static_cast<int64_t>(isa), m, k, out.kc};
-  out.stored = prepared::take(key, static_cast<size_t>(m_padded * k));
+  out.stored = prepared::take(key, static_cast<size_t>(slots));
   if (out.stored) {
     out.data.shrink_to_fit();
     return;
   }
-  out.data.resize(static_cast<size_t>(m_padded * k));  // uninitialized: pack_a_panel writes rows [0, m)
+  out.data.resize(static_cast<size_t>(slots));  // uninitialized: pack_a_panel writes rows [0, m)
   // Recorded now, written by pack_a_panel before the prepare that exports it ends.
   prepared::record(key, out.data.data(), out.data.size());
-  // Rows past m are zeros: the last panel's, in every k block.
+  // Rows past m are zeros: the last panel's, in every k block (the reduced families' packing
+  // writes them itself).
   const int64_t last = m_padded - mr, rows = m - last;
-  if (rows == mr) return;
+  if (rows == mr || is_reduced(isa)) return;
   for (int64_t p0 = 0; p0 < k; p0 += out.kc) {
     const int64_t kcl = std::min(out.kc, k - p0);
     float* panel = out.data.data() + p0 * m_padded + last * kcl;
     for (int64_t p = 0; p < kcl; ++p) std::fill(panel + p * mr + rows, panel + (p + 1) * mr, 0.0f);
   }
 }
+
+namespace {
+
+// pack_a_panel for the reduced families, rows past m as zeros. bfloat16: A(i, p) and A(i, p + 1)
+// in one slot, slot (p / 2) * mr + i of the block; float16: A(i, p) at halfword p * mr + i.
+// Whole rows of K only (pack_a), so every pair lies inside [k_begin, k_end).
+void pack_a_panel_reduced(PackedA& out, int64_t panel, const float* src, int64_t row_stride, int64_t col_stride) {
+  const int64_t mr = tile_rows(out.isa), m_padded = padded_rows(out.m, mr);
+  const int64_t rows = std::min(mr, out.m - panel * mr);
+  for (int64_t p0 = 0; p0 < out.k; p0 += out.kc) {
+    const int64_t kcl = std::min(out.kc, out.k - p0);
+    float* block = out.data.data() + a_panel_offset(out.isa, p0, kcl, m_padded, panel, mr);
+    for (int64_t r = 0; r < mr; ++r) {
+      const float* row = src + r * row_stride + p0 * col_stride;
+      auto at = [&](int64_t p) { return r < rows && p < kcl ? row[p * col_stride] : 0.0f; };
+      if (out.isa == Isa::Avx512Bf16) {
+        for (int64_t p = 0; p < kcl; p += 2) block[(p / 2) * mr + r] = bfloat16_pair(at(p), at(p + 1));
+      } else {
+        for (int64_t p = 0; p < kcl; ++p) {
+          const uint16_t half = edgert_float_to_half(at(p));
+          std::memcpy(reinterpret_cast<char*>(block) + 2 * (p * mr + r), &half, sizeof half);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
 
 // The 4 x 4 block of floats at src (rows src_stride apart) stored transposed at dst (rows
 // dst_stride apart), turned in registers (__builtin_shufflevector: GCC 12 and clang both have it).
@@ -577,6 +664,7 @@ inline void store_4x4_transposed(const float* src, int64_t src_stride, float* ds
 void pack_a_panel(PackedA& out, int64_t panel, const float* src, int64_t row_stride, int64_t col_stride,
                   int64_t k_begin, int64_t k_end) {
   if (out.stored) return;
+  if (is_reduced(out.isa)) return pack_a_panel_reduced(out, panel, src, row_stride, col_stride);
   constexpr int64_t kColumns = 16;
   const int64_t mr = tile_rows(out.isa), m_padded = padded_rows(out.m, mr);
   const int64_t rows = std::min(mr, out.m - panel * mr);

@@ -21,8 +21,13 @@ namespace edgert::cpu::gemm {
 // The micro-kernel families: tile 6x16 for Portable, Avx2Fma and Neon, 8x32 for Avx512, and
 // 48x7 for Avx512Tall and 48x8 for Avx512Tall8 (AVX-512 with A's rows in the vector lanes, for
 // B with few columns: 1x1 and 3x3 convolutions on 7x7 and 14x14 images, whose 49 and 196
-// columns are whole 7-column panels, and Winograd on a 7x7 image, 16 tiles).
-enum class Isa { Portable, Avx2Fma, Neon, Avx512, Avx512Tall, Avx512Tall8 };
+// columns are whole 7-column panels, and Winograd on a 7x7 image, 16 tiles). Avx512Bf16: the
+// 8x32 tile with bfloat16 products (vdpbf16ps, float32 sums): A and B rounded to bfloat16 as
+// they are packed, in pairs of k (bf16_pairs.h); only where a convolution is allowed
+// bfloat16 (--bf16), never the float32 default. NeonFp16 likewise with float16 (--fp16 on
+// Armv8.2 cores with half-precision arithmetic): an 8x16 tile of FMLA on 8 halves, its sums in
+// float16 for at most 128 k at a time, then added into float32 C.
+enum class Isa { Portable, Avx2Fma, Neon, Avx512, Avx512Tall, Avx512Tall8, Avx512Bf16, NeonFp16 };
 // Whether the family keeps A's rows in the lanes (and packs A as one k block).
 inline bool is_tall(Isa isa) { return isa == Isa::Avx512Tall || isa == Isa::Avx512Tall8; }
 // The fastest family this CPU runs, fixed at first use from its features.
@@ -56,6 +61,9 @@ struct UninitializedAllocator : std::allocator<T> {
 
 // A [m, k] in micro-panels for one ISA's tile. Owns its storage, or borrows the same layout
 // stored in the engine (prepared_state.h); the source is not referenced after packing.
+// Avx512Bf16 keeps two bfloat16 of consecutive k in each 32-bit slot (bf16_pairs.h): a k block
+// of kc values takes ceil(kc / 2) slots a row; NeonFp16 one float16 per value, a panel's 8 rows
+// of one k in 4 slots.
 struct PackedA {
   std::vector<float, UninitializedAllocator<float>> data;
   const float* stored = nullptr;  // borrowed from the engine's mapping; `data` then stays empty
@@ -75,6 +83,8 @@ void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride,
 // already, out.stored is set and there is nothing to write), then places
 // columns [k_begin, k_end) of the rows of one panel (tile_rows(isa) rows from panel *
 // tile_rows), A(i, p) = src[(i - panel * tile_rows) * row_stride + (p - k_begin) * col_stride].
+// The reduced families (Avx512Bf16, NeonFp16) pack whole rows only (k_begin 0, k_end k), as
+// pack_a does.
 void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block = false);
 void pack_a_panel(PackedA& out, int64_t panel, const float* src, int64_t row_stride, int64_t col_stride,
                   int64_t k_begin, int64_t k_end);

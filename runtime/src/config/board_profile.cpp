@@ -81,8 +81,9 @@ BoardProfile load_board_profile(const std::string& path) {
   if (const YamlNode* prec = root->get("precisions")) {
     p.precisions = r.string_list(*prec, "precisions");
     for (size_t i = 0; i < p.precisions.size(); ++i)
-      if (p.precisions[i] != "fp32" && p.precisions[i] != "fp16" && p.precisions[i] != "int8")
-        r.fail(*prec->items[i], "precision must be fp32, fp16 or int8, got '" + p.precisions[i] + "'");
+      if (p.precisions[i] != "fp32" && p.precisions[i] != "fp16" && p.precisions[i] != "bf16" &&
+          p.precisions[i] != "int8")
+        r.fail(*prec->items[i], "precision must be fp32, fp16, bf16 or int8, got '" + p.precisions[i] + "'");
   } else {
     p.precisions = {"fp32"};
   }
