@@ -2,12 +2,11 @@
 // quantization tools use between QLinearConvs: QLinearAdd, QLinearMul (squeeze-excitation's
 // channel scale) and QLinearGlobalAveragePool, u8.
 // The float math is this file's (ORT's own differs in order between its kernels); each reference
-// below states it, and its AVX-512 tactic (fast/qlinear_rows.h) is bit-exact with it.
+// below states it, and its tactics (fast/qlinear_rows.h: AVX-512, AVX2, NEON) are bit-exact with it.
 #include <algorithm>
 #include <cstring>
 
 #include "broadcast.h"
-#include "fast/avx512_bw.h"
 #include "fast/qlinear_rows.h"
 #include "kernel.h"
 #include "nn_common.h"
@@ -15,11 +14,6 @@
 
 namespace edgert::cpu {
 namespace {
-
-// Stable ids: engines and timing caches store them.
-constexpr int64_t kQLinearAddAvx512 = 1;
-constexpr int64_t kQLinearMulAvx512 = 1;
-constexpr int64_t kQLinearGlobalAveragePoolAvx512 = 1;
 
 void check_u8(const edgert_tensor& t, const char* what) {
   if (t.dtype != EDGERT_DTYPE_UINT8)
@@ -67,8 +61,7 @@ class QLinearBinaryOp : public Op {
     a_strides_ = broadcast_strides(a, out_shape_);
     b_strides_ = broadcast_strides(b, out_shape_);
     set_output(out[0], EDGERT_DTYPE_UINT8, out_shape_);
-    fast_ = tactic() == (K == QBinary::kAdd ? kQLinearAddAvx512 : kQLinearMulAvx512) && avx512_bw_available() &&
-            plan_runs(a, b);
+    rows_ = plan_runs(a, b) ? qrows::row_kernels(tactic()) : nullptr;
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
@@ -81,7 +74,7 @@ class QLinearBinaryOp : public Op {
     const int32_t zc = zero_point_at(optional_input(node, in, 7), 0);
     const uint8_t *a = data_as<uint8_t>(in[0]), *b = data_as<uint8_t>(in[3]);
     uint8_t* c = data_as<uint8_t>(out[0]);
-    if (fast_) return execute_runs(a, za, ra, b, zb, rb, zc, c);
+    if (rows_) return execute_runs(a, za, ra, b, zb, rb, zc, c);
     const int rank = static_cast<int>(out_shape_.size());
     const int64_t n = numel(out[0]);
     int64_t index[EDGERT_MAX_RANK] = {};
@@ -103,7 +96,7 @@ class QLinearBinaryOp : public Op {
   }
 
  private:
-  // The AVX-512 tactic's layout: one operand of the output's shape ("full"), the other either
+  // The row tactics' layout: one operand of the output's shape ("full"), the other either
   // the same or constant over runs of `inner_` elements (a per-channel [N, C, 1, 1] or scalar
   // operand of an NCHW tensor). float addition and the integer product commute, so either of A
   // and B may be full.
@@ -125,7 +118,7 @@ class QLinearBinaryOp : public Op {
     inner_ = 1;
     for (size_t d = static_cast<size_t>(run_axes_); d < out_shape_.size(); ++d) inner_ *= out_shape_[d];
     small_step_ = 0;
-    return inner_ >= 16;  // shorter runs would spend their time on the masked tails
+    return inner_ >= 16;  // shorter runs would spend their time on the partial steps
   }
 
   static int64_t numel_of(const Shape& s) {
@@ -136,14 +129,13 @@ class QLinearBinaryOp : public Op {
 
   void execute_runs(const uint8_t* a, int32_t za, float ra, const uint8_t* b, int32_t zb, float rb, int32_t zc,
                     uint8_t* c) const {
-#if defined(__x86_64__)
     if (swapped_) std::swap(a, b), std::swap(za, zb);
     if (swapped_ && K == QBinary::kAdd) std::swap(ra, rb);
     auto rows = [&](const uint8_t* ra_rows, const uint8_t* rb_rows, int64_t b_step, int64_t count, uint8_t* out) {
       if (K == QBinary::kAdd)
-        qrows::qlinear_add_u8_avx512(ra_rows, za, ra, rb_rows, b_step, zb, rb, count, zc, out);
+        rows_->add(ra_rows, za, ra, rb_rows, b_step, zb, rb, count, zc, out);
       else
-        qrows::qlinear_mul_u8_avx512(ra_rows, za, rb_rows, b_step, zb, ra, count, zc, out);
+        rows_->mul(ra_rows, za, rb_rows, b_step, zb, ra, count, zc, out);
     };
     const std::vector<int64_t>& strides = swapped_ ? a_strides_ : b_strides_;
     const int64_t n = numel_of(out_shape_);
@@ -166,14 +158,12 @@ class QLinearBinaryOp : public Op {
         rows(a + run * inner_, b + offset, 0, inner_, c + run * inner_);
       }
     });
-#else
-    (void)a, (void)za, (void)ra, (void)b, (void)zb, (void)rb, (void)zc, (void)c;
-#endif
   }
 
   Shape out_shape_;
   std::vector<int64_t> a_strides_, b_strides_;
-  bool fast_ = false, swapped_ = false;
+  const qrows::RowKernels* rows_ = nullptr;  // the tactic's family; null: the reference
+  bool swapped_ = false;
   int run_axes_ = 0;
   int64_t inner_ = 0, small_step_ = 1;
 };
@@ -202,7 +192,7 @@ class QLinearGlobalAveragePoolOp : public Op {
       out_shape[d] = 1;
     }
     set_output(out[0], EDGERT_DTYPE_UINT8, out_shape);
-    fast_ = tactic() == kQLinearGlobalAveragePoolAvx512 && avx512_bw_available();
+    rows_ = qrows::row_kernels(tactic());
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
@@ -217,12 +207,9 @@ class QLinearGlobalAveragePoolOp : public Op {
       int64_t sums[64];
       for (int64_t first = p0; first < p1; first += 64) {
         const int64_t count = std::min<int64_t>(64, p1 - first);
-#if defined(__x86_64__)
-        if (fast_) {
-          qrows::plane_sums_u8_avx512(x + first * size_, count, size_, sums);
-        } else
-#endif
-        {
+        if (rows_) {
+          rows_->plane_sums(x + first * size_, count, size_, sums);
+        } else {
           for (int64_t p = 0; p < count; ++p) {
             const uint8_t* plane = x + (first + p) * size_;
             int64_t s = 0;
@@ -238,22 +225,20 @@ class QLinearGlobalAveragePoolOp : public Op {
 
  private:
   int64_t size_ = 1;
-  bool fast_ = false;
+  const qrows::RowKernels* rows_ = nullptr;  // the tactic's family; null: the reference
 };
 
 std::vector<TacticSpec> qlinear_add_tactics(const edgert_node*, const edgert_tensor*) {
-  if (!avx512_bw_available()) return {};
-  return {{kQLinearAddAvx512, "u8-qlinear-add-avx512"}};
+  return qrows::row_tactics({"u8-qlinear-add-avx512", "u8-qlinear-add-avx2", "u8-qlinear-add-neon"});
 }
 
 std::vector<TacticSpec> qlinear_mul_tactics(const edgert_node*, const edgert_tensor*) {
-  if (!avx512_bw_available()) return {};
-  return {{kQLinearMulAvx512, "u8-qlinear-mul-avx512"}};
+  return qrows::row_tactics({"u8-qlinear-mul-avx512", "u8-qlinear-mul-avx2", "u8-qlinear-mul-neon"});
 }
 
 std::vector<TacticSpec> qlinear_global_average_pool_tactics(const edgert_node*, const edgert_tensor*) {
-  if (!avx512_bw_available()) return {};
-  return {{kQLinearGlobalAveragePoolAvx512, "u8-qlinear-global-avgpool-avx512"}};
+  return qrows::row_tactics(
+      {"u8-qlinear-global-avgpool-avx512", "u8-qlinear-global-avgpool-avx2", "u8-qlinear-global-avgpool-neon"});
 }
 
 int32_t qlinear_global_average_pool_supports(const edgert_node* node, const edgert_tensor*) {

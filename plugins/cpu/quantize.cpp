@@ -1,12 +1,12 @@
 // Linear quantization: QuantizeLinear, DequantizeLinear (per tensor or per axis),
 // DynamicQuantizeLinear, and QLinearConv. Arithmetic follows ONNX Runtime: float math,
-// round half to even, saturate. Their AVX-512 tactics (per-tensor u8 Quantize/Dequantize,
-// fast/qlinear_rows.h; QLinearConv, fast/qlinear_conv_tactics.h) are bit-exact with these.
+// round half to even, saturate. Their tactics (per-tensor u8 Quantize/Dequantize on AVX-512,
+// AVX2 or NEON, fast/qlinear_rows.h; QLinearConv, fast/qlinear_conv_tactics.h) are bit-exact
+// with these.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "fast/avx512_bw.h"
 #include "fast/qlinear_conv_tactics.h"
 #include "fast/qlinear_rows.h"
 #include "kernel.h"
@@ -59,10 +59,6 @@ void for_each_channel(const AxisLayout& l, Fn fn) {
       for (int64_t k = 0; k < l.inner; ++k) fn(i++, c);
 }
 
-// Stable tactic ids of QuantizeLinear and DequantizeLinear (engines and timing caches store them).
-constexpr int64_t kQuantizeU8Avx512 = 1;
-constexpr int64_t kDequantizeU8Avx512 = 1;
-
 // Calls fn(first, count) over [0, n) in pieces of 16 K elements spread over the thread pool.
 template <typename Fn>
 void for_each_piece(int64_t n, Fn fn) {
@@ -82,17 +78,18 @@ bool per_tensor_u8(const edgert_node* node, const edgert_tensor* in) {
 
 std::vector<TacticSpec> quantize_tactics(const edgert_node* node, const edgert_tensor* in) {
   const int64_t output_dtype = Attributes(node).get_int("output_dtype", 0);
-  if (!avx512_bw_available() || (in[0].dtype != EDGERT_DTYPE_FLOAT32 && in[0].dtype != EDGERT_DTYPE_UNDEFINED) ||
-      !per_tensor_u8(node, in) || (output_dtype != 0 && output_dtype != EDGERT_DTYPE_UINT8))
+  if ((in[0].dtype != EDGERT_DTYPE_FLOAT32 && in[0].dtype != EDGERT_DTYPE_UNDEFINED) || !per_tensor_u8(node, in) ||
+      (output_dtype != 0 && output_dtype != EDGERT_DTYPE_UINT8))
     return {};
-  return {{kQuantizeU8Avx512, "f32-quantize-linear-u8-avx512"}};
+  return qrows::row_tactics(
+      {"f32-quantize-linear-u8-avx512", "f32-quantize-linear-u8-avx2", "f32-quantize-linear-u8-neon"});
 }
 
 std::vector<TacticSpec> dequantize_tactics(const edgert_node* node, const edgert_tensor* in) {
-  if (!avx512_bw_available() || (in[0].dtype != EDGERT_DTYPE_UINT8 && in[0].dtype != EDGERT_DTYPE_UNDEFINED) ||
-      !per_tensor_u8(node, in))
+  if ((in[0].dtype != EDGERT_DTYPE_UINT8 && in[0].dtype != EDGERT_DTYPE_UNDEFINED) || !per_tensor_u8(node, in))
     return {};
-  return {{kDequantizeU8Avx512, "u8-dequantize-linear-f32-avx512"}};
+  return qrows::row_tactics(
+      {"u8-dequantize-linear-f32-avx512", "u8-dequantize-linear-f32-avx2", "u8-dequantize-linear-f32-neon"});
 }
 
 class QuantizeLinearOp : public Op {
@@ -109,23 +106,22 @@ class QuantizeLinearOp : public Op {
       fail(EDGERT_ERR_UNSUPPORTED, "output dtype %s is not supported (expected (u)int8 or (u)int16)", dtype_name(out_dtype));
     layout_ = axis_layout(node, x, in[1], zp);
     set_output(out[0], out_dtype, shape_of(x));
-    fast_ = tactic() == kQuantizeU8Avx512 && avx512_bw_available() && x.dtype == EDGERT_DTYPE_FLOAT32 &&
-            in[1].dtype == EDGERT_DTYPE_FLOAT32 && out_dtype == EDGERT_DTYPE_UINT8 && layout_.channels == 1;
+    const bool rows_apply = x.dtype == EDGERT_DTYPE_FLOAT32 && in[1].dtype == EDGERT_DTYPE_FLOAT32 &&
+                               out_dtype == EDGERT_DTYPE_UINT8 && layout_.channels == 1;
+    rows_ = rows_apply ? qrows::row_kernels(tactic()) : nullptr;
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
     const edgert_tensor* zp = optional_input(node, in, 2);
-#if defined(__x86_64__)
-    if (fast_) {
+    if (rows_) {
       const float* x = data_as<float>(in[0]);
       uint8_t* y = data_as<uint8_t>(out[0]);
       const float scale = scale_at(in[1], 0);
       const int32_t zero_point = zero_point_at(zp, 0);
       for_each_piece(numel(in[0]),
-                     [&](int64_t i0, int64_t n) { qrows::quantize_u8_avx512(x + i0, n, scale, zero_point, y + i0); });
+                     [&](int64_t i0, int64_t n) { rows_->quantize(x + i0, n, scale, zero_point, y + i0); });
       return;
     }
-#endif
     dispatch(in[0].dtype, kFloats | kSigned, [&](auto xtag) {
       dispatch(out[0].dtype, kSigned | kUnsigned, [&](auto qtag) {
         using TX = typename decltype(xtag)::type;
@@ -144,7 +140,7 @@ class QuantizeLinearOp : public Op {
 
  private:
   AxisLayout layout_;
-  bool fast_ = false;
+  const qrows::RowKernels* rows_ = nullptr;  // the tactic's family; null: the reference
 };
 
 class DequantizeLinearOp : public Op {
@@ -159,23 +155,22 @@ class DequantizeLinearOp : public Op {
       fail(EDGERT_ERR_SHAPE, "x_zero_point has dtype %s, x has %s", dtype_name(zp->dtype), dtype_name(x.dtype));
     layout_ = axis_layout(node, x, in[1], zp);
     set_output(out[0], in[1].dtype, shape_of(x));
-    fast_ = tactic() == kDequantizeU8Avx512 && avx512_bw_available() && x.dtype == EDGERT_DTYPE_UINT8 &&
-            in[1].dtype == EDGERT_DTYPE_FLOAT32 && layout_.channels == 1;
+    const bool rows_apply =
+        x.dtype == EDGERT_DTYPE_UINT8 && in[1].dtype == EDGERT_DTYPE_FLOAT32 && layout_.channels == 1;
+    rows_ = rows_apply ? qrows::row_kernels(tactic()) : nullptr;
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
     const edgert_tensor* zp = optional_input(node, in, 2);
-#if defined(__x86_64__)
-    if (fast_) {
+    if (rows_) {
       const uint8_t* x = data_as<uint8_t>(in[0]);
       float* y = data_as<float>(out[0]);
       const float scale = scale_at(in[1], 0);
       const int32_t zero_point = zero_point_at(zp, 0);
       for_each_piece(numel(in[0]),
-                     [&](int64_t i0, int64_t n) { qrows::dequantize_u8_avx512(x + i0, n, zero_point, scale, y + i0); });
+                     [&](int64_t i0, int64_t n) { rows_->dequantize(x + i0, n, zero_point, scale, y + i0); });
       return;
     }
-#endif
     dispatch(in[0].dtype, kSigned | kUnsigned, [&](auto xtag) {
       dispatch(out[0].dtype, kFloats, [&](auto ytag) {
         using TX = typename decltype(xtag)::type;
@@ -194,7 +189,7 @@ class DequantizeLinearOp : public Op {
 
  private:
   AxisLayout layout_;
-  bool fast_ = false;
+  const qrows::RowKernels* rows_ = nullptr;  // the tactic's family; null: the reference
 };
 
 // y_scale = (max(0, max x) - min(0, min x)) / 255, y_zero_point = round(clamp(-min / scale)),

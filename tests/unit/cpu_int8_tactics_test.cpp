@@ -32,8 +32,8 @@ namespace {
 
 const edgert_plugin& plugin() { return cpu_plugin_in(EDGERT_TEST_PLUGIN_DIR); }
 
-// What this CPU offers. On aarch64 only the GEMM convolutions have tactics (NEON, and sdot
-// where the kernel reports asimddp).
+// What this CPU offers. On aarch64: NEON tactics for the convolutions, the elementwise rows and
+// the depthwise planes, and sdot GEMMs where the kernel reports asimddp.
 bool cpu_has_avx2() {
 #if defined(__x86_64__)
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -228,8 +228,20 @@ NodeSpec qconv_node(const QConvCase& c) {
   return spec;
 }
 
-bool ran_named(const std::vector<std::string>& ran, const char* name) {
+bool ran_named(const std::vector<std::string>& ran, const std::string& name) {
   return std::find(ran.begin(), ran.end(), name) != ran.end();
+}
+
+// The row ops (fast/qlinear_rows.h) name a tactic PREFIX-ISA for each instruction set: every one
+// this CPU has must have run.
+void expect_row_families_ran(const std::vector<std::string>& ran, const std::string& prefix) {
+  const std::pair<bool, const char*> families[] = {
+      {cpu_has_avx512_bw(), "avx512"}, {cpu_has_avx2(), "avx2"}, {cpu_has_neon(), "neon"}};
+  for (const auto& [available, isa] : families) {
+    if (available) {
+      EXPECT_TRUE(ran_named(ran, prefix + "-" + isa)) << prefix << "-" << isa << " did not run";
+    }
+  }
 }
 
 TEST(CpuInt8Tactics, QLinearConvTacticsMatchTheReferenceBitForBit) {
@@ -250,6 +262,14 @@ TEST(CpuInt8Tactics, QLinearConvTacticsMatchTheReferenceBitForBit) {
   }
   if (cpu_has_avx512_bw()) {
     EXPECT_GT(depthwise, 0u) << "this CPU has AVX-512 BW, but no depthwise tactic ran";
+    EXPECT_TRUE(ran_named(all, "u8s8-qconv-dw-direct-16-avx512"));
+  }
+  // The float-sum depthwise planes below AVX-512.
+  if (cpu_has_avx2()) {
+    EXPECT_TRUE(ran_named(all, "u8s8-qconv-dw-direct-8-avx2"));
+  }
+  if (cpu_has_neon()) {
+    EXPECT_TRUE(ran_named(all, "u8s8-qconv-dw-direct-4-neon"));
   }
   // The GEMM families below AVX-512 (boards without VNNI): both their tactics ran.
   const std::pair<bool, const char*> families[] = {{cpu_has_avx2(), "12x3-avx2"},
@@ -257,8 +277,8 @@ TEST(CpuInt8Tactics, QLinearConvTacticsMatchTheReferenceBitForBit) {
                                                    {cpu_has_dotprod(), "12x8-dotprod"}};
   for (const auto& [available, tile] : families) {
     if (!available) continue;
-    EXPECT_TRUE(ran_named(all, ("u8s8-qconv-1x1-gemm-" + std::string(tile)).c_str())) << tile;
-    EXPECT_TRUE(ran_named(all, ("u8s8-qconv-im2col-gemm-" + std::string(tile)).c_str())) << tile;
+    EXPECT_TRUE(ran_named(all, "u8s8-qconv-1x1-gemm-" + std::string(tile))) << tile;
+    EXPECT_TRUE(ran_named(all, "u8s8-qconv-im2col-gemm-" + std::string(tile))) << tile;
   }
   if (!cpu_has_dotprod()) {
     for (const std::string& name : all) EXPECT_EQ(name.find("dotprod"), std::string::npos) << name;
@@ -333,27 +353,28 @@ std::vector<float> awkward_floats(std::mt19937& rng, int64_t n) {
 
 TEST(CpuInt8Tactics, QuantizeAndDequantizeTacticsMatchTheReferenceBitForBit) {
   std::mt19937 rng(11);
-  size_t ran = 0;
+  std::vector<std::string> quantize_ran, dequantize_ran;
   for (const std::vector<int64_t>& dims :
        std::vector<std::vector<int64_t>>{{1}, {15}, {17}, {2, 3, 7, 5}, {1, 33, 29, 31}, {3, 40000}}) {
     const int64_t n = count_of(dims);
     for (bool with_zero_point : {true, false}) {
       std::vector<Tensor> q = {Tensor::of(EDGERT_DTYPE_FLOAT32, dims, awkward_floats(rng, n)), scalar_f32(0.05f)};
       if (with_zero_point) q.push_back(scalar_u8(37));
-      ran += check_all_tactics("ref-quantize-linear", NodeSpec("", "QuantizeLinear", static_cast<int>(q.size())), q,
-                               "QuantizeLinear " + std::to_string(n))
-                 .size();
+      for (const std::string& name : check_all_tactics(
+               "ref-quantize-linear", NodeSpec("", "QuantizeLinear", static_cast<int>(q.size())), q,
+               "QuantizeLinear " + std::to_string(n)))
+        quantize_ran.push_back(name);
       std::vector<Tensor> dq = {Tensor::of(EDGERT_DTYPE_UINT8, dims, random_values<uint8_t>(rng, n, 0, 255)),
                                 scalar_f32(0.0371f)};
       if (with_zero_point) dq.push_back(scalar_u8(129));
-      ran += check_all_tactics("ref-dequantize-linear", NodeSpec("", "DequantizeLinear", static_cast<int>(dq.size())),
-                               dq, "DequantizeLinear " + std::to_string(n))
-                 .size();
+      for (const std::string& name : check_all_tactics(
+               "ref-dequantize-linear", NodeSpec("", "DequantizeLinear", static_cast<int>(dq.size())), dq,
+               "DequantizeLinear " + std::to_string(n)))
+        dequantize_ran.push_back(name);
     }
   }
-  if (cpu_has_avx512_bw()) {
-    EXPECT_GT(ran, 0u) << "this CPU has AVX-512 BW, but no Quantize/DequantizeLinear tactic ran";
-  }
+  expect_row_families_ran(quantize_ran, "f32-quantize-linear-u8");
+  expect_row_families_ran(dequantize_ran, "u8-dequantize-linear-f32");
 }
 
 std::vector<Tensor> qlinear_add_inputs(std::mt19937& rng, const std::vector<int64_t>& a, const std::vector<int64_t>& b,
@@ -379,38 +400,52 @@ TEST(CpuInt8Tactics, QLinearAddTacticsMatchTheReferenceBitForBit) {
       {{1, 7, 1, 1}, {1, 7, 6, 5}},       {{3, 19}, {1}},                    {{2, 3, 4, 5}, {5}},
       {{1, 1, 3, 40}, {1, 6, 1, 40}},
   };
-  size_t ran = 0;
+  std::vector<std::string> ran;
   for (const Shapes& s : cases)
     for (const std::array<float, 3>& scales : {std::array<float, 3>{0.02f, 0.03f, 0.05f},
                                                std::array<float, 3>{0.5f, 0.25f, 1.0f}}) {  // the second: ties
       const std::vector<Tensor> in = qlinear_add_inputs(rng, s.a, s.b, scales[0], scales[1], scales[2]);
-      ran += check_all_tactics("ref-qlinear-add", NodeSpec("com.microsoft", "QLinearAdd", 8), in,
-                               "QLinearAdd " + std::to_string(count_of(s.a)) + " + " + std::to_string(count_of(s.b)))
-                 .size();
+      for (const std::string& name :
+           check_all_tactics("ref-qlinear-add", NodeSpec("com.microsoft", "QLinearAdd", 8), in,
+                             "QLinearAdd " + std::to_string(count_of(s.a)) + " + " + std::to_string(count_of(s.b))))
+        ran.push_back(name);
     }
-  if (cpu_has_avx512_bw()) {
-    EXPECT_GT(ran, 0u) << "this CPU has AVX-512 BW, but no QLinearAdd tactic ran";
-  }
+  expect_row_families_ran(ran, "u8-qlinear-add");
 }
 
 TEST(CpuInt8Tactics, QLinearGlobalAveragePoolTacticsMatchTheReferenceBitForBit) {
   std::mt19937 rng(13);
-  size_t ran = 0;
-  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
-           {1, 3, 1, 1}, {1, 5, 7, 7}, {2, 17, 13, 11}, {1, 130, 8, 16}, {1, 1280, 7, 7}, {2, 3, 30, 31}, {1, 4, 9}}) {
+  std::vector<std::string> ran;
+  // Planes of 1 to 4270 bytes: vector tails, and sums past what 16-bit lanes hold.
+  for (const std::vector<int64_t>& dims :
+       std::vector<std::vector<int64_t>>{{1, 3, 1, 1}, {1, 5, 7, 7}, {2, 17, 13, 11}, {1, 130, 8, 16}, {1, 1280, 7, 7},
+                                         {2, 3, 30, 31}, {1, 4, 9}, {1, 3, 70, 61}}) {
     for (float y_scale : {0.01f, 0.037f, 0.005f}) {
       const std::vector<Tensor> in = {
           Tensor::of(EDGERT_DTYPE_UINT8, dims, random_values<uint8_t>(rng, count_of(dims), 0, 255)), scalar_f32(0.02f),
           scalar_u8(90), scalar_f32(y_scale), scalar_u8(17)};
-      ran += check_all_tactics("ref-qlinear-global-average-pool",
-                               NodeSpec("com.microsoft", "QLinearGlobalAveragePool", 5).integer("channels_last", 0), in,
-                               "QLinearGlobalAveragePool " + std::to_string(count_of(dims)))
-                 .size();
+      for (const std::string& name :
+           check_all_tactics("ref-qlinear-global-average-pool",
+                             NodeSpec("com.microsoft", "QLinearGlobalAveragePool", 5).integer("channels_last", 0), in,
+                             "QLinearGlobalAveragePool " + std::to_string(count_of(dims))))
+        ran.push_back(name);
     }
   }
-  if (cpu_has_avx512_bw()) {
-    EXPECT_GT(ran, 0u) << "this CPU has AVX-512 BW, but no QLinearGlobalAveragePool tactic ran";
+  // Bytes within 1 of the zero point and a multiplier near 1/2: every unit of a plane's sum shows
+  // in its output, which random bytes and small multipliers would hide.
+  for (const std::vector<int64_t>& dims :
+       std::vector<std::vector<int64_t>>{{1, 3, 70, 61}, {2, 5, 13, 11}, {1, 4, 1, 37}, {1, 2, 3, 1000}}) {
+    const int64_t size = count_of(dims) / (dims[0] * dims[1]);
+    const std::vector<Tensor> in = {
+        Tensor::of(EDGERT_DTYPE_UINT8, dims, random_values<uint8_t>(rng, count_of(dims), 89, 91)), scalar_f32(1.0f),
+        scalar_u8(90), scalar_f32(2.0f / static_cast<float>(size)), scalar_u8(128)};
+    for (const std::string& name :
+         check_all_tactics("ref-qlinear-global-average-pool",
+                           NodeSpec("com.microsoft", "QLinearGlobalAveragePool", 5).integer("channels_last", 0), in,
+                           "QLinearGlobalAveragePool near the zero point " + std::to_string(count_of(dims))))
+      ran.push_back(name);
   }
+  expect_row_families_ran(ran, "u8-qlinear-global-avgpool");
 }
 
 // MaxPool on uint8 NCHW (what a folded Q/DQ model pools): the reference against the window
@@ -456,18 +491,17 @@ TEST(CpuInt8Tactics, QLinearMulTacticsMatchTheReferenceBitForBit) {
       {{1, 96, 28, 28}, {1, 96, 1, 1}}, {{2, 5, 9, 7}, {2, 5, 1, 1}},   {{1, 7, 1, 1}, {1, 7, 6, 5}},
       {{2, 17, 13, 11}, {2, 17, 13, 11}}, {{3, 19}, {1}},               {{1, 1, 3, 40}, {1, 6, 1, 40}},
   };
-  size_t ran = 0;
+  std::vector<std::string> ran;
   for (const Shapes& sh : cases)
     for (const std::array<float, 3>& scales : {std::array<float, 3>{0.02f, 0.004f, 0.05f},
                                                std::array<float, 3>{0.5f, 0.25f, 0.125f}}) {  // the second: ties
       const std::vector<Tensor> in = qlinear_add_inputs(rng, sh.a, sh.b, scales[0], scales[1], scales[2]);
-      ran += check_all_tactics("ref-qlinear-mul", NodeSpec("com.microsoft", "QLinearMul", 8), in,
-                               "QLinearMul " + std::to_string(count_of(sh.a)) + " x " + std::to_string(count_of(sh.b)))
-                 .size();
+      for (const std::string& name :
+           check_all_tactics("ref-qlinear-mul", NodeSpec("com.microsoft", "QLinearMul", 8), in,
+                             "QLinearMul " + std::to_string(count_of(sh.a)) + " x " + std::to_string(count_of(sh.b))))
+        ran.push_back(name);
     }
-  if (cpu_has_avx512_bw()) {
-    EXPECT_GT(ran, 0u) << "this CPU has AVX-512 BW, but no QLinearMul tactic ran";
-  }
+  expect_row_families_ran(ran, "u8-qlinear-mul");
 }
 
 TEST(CpuInt8Tactics, QLookupTacticsMatchTheReferenceBitForBit) {
@@ -494,20 +528,30 @@ TEST(CpuInt8Tactics, Uint8MaxPoolTacticsMatchTheReference) {
   struct Case {
     int64_t c, h, w, k, s, pad, ceil;
   };
-  // squeezenet's ceil-mode pools, resnet's stem pool, a tail of a row, one-sided windows.
+  // squeezenet's ceil-mode pools, resnet's stem pool, a tail of a row, one-sided windows, rows of
+  // several vectors and a tail at stride 1.
   const Case cases[] = {{64, 111, 111, 3, 2, 0, 1}, {64, 112, 112, 3, 2, 1, 0}, {5, 9, 17, 2, 2, 0, 0},
-                        {3, 7, 7, 3, 1, 1, 0},      {2, 13, 29, 5, 3, 2, 1}};
-  size_t ran = 0;
+                        {3, 7, 7, 3, 1, 1, 0},      {2, 13, 29, 5, 3, 2, 1},    {2, 6, 70, 3, 1, 1, 0}};
+  std::vector<std::string> ran;
   for (const Case& c : cases) {
     const std::vector<Tensor> in = {
         Tensor::of(EDGERT_DTYPE_UINT8, {1, c.c, c.h, c.w}, random_values<uint8_t>(rng, c.c * c.h * c.w, 0, 255))};
     NodeSpec spec("", "MaxPool", 1);
     spec.ints("kernel_shape", {c.k, c.k}).ints("strides", {c.s, c.s}).ints("pads", {c.pad, c.pad, c.pad, c.pad});
     spec.integer("ceil_mode", c.ceil);
-    ran += check_all_tactics("ref-max-pool", spec, in, "MaxPool uint8 " + std::to_string(c.h) + "x" + std::to_string(c.w))
-               .size();
+    for (const std::string& name :
+         check_all_tactics("ref-max-pool", spec, in, "MaxPool uint8 " + std::to_string(c.h) + "x" + std::to_string(c.w)))
+      ran.push_back(name);
   }
-  EXPECT_GT(ran, 0u) << "no uint8 MaxPool tactic ran";
+  EXPECT_TRUE(ran_named(ran, "u8-max-pool-2d-rows-portable"));
+  const std::pair<bool, const char*> direct[] = {{cpu_has_vbmi(), "u8-max-pool-direct-avx512vbmi"},
+                                                 {cpu_has_avx2(), "u8-max-pool-direct-avx2"},
+                                                 {cpu_has_neon(), "u8-max-pool-direct-neon"}};
+  for (const auto& [available, name] : direct) {
+    if (available) {
+      EXPECT_TRUE(ran_named(ran, name)) << name << " did not run";
+    }
+  }
 }
 
 }  // namespace

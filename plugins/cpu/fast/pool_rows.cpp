@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "fast/qlookup.h"
 #include "gemm/sgemm.h"
@@ -11,18 +12,38 @@
 
 namespace edgert::cpu {
 
+namespace {
+
+using U8PoolPlane = void (*)(const uint8_t* x, uint8_t* y, const U8PoolGeometry& g, uint8_t* scratch);
+
+// The direct uint8 plane of tactic 56, 57 or 58 where this build and CPU run it; null otherwise.
+U8PoolPlane u8_direct_plane(int64_t tactic) {
+#if defined(__x86_64__)
+  if (tactic == kMaxPoolU8Avx512VbmiTactic && qlookup::avx512_vbmi_available()) return max_pool_plane_u8_avx512vbmi;
+  if (tactic == kMaxPoolU8Avx2Tactic && gemm::isa_available(gemm::Isa::Avx2Fma)) return max_pool_plane_u8_avx2;
+#endif
+#if defined(__aarch64__)
+  if (tactic == kMaxPoolU8NeonTactic) return max_pool_plane_u8_neon;  // every ARMv8-A has Advanced SIMD
+#endif
+  (void)tactic;
+  return nullptr;
+}
+
+}  // namespace
+
 std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs) {
   const edgert_tensor& x = inputs[0];
   if ((x.rank != 3 && x.rank != 4) || node->num_outputs > 1) return {};
   if (x.dtype == EDGERT_DTYPE_UINT8 && std::strcmp(node->op_type, "MaxPool") == 0) {
     std::vector<TacticSpec> out;
-#if defined(__x86_64__)
     Attributes attrs(node);
     const std::vector<int64_t> s = attrs.get_ints("strides", {1, 1}), d = attrs.get_ints("dilations", {1, 1});
-    if (x.rank == 4 && s.size() == 2 && s[0] == s[1] && (s[0] == 1 || s[0] == 2) && d == std::vector<int64_t>{1, 1} &&
-        qlookup::avx512_vbmi_available())
-      out.push_back({kMaxPoolU8Avx512VbmiTactic, "u8-max-pool-direct-avx512vbmi"});
-#endif
+    if (x.rank == 4 && s.size() == 2 && s[0] == s[1] && (s[0] == 1 || s[0] == 2) && d == std::vector<int64_t>{1, 1}) {
+      for (const auto& [id, name] : {std::pair{kMaxPoolU8Avx512VbmiTactic, "u8-max-pool-direct-avx512vbmi"},
+                                     std::pair{kMaxPoolU8Avx2Tactic, "u8-max-pool-direct-avx2"},
+                                     std::pair{kMaxPoolU8NeonTactic, "u8-max-pool-direct-neon"}})
+        if (u8_direct_plane(id)) out.push_back({id, name});
+    }
     out.push_back({kMaxPoolU8RowsTactic, "u8-max-pool-2d-rows-portable"});
     return out;
   }
@@ -96,7 +117,8 @@ std::vector<float> window_counts(int64_t out, int64_t in, int64_t kernel, int64_
 
 bool FastPool::prepare(int64_t tactic, bool max, bool count_include_pad, const WindowGeometry& g,
                        const edgert_tensor& x, int num_outputs) {
-  const bool bytes = tactic == kMaxPoolU8RowsTactic || tactic == kMaxPoolU8Avx512VbmiTactic;
+  const bool bytes = tactic == kMaxPoolU8RowsTactic || tactic == kMaxPoolU8Avx512VbmiTactic ||
+                     tactic == kMaxPoolU8Avx2Tactic || tactic == kMaxPoolU8NeonTactic;
   if (tactic != kPoolRowsTactic && tactic != kMaxPoolAvx512Tactic && !bytes) return false;
   if (x.dtype != (bytes ? EDGERT_DTYPE_UINT8 : EDGERT_DTYPE_FLOAT32) || (bytes && !max) || num_outputs > 1 ||
       (g.rank != 1 && g.rank != 2))
@@ -118,9 +140,10 @@ bool FastPool::prepare(int64_t tactic, bool max, bool count_include_pad, const W
   pad_top_ = two_d ? g.pad_begin[0] : 0;
   pad_left_ = g.pad_begin[last];
   avx512_ = false;
-  u8_direct_ = tactic == kMaxPoolU8Avx512VbmiTactic && two_d && stride_h_ == stride_w_ &&
-               (stride_h_ == 1 || stride_h_ == 2) && dilation_h_ == 1 && dilation_w_ == 1 &&
-               qlookup::avx512_vbmi_available();
+  // Elsewhere (another CPU than the one tuned on, other strides) the rows below run instead.
+  const bool direct_shape = two_d && stride_h_ == stride_w_ && (stride_h_ == 1 || stride_h_ == 2) &&
+                            dilation_h_ == 1 && dilation_w_ == 1;
+  u8_direct_ = direct_shape ? u8_direct_plane(tactic) : nullptr;
   threads_ = ThreadPool::instance().num_threads();
 #if defined(__x86_64__)
   // Elsewhere (another CPU than the one tuned on, other shapes) the rows below run instead.
@@ -159,7 +182,6 @@ size_t FastPool::workspace_bytes() const {
 }
 
 void FastPool::execute(const uint8_t* x, uint8_t* y, void* workspace) const {
-#if defined(__x86_64__)
   if (u8_direct_) {
     const U8PoolGeometry g{in_h_, in_w_, out_h_, out_w_, kernel_h_, kernel_w_, stride_h_, pad_top_, pad_left_};
     const size_t per_thread = workspace_bytes() / static_cast<size_t>(threads_);
@@ -169,14 +191,11 @@ void FastPool::execute(const uint8_t* x, uint8_t* y, void* workspace) const {
         [&](int64_t p0, int64_t p1, int thread) {
           uint8_t* scratch = static_cast<uint8_t*>(workspace) + static_cast<size_t>(thread) * per_thread;
           for (int64_t plane = p0; plane < p1; ++plane)
-            max_pool_plane_u8_avx512vbmi(x + plane * in_plane, y + plane * out_plane, g, scratch);
+            u8_direct_(x + plane * in_plane, y + plane * out_plane, g, scratch);
         },
         threads_);
     return;
   }
-#else
-  (void)workspace;
-#endif
   execute_rows(x, y);
 }
 

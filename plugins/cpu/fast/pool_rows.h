@@ -18,10 +18,13 @@ constexpr int64_t kReduceMeanRowsTactic = 53;  // ReduceMean over trailing axes 
 constexpr int64_t kGlobalAverageAvx512Tactic = 54;
 constexpr int64_t kMaxPoolU8RowsTactic = 55;  // MaxPool over uint8 (int8 networks' pools)
 constexpr int64_t kMaxPoolU8Avx512VbmiTactic = 56;
+constexpr int64_t kMaxPoolU8Avx2Tactic = 57;
+constexpr int64_t kMaxPoolU8NeonTactic = 58;
 
-// A uint8 MaxPool plane for x86/max_pool_u8_avx512vbmi.cpp: square-strided (1 or 2), no
-// dilation. The scratch plane it pads the input into has u8_pool_padded_rows x
-// u8_pool_padded_cols bytes (the columns with room for the last step's 128-byte loads).
+// A uint8 MaxPool plane for the direct kernels (x86/max_pool_u8_avx512vbmi.cpp,
+// x86/max_pool_u8_avx2.cpp, arm/max_pool_u8_neon.cpp): square-strided (1 or 2), no dilation.
+// The scratch plane they pad the input into has u8_pool_padded_rows x u8_pool_padded_cols bytes
+// (the columns with room for the last step's 128-byte loads; the narrower kernels read less).
 struct U8PoolGeometry {
   int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0, kernel_h = 1, kernel_w = 1, stride = 1, pad_top = 0, pad_left = 0;
 };
@@ -44,13 +47,21 @@ void max_pool_plane_avx512(const float* x, float* y, int64_t in_h, int64_t in_w,
                            int64_t kernel, int64_t stride, int64_t pad_top, int64_t pad_left);
 // x86/max_pool_u8_avx512vbmi.cpp: one uint8 plane (CPU with AVX-512 VBMI only).
 void max_pool_plane_u8_avx512vbmi(const uint8_t* x, uint8_t* y, const U8PoolGeometry& g, uint8_t* scratch);
+// x86/max_pool_u8_avx2.cpp: the same with AVX2.
+void max_pool_plane_u8_avx2(const uint8_t* x, uint8_t* y, const U8PoolGeometry& g, uint8_t* scratch);
 // x86/global_average_avx512.cpp: y[p] = the mean of the size floats of plane p (AVX-512F only).
 void plane_means_avx512(const float* x, float* y, int64_t planes, int64_t size);
+#endif
+#if defined(__aarch64__)
+// arm/max_pool_u8_neon.cpp: the uint8 plane with Advanced SIMD.
+void max_pool_plane_u8_neon(const uint8_t* x, uint8_t* y, const U8PoolGeometry& g, uint8_t* scratch);
 #endif
 
 // The tactics of a MaxPool/AveragePool node (float32 without an Indices output): the rows
 // above, and for MaxPool f32-max-pool-direct-avx512 (id 52) where its shapes apply; a uint8
-// MaxPool (the int8 rewrite's) u8-max-pool-2d-rows-portable (id 55), the same rows on bytes.
+// MaxPool (the int8 rewrite's) u8-max-pool-2d-rows-portable (id 55), the same rows on bytes,
+// after the direct kernels where strides allow: u8-max-pool-direct-avx512vbmi (56),
+// u8-max-pool-direct-avx2 (57), u8-max-pool-direct-neon (58).
 std::vector<TacticSpec> pool_tactics(const edgert_node* node, const edgert_tensor* inputs);
 
 // GlobalAveragePool float32, tactic f32-global-avgpool-rows-portable (id 51): eight float
@@ -65,7 +76,7 @@ class FastPool {
   bool prepare(int64_t tactic, bool max, bool count_include_pad, const WindowGeometry& g, const edgert_tensor& x,
                int num_outputs);
   void execute(const float* x, float* y) const;
-  // uint8 MaxPool (tactics 55, 56); `workspace` of workspace_bytes().
+  // uint8 MaxPool (tactics 55 to 58); `workspace` of workspace_bytes().
   void execute(const uint8_t* x, uint8_t* y, void* workspace) const;
   size_t workspace_bytes() const;
 
@@ -74,7 +85,8 @@ class FastPool {
   void execute_rows(const T* x, T* y) const;
   bool max_ = true;
   bool avx512_ = false;
-  bool u8_direct_ = false;  // tactic 56
+  // The direct uint8 plane of tactics 56 to 58; null: the rows.
+  void (*u8_direct_)(const uint8_t* x, uint8_t* y, const U8PoolGeometry& g, uint8_t* scratch) = nullptr;
   int threads_ = 1;
   int64_t planes_ = 0, in_h_ = 1, in_w_ = 1, out_h_ = 1, out_w_ = 1;
   int64_t kernel_h_ = 1, kernel_w_ = 1, stride_h_ = 1, stride_w_ = 1, dilation_h_ = 1, dilation_w_ = 1;

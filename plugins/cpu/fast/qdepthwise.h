@@ -25,6 +25,7 @@ inline bool applies(const Geometry& g) {
 
 // The padded plane, split into stride_w column phases (phase q holds padded columns q, q + s,
 // ...), so every tap of 16 neighbouring outputs is one unaligned load: rows x cols floats each.
+// The AVX2 and NEON planes (vectors of 8 and 4 outputs) read within the same bounds.
 inline int64_t phase_rows(const Geometry& g) {
   const int64_t needed = (g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
   return needed > g.in_h + g.pad_top ? needed : g.in_h + g.pad_top;
@@ -116,6 +117,12 @@ inline int64_t vnni_weights_per_channel(const VnniPlan& plan) {
 }
 int32_t pack_vnni_weights(const VnniPlan& plan, const int8_t* w, int32_t* packed);
 
+// One plane of the float family: x [in_h, in_w] u8, w [kernel_h x kernel_w] as floats, y
+// [out_h, out_w] u8; `scratch` of scratch_floats(plan.g) floats, cleared (clear_scratch) before
+// the first plane. One per instruction set below.
+using ChannelFn = void (*)(const Plan& plan, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
+                           float multiplier, int32_t y_zero_point, uint8_t* y, float* scratch);
+
 #if defined(__x86_64__)
 // Whether this CPU runs the integer family (avx512 bw, vl, vnni and vbmi).
 bool vnni_available();
@@ -129,9 +136,18 @@ void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* x, int32_t x_zero_
                          int32_t folded_bias, float multiplier, int32_t y_zero_point, uint8_t* y,
                          uint8_t* scratch);
 
-// One plane: x [in_h, in_w] u8, w [kernel_h x kernel_w] as floats, y [out_h, out_w] u8.
+// The float family (ChannelFn) with AVX-512 F and BW: vectors of 16 outputs.
 void channel_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
                     float multiplier, int32_t y_zero_point, uint8_t* y, float* scratch);
+// The same with AVX2 and FMA (x86-64-v3): vectors of 8 outputs.
+void channel_avx2(const Plan& plan, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
+                  float multiplier, int32_t y_zero_point, uint8_t* y, float* scratch);
+#endif
+
+#if defined(__aarch64__)
+// The same with Advanced SIMD: vectors of 4 outputs.
+void channel_neon(const Plan& plan, const uint8_t* x, int32_t x_zero_point, const float* w, int32_t bias,
+                  float multiplier, int32_t y_zero_point, uint8_t* y, float* scratch);
 #endif
 
 }  // namespace edgert::cpu::qdepthwise

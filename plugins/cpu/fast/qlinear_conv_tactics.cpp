@@ -24,6 +24,8 @@ enum QLinearConvTactic : int64_t {
   kQConvIm2colNeon = 25,
   kQConv1x1NeonDot = 16,
   kQConvIm2colNeonDot = 26,
+  kQConvDepthwiseAvx2 = 34,
+  kQConvDepthwiseNeon = 35,
 };
 
 // The qgemm families behind the 1x1 and im2col tactics, fastest first (the order they are
@@ -48,6 +50,41 @@ constexpr GemmFamily kGemmFamilies[] = {
 const GemmFamily* gemm_family_of(int64_t tactic) {
   for (const GemmFamily& f : kGemmFamilies)
     if (tactic == f.pointwise_id || tactic == f.im2col_id) return &f;
+  return nullptr;
+}
+
+// The float-sum depthwise planes (fast/qdepthwise.h) this build compiles; null for the others.
+#if defined(__x86_64__)
+constexpr qdepthwise::ChannelFn kDepthwiseAvx512 = qdepthwise::channel_avx512;
+constexpr qdepthwise::ChannelFn kDepthwiseAvx2 = qdepthwise::channel_avx2;
+#else
+constexpr qdepthwise::ChannelFn kDepthwiseAvx512 = nullptr;
+constexpr qdepthwise::ChannelFn kDepthwiseAvx2 = nullptr;
+#endif
+#if defined(__aarch64__)
+constexpr qdepthwise::ChannelFn kDepthwiseNeon = qdepthwise::channel_neon;
+#else
+constexpr qdepthwise::ChannelFn kDepthwiseNeon = nullptr;
+#endif
+// The depthwise tactics of each instruction set, fastest first (the order they are listed in).
+struct DepthwiseFamily {
+  int64_t id;
+  const char* name;
+  qdepthwise::ChannelFn channel;
+  bool (*cpu_runs)();  // whether this CPU has the instruction set
+};
+const DepthwiseFamily kDepthwiseFamilies[] = {
+    {kQConvDepthwiseAvx512, "u8s8-qconv-dw-direct-16-avx512", kDepthwiseAvx512, avx512_bw_available},
+    {kQConvDepthwiseAvx2, "u8s8-qconv-dw-direct-8-avx2", kDepthwiseAvx2,
+     [] { return gemm::qgemm_isa_available(gemm::QgemmIsa::Avx2); }},  // AVX2 and FMA
+    {kQConvDepthwiseNeon, "u8s8-qconv-dw-direct-4-neon", kDepthwiseNeon,
+     [] { return gemm::qgemm_isa_available(gemm::QgemmIsa::Neon); }},
+};
+
+// The depthwise family of a tactic that this build and CPU run; null otherwise.
+const DepthwiseFamily* depthwise_family_of(int64_t tactic) {
+  for (const DepthwiseFamily& f : kDepthwiseFamilies)
+    if (tactic == f.id) return f.channel && f.cpu_runs() ? &f : nullptr;
   return nullptr;
 }
 
@@ -119,8 +156,9 @@ std::vector<TacticSpec> qlinear_conv_tactics(const edgert_node* node, const edge
     if (qdepthwise::vnni_available() && qdepthwise::vnni_applies(depthwise_geometry_of(g)))
       out.push_back({kQConvDepthwiseVnniAvx512, "u8s8-qconv-dw-vnni-16-avx512vbmi"});
 #endif
-    if (avx512_bw_available() && qdepthwise::applies(depthwise_geometry_of(g)))
-      out.push_back({kQConvDepthwiseAvx512, "u8s8-qconv-dw-direct-16-avx512"});
+    if (qdepthwise::applies(depthwise_geometry_of(g)))
+      for (const DepthwiseFamily& f : kDepthwiseFamilies)
+        if (depthwise_family_of(f.id)) out.push_back({f.id, f.name});
     return out;
   }
   if (w.dims[1] * g.kernel_size() > gemm::kQgemmMaxDepth) return out;
@@ -147,10 +185,14 @@ bool FastQLinearConv::prepare(int64_t tactic, const edgert_node& node, const Win
   // An engine tuned on another CPU may name a tactic this one cannot run: the reference runs.
   switch (tactic) {
     case kQConvDepthwiseAvx512:
-      if (!is_depthwise(group, x, w) || !avx512_bw_available() || !qdepthwise::applies(depthwise_geometry_of(g)))
-        return false;
+    case kQConvDepthwiseAvx2:
+    case kQConvDepthwiseNeon: {
+      const DepthwiseFamily* family = depthwise_family_of(tactic);
+      if (!family || !is_depthwise(group, x, w) || !qdepthwise::applies(depthwise_geometry_of(g))) return false;
       algorithm_ = Algorithm::Depthwise;
+      depthwise_channel_ = family->channel;
       break;
+    }
     case kQConvGemv1x1Avx512Vnni:
 #if defined(__x86_64__)
       if (!is_pointwise(g) || group != 1 || g.out_size() > kGemvMaxPixels || !gemm::qgemv_available()) return false;
@@ -312,7 +354,6 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
     return;
   }
   if (algorithm_ == Algorithm::Depthwise) {
-#if defined(__x86_64__)
     const qdepthwise::Geometry dg = depthwise_geometry();
     const int64_t taps = kernel_h_ * kernel_w_, planes = batch_ * channels_;
     ThreadPool::instance().parallel_ranges(
@@ -322,13 +363,11 @@ void FastQLinearConv::execute(const edgert_tensor* in, const int32_t* bias, uint
           qdepthwise::clear_scratch(dg, own);
           // The channel counted along (a division per plane shows on planes of 7x7).
           for (int64_t plane = p0, c = p0 % channels_; plane < p1; ++plane, c = c + 1 == channels_ ? 0 : c + 1) {
-            qdepthwise::channel_avx512(depthwise_plan_, x + plane * in_plane, x_zero,
-                                       depthwise_weights_.data() + c * taps,
-                                       bias ? bias[c] : 0, multiplier[c], y_zero, y + plane * out_plane, own);
+            depthwise_channel_(depthwise_plan_, x + plane * in_plane, x_zero, depthwise_weights_.data() + c * taps,
+                               bias ? bias[c] : 0, multiplier[c], y_zero, y + plane * out_plane, own);
           }
         },
         threads_);
-#endif
     return;
   }
   if (algorithm_ == Algorithm::Gemv1x1) {

@@ -13,6 +13,8 @@
 //   u8s8-qconv-im2col-gemm-12x8-dotprod,     families of qgemm
 //   u8s8-qconv-im2col-gemm-12x8-neon
 //   u8s8-qconv-dw-direct-16-avx512           depthwise (group == C == M), up to 7x7, stride 1/2
+//   u8s8-qconv-dw-direct-8-avx2,             the same on vectors of 8 (AVX2, FMA) and of 4
+//   u8s8-qconv-dw-direct-4-neon              (NEON)
 //   u8s8-qconv-dw-vnni-16-avx512vbmi         depthwise, stride_w 1/2: integer sums (vpermb +
 //                                             vpdpbusd) straight from the plane, no float scratch
 //   u8s8-qconv-shifted-gemm-12x32-avx512vnni dense (group 1) k x k, stride 1 or 2, any pads and
@@ -70,6 +72,7 @@ class FastQLinearConv {
   std::vector<gemm::PackedQRows> packed_;  // one per group
   std::vector<float> depthwise_weights_;   // [C][taps], exact as floats
   qdepthwise::Plan depthwise_plan_;
+  qdepthwise::ChannelFn depthwise_channel_ = nullptr;  // the Depthwise tactic's instruction set
   qshifted::Plan shifted_plan_;
   gemm::PackedQColumns gemv_columns_;
   qdepthwise::VnniPlan vnni_plan_;
