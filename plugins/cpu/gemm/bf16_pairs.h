@@ -7,20 +7,15 @@
 #include <cstdint>
 #include <cstring>
 
-namespace edgert::cpu::gemm {
+#include "dtype.h"
 
-// float -> bfloat16, rounding to nearest even as vcvtneps2bf16 does (a NaN stays a quiet NaN).
-inline uint16_t to_bfloat16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
+namespace edgert::cpu::gemm {
 
 // One packed slot: (low, high) as bfloat16, stored where a float of the packing would be.
 inline float bfloat16_pair(float low, float high) {
-  const uint32_t slot = static_cast<uint32_t>(to_bfloat16(low)) | static_cast<uint32_t>(to_bfloat16(high)) << 16;
+  // Rounded to nearest even as vcvtneps2bf16 rounds B (dtype.h), so A and B round alike.
+  const uint32_t slot = static_cast<uint32_t>(bfloat16::from_float(low)) |
+                        static_cast<uint32_t>(bfloat16::from_float(high)) << 16;
   float out;
   std::memcpy(&out, &slot, sizeof out);
   return out;
