@@ -143,6 +143,11 @@ struct Not : FloatMath {
   static constexpr unsigned kAllowed = kBool;
   template <typename C> static C apply(C x, const Params&) { return !x; }
 };
+// The cast back to C drops the bits that integer promotion adds to narrow types.
+struct BitwiseNot : FloatMath {
+  static constexpr unsigned kAllowed = kSigned | kUnsigned;
+  template <typename C> static C apply(C x, const Params&) { return static_cast<C>(~x); }
+};
 
 struct IsNaN : FloatMath {
   static constexpr bool kBoolOutput = true;
@@ -215,6 +220,14 @@ struct Shrink : FloatMath {
   template <typename C> static C apply(C x, const Params& p) {
     double v = static_cast<double>(x), lambd = p.p[0], bias = p.p[1];
     return static_cast<C>(v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0));
+  }
+};
+// x * sigmoid(alpha * x) (opset 24); sigmoid in double so float32 rounds once at the end.
+struct Swish : FloatMath {
+  static void init(const Attributes& a, Params& p) { p.p[0] = a.get_float("alpha", 1.0f); }
+  template <typename C> static C apply(C x, const Params& p) {
+    double v = static_cast<double>(x), alpha = p.p[0];
+    return static_cast<C>(v / (1.0 + std::exp(-alpha * v)));
   }
 };
 struct Gelu : FloatMath {
@@ -437,6 +450,7 @@ void register_elementwise_unary_kernels(KernelRegistry& r) {
   r.add<UnaryOp<Log>>("Log", "ref-log");
   r.add<UnaryOp<Neg>>("Neg", "ref-neg");
   r.add<UnaryOp<Not>>("Not", "ref-not");
+  r.add<UnaryOp<BitwiseNot>>("BitwiseNot", "ref-bitwise-not");
   r.add<UnaryOp<Reciprocal>>("Reciprocal", "ref-reciprocal");
   r.add<UnaryOp<Relu>>("Relu", "ref-relu");
   r.add<UnaryOp<Round>>("Round", "ref-round");
@@ -461,6 +475,7 @@ void register_elementwise_unary_kernels(KernelRegistry& r) {
   r.add<UnaryOp<Shrink>>("Shrink", "ref-shrink");
   r.add<UnaryOp<Mish>>("Mish", "ref-mish");
   r.add<UnaryOp<Gelu>>("Gelu", "ref-gelu");
+  r.add<UnaryOp<Swish>>("Swish", "ref-swish");
   r.add<ClipOp>("Clip", "ref-clip");
   r.add<IdentityOp>("Identity", "ref-identity");
   r.add<DropoutOp>("Dropout", "ref-dropout", dropout_supports);

@@ -15,6 +15,9 @@
   X(reduce) \
   X(softmax) \
   X(normalization) \
+  X(rms_normalization) \
+  X(rotary_embedding) \
+  X(attention) \
   X(loss) \
   X(topk) \
   X(conv) \
@@ -25,6 +28,10 @@
   X(qlookup) \
   X(einsum) \
   X(resize) \
+  X(grid_sample) \
+  X(image_layout) \
+  X(group_lp_normalization) \
+  X(tensor_scatter) \
   X(detection) \
   X(rnn) \
   X(signal) \

@@ -1,4 +1,5 @@
-// Reductions: ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare, ArgMax/ArgMin, CumSum.
+// Reductions: ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare, ArgMax/ArgMin,
+// CumSum and CumProd.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -68,7 +69,7 @@ class ReduceBase : public Op {
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
                edgert_prepare_info& info) override {
     Attributes attrs(&node);
-    dispatch(in[0].dtype, kNumeric, [](auto) {}, "data");
+    dispatch(in[0].dtype, allowed_dtypes(), [](auto) {}, "data");
     bool keepdims = attrs.get_int("keepdims", 1) != 0;
     bool noop_with_empty_axes = attrs.get_int("noop_with_empty_axes", 0) != 0;
     bool known = false;
@@ -128,13 +129,18 @@ class ReduceBase : public Op {
       global_average_rows(data_as<float>(in[0]), data_as<float>(out[0]), rows, rows ? numel(in[0]) / rows : 0);
       return;
     }
-    dispatch(in[0].dtype, kNumeric, [&](auto tag) {
+    dispatch(in[0].dtype, allowed_dtypes(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       run<T>(data_as<T>(in[0]), data_as<T>(out[0]));
     });
   }
 
  private:
+  // ReduceMax and ReduceMin take bool from opset 20 (any / all); the others are arithmetic.
+  unsigned allowed_dtypes() const {
+    return kind_ == ReduceKind::Max || kind_ == ReduceKind::Min ? kNumeric | kBool : kNumeric;
+  }
+
   template <typename T>
   void run(const T* x, T* y) {
     using C = compute_t<T>;
@@ -297,7 +303,10 @@ class ArgOp : public Op {
   AxisView view_;
 };
 
-class CumSumOp : public Op {
+// CumSum and CumProd: one running accumulation along an axis, forward or reversed, inclusive or
+// exclusive (the exclusive one starts from the identity, 0 or 1).
+template <bool kProduct>
+class CumulativeOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
                edgert_prepare_info&) override {
@@ -325,14 +334,14 @@ class CumSumOp : public Op {
       for (int64_t o = 0; o < v.outer; ++o) {
         for (int64_t i = 0; i < v.inner; ++i) {
           int64_t base = o * v.n * v.inner + i;
-          A acc = 0;
+          A acc = kProduct ? A(1) : A(0);
           for (int64_t k = 0; k < v.n; ++k) {
             int64_t j = reverse_ ? v.n - 1 - k : k;
             int64_t at = base + j * v.inner;
             A value = static_cast<A>(static_cast<C>(x[at]));
-            if (!exclusive_) acc += value;
+            if (!exclusive_) accumulate(acc, value);
             y[at] = static_cast<T>(static_cast<C>(acc));
-            if (exclusive_) acc += value;
+            if (exclusive_) accumulate(acc, value);
           }
         }
       }
@@ -340,6 +349,20 @@ class CumSumOp : public Op {
   }
 
  private:
+  // Integer products wrap like numpy's: through the (promoted) unsigned type, where overflow is
+  // defined even for uint16, whose operands promote to int.
+  template <typename A>
+  static void accumulate(A& acc, A value) {
+    if constexpr (!kProduct) {
+      acc += value;
+    } else if constexpr (std::is_integral_v<A>) {
+      using U = std::make_unsigned_t<decltype(acc * value)>;
+      acc = static_cast<A>(static_cast<U>(acc) * static_cast<U>(value));
+    } else {
+      acc = static_cast<A>(acc * value);
+    }
+  }
+
   bool exclusive_ = false, reverse_ = false;
 };
 
@@ -358,7 +381,8 @@ void register_reduce_kernels(KernelRegistry& r) {
   r.add<ReduceOp<ReduceKind::SumSquare>>("ReduceSumSquare", "ref-reduce-sum-square");
   r.add<ArgOp<true>>("ArgMax", "ref-argmax");
   r.add<ArgOp<false>>("ArgMin", "ref-argmin");
-  r.add<CumSumOp>("CumSum", "ref-cumsum");
+  r.add<CumulativeOp<false>>("CumSum", "ref-cumsum");
+  r.add<CumulativeOp<true>>("CumProd", "ref-cumprod");
 }
 
 }  // namespace edgert::cpu

@@ -1,4 +1,4 @@
-// Resampling ops: Resize (opset 10..19), the deprecated Upsample (opset 7/9) and GridSample (opset 16).
+// Resampling ops: Resize (opset 10..19) and the deprecated Upsample (opset 7/9).
 //
 // Resize follows the ONNX reference (onnx/backend/test/case/node/resize.py): every output
 // coordinate maps to an input coordinate per axis, and the N-D result is the tensor product of
@@ -397,163 +397,11 @@ int32_t upsample_supports(const edgert_node* node, const edgert_tensor*) {
   return parse_interp(Attributes(node).get_string("mode", "nearest"), true, interp);
 }
 
-// ---------------------------------------------------------------------------------------------
-// GridSample (opset 16, 4-D): PyTorch's grid_sampler_2d semantics, which the ONNX tests follow.
-
-enum class GridMode { Bilinear, Nearest, Bicubic };
-enum class GridPadding { Zeros, Border, Reflection };
-
-bool parse_grid_mode(const std::string& s, GridMode& out) {
-  if (s == "bilinear" || s == "linear") out = GridMode::Bilinear;
-  else if (s == "nearest") out = GridMode::Nearest;
-  else if (s == "bicubic" || s == "cubic") out = GridMode::Bicubic;
-  else return false;
-  return true;
-}
-
-bool parse_grid_padding(const std::string& s, GridPadding& out) {
-  if (s == "zeros") out = GridPadding::Zeros;
-  else if (s == "border") out = GridPadding::Border;
-  else if (s == "reflection") out = GridPadding::Reflection;
-  else return false;
-  return true;
-}
-
-class GridSampleOp : public Op {
- public:
-  void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
-               edgert_prepare_info& info) override {
-    Attributes attrs(&node);
-    std::string mode = attrs.get_string("mode", "bilinear");
-    if (!parse_grid_mode(mode, mode_)) fail(EDGERT_ERR_UNSUPPORTED, "mode '%s' is not supported", mode.c_str());
-    std::string padding = attrs.get_string("padding_mode", "zeros");
-    if (!parse_grid_padding(padding, padding_))
-      fail(EDGERT_ERR_UNSUPPORTED, "padding_mode '%s' is not supported", padding.c_str());
-    align_corners_ = attrs.get_int("align_corners", 0) != 0;
-    dispatch(in[0].dtype, kFloats, [](auto) {}, "X");
-    dispatch(in[1].dtype, kFloats, [](auto) {}, "grid");
-    if (in[0].rank != 4) fail(EDGERT_ERR_UNSUPPORTED, "X must be 4-D (N,C,H,W), it is %d-D", in[0].rank);
-    if (in[1].rank != 4 || in[1].dims[0] != in[0].dims[0] || in[1].dims[3] != 2)
-      fail(EDGERT_ERR_SHAPE, "grid has shape %s, expected [%lld,H_out,W_out,2]", shape_string(shape_of(in[1])).c_str(),
-           static_cast<long long>(in[0].dims[0]));
-    set_output(out[0], in[0].dtype, {in[0].dims[0], in[0].dims[1], in[1].dims[1], in[1].dims[2]});
-    info.workspace_bytes = static_cast<size_t>(numel(in[1])) * sizeof(double);  // grid as double
-  }
-
-  void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
-    double* grid = static_cast<double*>(workspace);
-    dispatch(in[1].dtype, kFloats, [&](auto tag) {
-      using G = typename decltype(tag)::type;
-      const G* g = data_as<const G>(in[1]);
-      if constexpr (is_float_like_v<G>)
-        for (int64_t i = 0, n = numel(in[1]); i < n; ++i) grid[i] = static_cast<double>(static_cast<compute_t<G>>(g[i]));
-    });
-    dispatch(in[0].dtype, kFloats, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (is_float_like_v<T>) run(data_as<const T>(in[0]), grid, data_as<T>(out[0]), in[0], out[0]);
-    });
-  }
-
- private:
-  // Grid value in [-1, 1] to pixel coordinate.
-  double unnormalize(double c, int64_t size) const {
-    return align_corners_ ? (c + 1) / 2 * static_cast<double>(size - 1)
-                          : ((c + 1) * static_cast<double>(size) - 1) / 2;
-  }
-
-  static double reflect(double c, double twice_low, double twice_high) {
-    if (twice_low == twice_high) return 0;
-    double low = twice_low / 2, span = (twice_high - twice_low) / 2;
-    c = std::fabs(c - low);
-    double extra = std::fmod(c, span);
-    int64_t flips = static_cast<int64_t>(std::floor(c / span));
-    return flips % 2 == 0 ? extra + low : span - extra + low;
-  }
-
-  // Applies border/reflection padding to a pixel coordinate (zeros leaves it alone).
-  double pad_coordinate(double c, int64_t size) const {
-    if (padding_ == GridPadding::Border) return std::min(static_cast<double>(size - 1), std::max(c, 0.0));
-    if (padding_ == GridPadding::Reflection) {
-      c = align_corners_ ? reflect(c, 0, 2.0 * static_cast<double>(size - 1))
-                         : reflect(c, -1, 2.0 * static_cast<double>(size) - 1);
-      return std::min(static_cast<double>(size - 1), std::max(c, 0.0));
-    }
-    return c;
-  }
-
-  template <typename T>
-  static double at(const T* plane, int64_t h, int64_t w, int64_t y, int64_t x) {
-    if (y < 0 || y >= h || x < 0 || x >= w) return 0;
-    return static_cast<double>(static_cast<compute_t<T>>(plane[y * w + x]));
-  }
-
-  // Bicubic reads taps at integer coordinates with padding applied per tap (PyTorch).
-  template <typename T>
-  double bounded(const T* plane, int64_t h, int64_t w, double y, double x) const {
-    double py = pad_coordinate(y, h), px = pad_coordinate(x, w);
-    return at(plane, h, w, static_cast<int64_t>(std::floor(py)), static_cast<int64_t>(std::floor(px)));
-  }
-
-  template <typename T>
-  void run(const T* x, const double* grid, T* y, const edgert_tensor& xt, const edgert_tensor& yt) const {
-    const int64_t n = xt.dims[0], c = xt.dims[1], h = xt.dims[2], w = xt.dims[3];
-    const int64_t oh = yt.dims[2], ow = yt.dims[3];
-    for (int64_t b = 0; b < n; ++b) {
-      for (int64_t i = 0; i < oh * ow; ++i) {
-        const double* g = grid + (b * oh * ow + i) * 2;
-        double ix = unnormalize(g[0], w), iy = unnormalize(g[1], h);
-        for (int64_t ch = 0; ch < c; ++ch) {
-          const T* plane = x + (b * c + ch) * h * w;
-          double v;
-          if (mode_ == GridMode::Bicubic) {
-            double x0 = std::floor(ix), y0 = std::floor(iy);
-            double wx[4], wy[4];
-            cubic_coeffs(ix - x0, -0.75, wx);
-            cubic_coeffs(iy - y0, -0.75, wy);
-            v = 0;
-            for (int r = 0; r < 4; ++r) {
-              double row = 0;
-              for (int k = 0; k < 4; ++k) row += wx[k] * bounded(plane, h, w, y0 - 1 + r, x0 - 1 + k);
-              v += wy[r] * row;
-            }
-          } else {
-            double px = pad_coordinate(ix, w), py = pad_coordinate(iy, h);
-            if (mode_ == GridMode::Nearest) {
-              v = at(plane, h, w, static_cast<int64_t>(std::nearbyint(py)), static_cast<int64_t>(std::nearbyint(px)));
-            } else {
-              double x0 = std::floor(px), y0 = std::floor(py);
-              double tx = px - x0, ty = py - y0;
-              int64_t xi = static_cast<int64_t>(x0), yi = static_cast<int64_t>(y0);
-              v = (1 - ty) * ((1 - tx) * at(plane, h, w, yi, xi) + tx * at(plane, h, w, yi, xi + 1)) +
-                  ty * ((1 - tx) * at(plane, h, w, yi + 1, xi) + tx * at(plane, h, w, yi + 1, xi + 1));
-            }
-          }
-          y[(b * c + ch) * oh * ow + i] = static_cast<T>(static_cast<compute_t<T>>(v));
-        }
-      }
-    }
-  }
-
-  GridMode mode_ = GridMode::Bilinear;
-  GridPadding padding_ = GridPadding::Zeros;
-  bool align_corners_ = false;
-};
-
-int32_t grid_sample_supports(const edgert_node* node, const edgert_tensor* inputs) {
-  Attributes attrs(node);
-  GridMode mode;
-  GridPadding padding;
-  if (!parse_grid_mode(attrs.get_string("mode", "bilinear"), mode)) return 0;
-  if (!parse_grid_padding(attrs.get_string("padding_mode", "zeros"), padding)) return 0;
-  return inputs[0].rank == 4 || inputs[0].rank < 0;  // < 0: rank not inferred at build time
-}
-
 }  // namespace
 
 void register_resize_kernels(KernelRegistry& r) {
   r.add<ResizeOp<false>>("Resize", "ref-resize", resize_supports);
   r.add<ResizeOp<true>>("Upsample", "ref-upsample", upsample_supports);
-  r.add<GridSampleOp>("GridSample", "ref-grid-sample", grid_sample_supports);
 }
 
 }  // namespace edgert::cpu
