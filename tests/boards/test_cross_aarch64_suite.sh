@@ -42,6 +42,18 @@ unit)
   (cd "$work" && "${qemu[@]}" "$cross/bin/edgert_unit_tests" --gtest_filter="-$spawning:$threaded" --gtest_brief=1) ||
     fail "edgert_unit_tests under qemu-aarch64-static"
   echo "unit tests (all but $spawning:$threaded) passed under qemu-aarch64-static in $((SECONDS - start)) s"
+  # The INT8 kernels (NEON, NEON dotprod) bit for bit against the reference, on qemu's default
+  # CPU (dotprod and float16 arithmetic) and on a Cortex-A72 (Armv8.0: neither), where the
+  # kernels that need them must not be listed and the float16 convolution tactics neither.
+  for cpu in max cortex-a72; do
+    for program in edgert_qgemm_tests edgert_int8_tactics_tests; do
+      (cd "$work" && "${qemu[@]}" -cpu "$cpu" "$cross/bin/$program" --gtest_brief=1) ||
+        fail "$program under qemu-aarch64-static -cpu $cpu"
+    done
+    (cd "$work" && "${qemu[@]}" -cpu "$cpu" "$cross/bin/edgert_unit_tests" --gtest_brief=1 \
+      --gtest_filter='CpuTactics.Fp16*:CpuTactics.Bf16*') || fail "the float16 tactics under qemu-aarch64-static -cpu $cpu"
+  done
+  echo "INT8 and float16 kernels passed under qemu-aarch64-static -cpu max and -cpu cortex-a72"
   ;;
 conformance)
   data=/usr/share/libonnx-testdata/data/node
