@@ -30,6 +30,7 @@
 #include "loaded_engine.h"
 #include "tensor_compare.h"
 #include "tensor_io.h"
+#include "test_values.h"
 
 namespace edgert::cli {
 namespace {
@@ -81,8 +82,13 @@ std::string scope_problem(const onnx::ModelProto& model, std::vector<std::string
   ops.assign(seen.begin(), seen.end());
   for (const auto* list : {&model.graph().input(), &model.graph().output()})
     for (const auto& v : *list) {
-      if (!v.type().has_tensor_type()) return "'" + v.name() + "' is not a tensor (sequence, map or optional)";
-      if (v.type().tensor_type().elem_type() == onnx::TensorProto::STRING) return "'" + v.name() + "' is a string tensor";
+      // Sequences and optionals of tensors are in scope; maps and strings are not.
+      const onnx::TypeProto* type = &v.type();
+      if (type->has_optional_type()) type = &type->optional_type().elem_type();
+      if (type->has_sequence_type()) type = &type->sequence_type().elem_type();
+      if (type->has_map_type()) return "'" + v.name() + "' is a map";
+      if (type->has_tensor_type() && type->tensor_type().elem_type() == onnx::TensorProto::STRING)
+        return "'" + v.name() + "' is a string tensor";
     }
   for (const auto& n : model.graph().node()) {
     if (n.domain() == "ai.onnx.preview.training" || n.op_type() == "Gradient")
@@ -140,16 +146,20 @@ TestResult run_one(const std::string& dir, const Settings& settings, const std::
     if (set.rfind("test_data_set_", 0) != 0) continue;
     ++sets;
     std::string set_dir = dir + "/" + set;
-    std::vector<HostTensor> inputs;
-    for (size_t i = 0; exists(set_dir + "/input_" + std::to_string(i) + ".pb"); ++i)
-      inputs.push_back(read_tensor_pb(set_dir + "/input_" + std::to_string(i) + ".pb"));
+    const LoadedGraph& graph = engine->main_graph();
+    std::vector<TestValue> inputs;
+    for (size_t i = 0; exists(set_dir + "/input_" + std::to_string(i) + ".pb"); ++i) {
+      const ValueKind kind = i < engine->input_tensors().size() ? graph.tensors[engine->input_tensors()[i]].kind
+                                                                : ValueKind::Tensor;
+      inputs.push_back(read_test_value(set_dir + "/input_" + std::to_string(i) + ".pb", kind));
+    }
     // ONNX stores bfloat16 test data as uint16 (numpy has no bfloat16): same bits, relabel.
     for (size_t i = 0; i < inputs.size() && i < engine->input_tensors().size(); ++i)
-      if (inputs[i].dtype == EDGERT_DTYPE_UINT16 &&
-          engine->main_graph().tensors[engine->input_tensors()[i]].dtype == EDGERT_DTYPE_BFLOAT16)
-        inputs[i].dtype = EDGERT_DTYPE_BFLOAT16;
+      for (HostTensor& t : inputs[i].tensors)
+        if (t.dtype == EDGERT_DTYPE_UINT16 && graph.tensors[engine->input_tensors()[i]].dtype == EDGERT_DTYPE_BFLOAT16)
+          t.dtype = EDGERT_DTYPE_BFLOAT16;
     std::vector<edgert_tensor> views;
-    for (const HostTensor& t : inputs) views.push_back(t.view());
+    for (TestValue& v : inputs) views.push_back(v.view());
     if (views.size() != engine->input_names().size()) {
       r.status = "fail";
       r.detail = set + ": " + std::to_string(views.size()) + " input files for " +
@@ -162,20 +172,21 @@ TestResult run_one(const std::string& dir, const Settings& settings, const std::
       return r;
     }
     for (size_t o = 0; exists(set_dir + "/output_" + std::to_string(o) + ".pb"); ++o) {
-      HostTensor expected = read_tensor_pb(set_dir + "/output_" + std::to_string(o) + ".pb");
-      if (expected.dtype == EDGERT_DTYPE_UINT16 && o < engine->output_tensors().size() &&
-          engine->main_graph().tensors[engine->output_tensors()[o]].dtype == EDGERT_DTYPE_BFLOAT16)
-        expected.dtype = EDGERT_DTYPE_BFLOAT16;
       if (o >= engine->output_names().size()) {
         r.status = "fail";
         r.detail = set + ": reference has more outputs than the engine";
         return r;
       }
-      HostTensor actual = HostTensor::from(context.output(static_cast<int32_t>(o)), engine->output_names()[o]);
-      Comparison c = compare_tensors(actual, expected, settings.rtol, settings.atol);
-      if (!c.match) {
+      const LoadedTensor& declared = graph.tensors[engine->output_tensors()[o]];
+      TestValue expected = read_test_value(set_dir + "/output_" + std::to_string(o) + ".pb", declared.kind);
+      for (HostTensor& t : expected.tensors)
+        if (t.dtype == EDGERT_DTYPE_UINT16 && declared.dtype == EDGERT_DTYPE_BFLOAT16) t.dtype = EDGERT_DTYPE_BFLOAT16;
+      const std::string& name = engine->output_names()[o];
+      std::string problem = compare_test_value(context.output(static_cast<int32_t>(o)), expected, name, settings.rtol,
+                                               settings.atol);
+      if (!problem.empty()) {
         r.status = "fail";
-        r.detail = set + ": output " + std::to_string(o) + " '" + actual.name + "': " + c.problem;
+        r.detail = set + ": output " + std::to_string(o) + " '" + name + "': " + problem;
         return r;
       }
     }
@@ -308,10 +319,28 @@ std::vector<TestResult> run_all(const std::vector<std::string>& dirs, const Sett
   return results;
 }
 
+// Why known gaps are gaps, from a file of "PREFIX<tab>WHY" lines ('#' comments): a test whose
+// name starts with PREFIX gets WHY before its status detail in the report.
+std::vector<std::pair<std::string, std::string>> read_explanations(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> explanations;
+  if (path.empty()) return explanations;
+  std::ifstream in(path);
+  if (!in) builder::build_fail(EDGERT_ERR_IO, "cannot read --explain file '%s'", path.c_str());
+  for (std::string line; std::getline(in, line);) {
+    const size_t tab = line.find('\t');
+    if (line.empty() || line[0] == '#') continue;
+    if (tab == std::string::npos)
+      builder::build_fail(EDGERT_ERR_FORMAT, "'%s': line '%s' is not PREFIX<tab>WHY", path.c_str(), line.c_str());
+    explanations.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+  }
+  return explanations;
+}
+
 // The Markdown report: `command` is how it was made, `expect_file` the statuses file the test
 // suite holds these tests to (empty: none named).
 void write_report(const std::string& path, const std::vector<TestResult>& results, const std::string& summary,
-                  const std::string& command, const std::string& expect_file) {
+                  const std::string& command, const std::string& expect_file,
+                  const std::vector<std::pair<std::string, std::string>>& explanations) {
   struct Count {
     int pass = 0, total = 0;
   };
@@ -344,6 +373,11 @@ void write_report(const std::string& path, const std::vector<TestResult>& result
       start = start == std::string::npos ? 0 : start + 1;
       reason.erase(start, lib + 1 - start);
     }
+    for (const auto& [prefix, why] : explanations)
+      if (r.name.rfind(prefix, 0) == 0) {
+        reason = why + " (" + reason + ")";
+        break;
+      }
     out << "| " << r.name << " | " << r.status << " | " << reason << " |\n";
   }
   out << "\n## Pass rate by op\n\nA test counts for every op its model uses (expanded function tests use several).\n"
@@ -423,7 +457,7 @@ size_t report_differences(const std::map<std::string, std::string>& expected, co
 void add_conformance_command(CLI::App& app) {
   struct Options {
     std::vector<std::string> dirs;
-    std::string json, report, plugin_path, board = "x86_64-generic", expect, write_expect;
+    std::string json, report, plugin_path, board = "x86_64-generic", expect, write_expect, explain;
     double min_pass_rate = 0;
     int jobs = -1;
     bool quiet = false;
@@ -434,6 +468,8 @@ void add_conformance_command(CLI::App& app) {
   cmd->add_option("dirs", options->dirs, "Test folders, or folders of test folders")->required();
   cmd->add_option("--json", options->json, "Write per-test results as JSON");
   cmd->add_option("--report", options->report, "Write a Markdown report: failures, skips, pass rate by op");
+  cmd->add_option("--explain", options->explain,
+                  "File of 'PREFIX<tab>WHY' lines: the report gives WHY for the failures of tests named PREFIX...");
   cmd->add_option("--rtol", options->settings.rtol, "Relative tolerance")->capture_default_str();
   cmd->add_option("--atol", options->settings.atol, "Absolute tolerance")->capture_default_str();
   cmd->add_option("--timeout", options->settings.timeout_s, "Seconds per test")->capture_default_str();
@@ -493,8 +529,10 @@ void add_conformance_command(CLI::App& app) {
       std::string command = "edgert conformance";
       for (const std::string& d : options->dirs) command += " " + d;
       const std::string& statuses = !options->write_expect.empty() ? options->write_expect : options->expect;
+      if (!options->explain.empty()) command += " --explain " + options->explain;
       write_report(options->report, results, summary, command + " --report " + options->report,
-                   statuses.empty() ? "" : std::filesystem::path(statuses).filename().string());
+                   statuses.empty() ? "" : std::filesystem::path(statuses).filename().string(),
+                   read_explanations(options->explain));
     }
     std::printf("%s\n", summary);
     std::printf("%d passed, %d failed, %d skipped\n", passed, failed + unsupported, skipped);

@@ -40,7 +40,11 @@ ordered_json tensor_json(const fb::Graph* g, int32_t index, const fb::MemoryPlan
       if (d->value() >= 0) shape.push_back(d->value());
       else shape.push_back(d->name() ? d->name()->str() : "?");
     }
-  ordered_json j = {{"name", str(t->name())}, {"dtype", dtype_name(t->dtype())}};
+  // Sequences and optionals read as ONNX writes their types: sequence(float32), optional(...).
+  std::string type = dtype_name(t->dtype());
+  if (t->kind() == 1 || t->kind() == 3) type = "sequence(" + type + ")";
+  if (t->kind() == 2 || t->kind() == 3) type = "optional(" + type + ")";
+  ordered_json j = {{"name", str(t->name())}, {"dtype", type}};
   j["shape"] = t->rank_known() ? shape : ordered_json(nullptr);
   if (plan) {
     int64_t offset = plan->offsets()->Get(index);

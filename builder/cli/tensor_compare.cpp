@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "edgert/narrow_types.h"
 #include "error.h"
 
 namespace edgert::cli {
@@ -66,7 +67,10 @@ double element_as_double(const HostTensor& t, int64_t i) {
     case EDGERT_DTYPE_UINT16: return load<uint16_t>(t, i);
     case EDGERT_DTYPE_UINT32: return load<uint32_t>(t, i);
     case EDGERT_DTYPE_UINT64: return load<uint64_t>(t, i);
-    default: return 0;
+    default:
+      if (edgert_dtype_is_narrow_float(t.dtype)) return edgert_narrow_float_to_double(t.dtype, t.data[i]);
+      if (edgert_dtype_is_narrow_int(t.dtype)) return static_cast<double>(edgert_narrow_int_value(t.dtype, t.data[i]));
+      return 0;
   }
 }
 
@@ -80,6 +84,7 @@ Comparison compare_tensors(const HostTensor& actual, const HostTensor& expected,
     c.problem = "shape " + shape_string(actual.shape) + ", expected " + shape_string(expected.shape);
     return c;
   }
+  // Narrow floats are compared exactly: one step of a float8 is far beyond any tolerance.
   bool integral = actual.dtype != EDGERT_DTYPE_FLOAT32 && actual.dtype != EDGERT_DTYPE_FLOAT64 &&
                   actual.dtype != EDGERT_DTYPE_FLOAT16 && actual.dtype != EDGERT_DTYPE_BFLOAT16;
   double diff_sq = 0, ref_sq = 0, act_sq = 0, dot = 0;

@@ -15,6 +15,7 @@
 
 #include "build_error.h"
 #include "contained_file.h"
+#include "edgert/narrow_types.h"
 #include "error.h"
 #include "onnx_import.h"
 
@@ -95,7 +96,11 @@ HostTensor read_tensor_pb(const std::string& path) {
   if (!proto.ParseFromString(content))
     build_fail(EDGERT_ERR_FORMAT, "'%s' is not an ONNX TensorProto file", path.c_str());
   std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
-  builder::Value v = builder::tensor_from_proto(proto, "tensor file '" + path + "'", dir);
+  return host_tensor_from_proto(proto, "tensor file '" + path + "'", dir);
+}
+
+HostTensor host_tensor_from_proto(const onnx::TensorProto& proto, const std::string& what, const std::string& dir) {
+  builder::Value v = builder::tensor_from_proto(proto, what, dir);
   HostTensor t;
   t.name = proto.name();
   t.dtype = static_cast<edgert_dtype>(v.dtype);
@@ -241,7 +246,14 @@ void write_tensor_pb(const std::string& path, const HostTensor& t) {
   proto.set_name(t.name);
   proto.set_data_type(t.dtype);
   for (int64_t d : t.shape) proto.add_dims(d);
-  proto.set_raw_data(std::string(t.data.begin(), t.data.end()));
+  if (edgert_dtype_packed_bits(t.dtype) < 8) {
+    // The 4- and 2-bit types are held a byte per element; ONNX files pack them.
+    std::string packed(edgert_packed_bytes(t.dtype, t.data.size()), '\0');
+    edgert_pack_elements(t.dtype, t.data.data(), t.data.size(), reinterpret_cast<uint8_t*>(packed.data()));
+    proto.set_raw_data(std::move(packed));
+  } else {
+    proto.set_raw_data(std::string(t.data.begin(), t.data.end()));
+  }
   std::string bytes;
   if (!proto.SerializeToString(&bytes))
     build_fail(EDGERT_ERR_IO, "cannot write '%s': the tensor does not serialize (over 2 GiB?)", path.c_str());

@@ -7,6 +7,10 @@
 
 #include "edgert/types.h"
 
+namespace onnx {
+class TensorProto;
+}
+
 namespace edgert::cli {
 
 struct HostTensor {
@@ -25,6 +29,8 @@ struct HostTensor {
 HostTensor read_tensor_file(const std::string& path);
 HostTensor read_tensor_pb(const std::string& path);
 HostTensor read_tensor_npy(const std::string& path);
+// A TensorProto inside another message; `what` names it in errors, `dir` holds its external data.
+HostTensor host_tensor_from_proto(const onnx::TensorProto& proto, const std::string& what, const std::string& dir);
 // Writers throw BuildError naming the file and the system's reason when any write or the close
 // fails (a full disk); a partly written regular file is removed first.
 void write_tensor_pb(const std::string& path, const HostTensor& tensor);

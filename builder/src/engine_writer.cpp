@@ -117,7 +117,8 @@ Offset<fbs::Graph> write_graph(FlatBufferBuilder& fbb, const Model& model, const
     int32_t weight =
         v.is_constant() && referenced[i] ? weights.add(v.data.get(), false, unread[i] && !read_by_a_subgraph) : -1;
     tensors.push_back(fbs::CreateTensor(fbb, fbb.CreateString(v.name), v.dtype, fbb.CreateVector(dims),
-                                        v.rank_known, weight, static_cast<int8_t>(v.space)));
+                                        v.rank_known, weight, static_cast<int8_t>(v.space),
+                                        static_cast<int8_t>(v.kind)));
   }
   std::vector<Offset<fbs::Node>> nodes;
   for (const Node& n : graph.nodes) {

@@ -27,8 +27,14 @@ struct Dim {
 // A dimension of one size at every shape the engine accepts.
 Dim fixed_dim(int64_t value);
 
+// What a value is: a tensor, or one of ONNX's other value types, which the runtime's builtin
+// sequence and optional ops produce and read (runtime/src/sequence_ops.h). The numbering is the
+// engine's (engine.fbs Tensor.kind).
+enum class ValueKind : uint8_t { Tensor = 0, Sequence = 1, OptionalTensor = 2, OptionalSequence = 3 };
+
 struct Value {
   std::string name;
+  ValueKind kind = ValueKind::Tensor;  // dtype is the element type of a sequence's tensors
   int32_t dtype = 0;        // edgert_dtype; 0 = not inferred
   bool rank_known = false;
   std::vector<Dim> shape;
@@ -74,6 +80,8 @@ struct Node {
   std::vector<int32_t> inputs;  // value indices; -1 for an omitted optional input
   std::vector<int32_t> outputs;
   std::vector<Attribute> attributes;
+  // Reads or writes a sequence or an optional (value_kinds.h): only the runtime's builtin ops do.
+  bool reads_non_tensors = false;
 
   // Set by device placement (the plugin only) and kernel selection.
   std::string plugin;

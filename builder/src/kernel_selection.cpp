@@ -4,6 +4,7 @@
 
 #include "build_error.h"
 #include "node_view.h"
+#include "value_kinds.h"
 
 namespace edgert::builder {
 namespace {
@@ -70,13 +71,16 @@ const edgert_kernel* find_kernel(const Graph& graph, const Node& node, const std
 }
 
 // Control flow runs subgraphs, which only the runtime's executor can do (see
-// runtime/src/control_flow.h); these nodes go to the reserved "builtin" plugin.
+// runtime/src/control_flow.h), and sequences and optionals are the executor's values
+// (runtime/src/sequence_ops.h); these nodes go to the reserved "builtin" plugin.
 const char* builtin_kernel(const Node& node) {
   if (node.domain == "edgert" && node.op_type == "Copy") return "builtin-copy";
   if (!node.domain.empty()) return nullptr;
   if (node.op_type == "If") return "builtin-if";
   if (node.op_type == "Loop") return "builtin-loop";
   if (node.op_type == "Scan") return "builtin-scan";
+  // Sequences and optionals are values of the runtime's executor, not tensors a plugin takes.
+  if (is_sequence_op(node) || (node.op_type == "Identity" && node.reads_non_tensors)) return "builtin-sequence";
   return nullptr;
 }
 

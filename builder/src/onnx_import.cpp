@@ -20,7 +20,9 @@
 
 #include "build_error.h"
 #include "contained_file.h"
+#include "edgert/narrow_types.h"
 #include "onnx_schema_check.h"
+#include "value_kinds.h"
 #include "error.h"
 
 namespace edgert::builder {
@@ -106,6 +108,36 @@ std::vector<Dim> dims_from_type(const onnx::TypeProto_Tensor& type, bool* rank_k
   return dims;
 }
 
+// A value's kind, element dtype and shape from its ONNX type: a tensor, a sequence of tensors, or
+// an optional of either. Maps and nested sequences are refused.
+void read_value_type(const onnx::TypeProto& type, Value& v, const std::string& what) {
+  const onnx::TypeProto* t = &type;
+  bool optional = false;
+  if (t->has_optional_type()) {
+    optional = true;
+    t = &t->optional_type().elem_type();
+  }
+  bool sequence = false;
+  if (t->has_sequence_type()) {
+    sequence = true;
+    t = &t->sequence_type().elem_type();
+  }
+  if (!t->has_tensor_type())
+    build_fail(EDGERT_ERR_UNSUPPORTED, "%s is %s, which edgert does not support (tensors, sequences of tensors and "
+               "optionals of either are)", what.c_str(), t->has_map_type() ? "a map" : t->has_sequence_type() ?
+               "a sequence of sequences" : "of no type edgert knows");
+  v.kind = sequence ? (optional ? ValueKind::OptionalSequence : ValueKind::Sequence)
+                    : (optional ? ValueKind::OptionalTensor : ValueKind::Tensor);
+  v.dtype = t->tensor_type().elem_type();
+  // A sequence's tensors may differ in shape: the declared shape is of one element, not kept.
+  bool rank_known = false;
+  std::vector<Dim> dims = dims_from_type(t->tensor_type(), &rank_known, what);
+  if (!sequence) {
+    v.shape = std::move(dims);
+    v.rank_known = rank_known;
+  }
+}
+
 class GraphImporter {
  public:
   GraphImporter(Model& model, const std::string& model_dir, int32_t default_opset)
@@ -132,17 +164,10 @@ class GraphImporter {
     for (const auto& input : proto.input()) {
       if (by_name.count(input.name())) continue;  // IR < 4: initializers are listed as inputs too
       // Subgraph inputs (Loop/Scan bodies) may leave their type to inference.
-      bool untyped_subgraph_input = index != 0 && !input.type().has_tensor_type() &&
-                                    input.type().value_case() == onnx::TypeProto::VALUE_NOT_SET;
-      if (!input.type().has_tensor_type() && !untyped_subgraph_input)
-        build_fail(EDGERT_ERR_UNSUPPORTED, "graph input '%s' is not a tensor (sequences, maps and optionals are "
-                   "not supported)", input.name().c_str());
+      bool untyped_subgraph_input = index != 0 && input.type().value_case() == onnx::TypeProto::VALUE_NOT_SET;
       Value v;
       v.name = input.name();
-      if (!untyped_subgraph_input) {
-        v.dtype = input.type().tensor_type().elem_type();
-        v.shape = dims_from_type(input.type().tensor_type(), &v.rank_known, "graph input '" + v.name + "'");
-      }
+      if (!untyped_subgraph_input) read_value_type(input.type(), v, "graph input '" + v.name + "'");
       graph.inputs.push_back(define(std::move(v)));
     }
     std::unordered_map<std::string, const onnx::ValueInfoProto*> declared;
@@ -159,6 +184,9 @@ class GraphImporter {
       const std::string domain = default_domain ? "" : np.domain();
       auto imported = model_.opsets.find(domain);
       const int64_t opset = imported != model_.opsets.end() ? imported->second : opset_;
+      if (default_domain && opset == 0)
+        build_fail(EDGERT_ERR_FORMAT, "node '%s' (%s) is of the default ONNX domain, which the model does not import",
+                   label.c_str(), np.op_type().c_str());
       check_node_arity(np, domain, opset, label);
       if (default_domain && np.op_type() == "Constant") {
         if (np.output_size() != 1) build_fail(EDGERT_ERR_FORMAT, "Constant node '%s' must have one output", label.c_str());
@@ -197,10 +225,8 @@ class GraphImporter {
         if (!out.empty() && by_name.count(out))
           build_fail(EDGERT_ERR_FORMAT, "node '%s' writes '%s', which is already defined", label.c_str(), out.c_str());
         auto d = declared.find(out);
-        if (d != declared.end() && d->second->type().has_tensor_type()) {
-          v.dtype = d->second->type().tensor_type().elem_type();
-          v.shape = dims_from_type(d->second->type().tensor_type(), &v.rank_known, "value '" + out + "'");
-        }
+        if (d != declared.end() && d->second->type().value_case() != onnx::TypeProto::VALUE_NOT_SET)
+          read_value_type(d->second->type(), v, "value '" + out + "'");
         node.outputs.push_back(define(std::move(v)));
         visible.insert(out);
       }
@@ -217,13 +243,17 @@ class GraphImporter {
         found = by_name.emplace(output.name(), graph.add_value(std::move(captured))).first;
         captured_names_.push_back(output.name());
       }
-      if (!output.type().has_tensor_type() && index == 0)
-        build_fail(EDGERT_ERR_UNSUPPORTED, "graph output '%s' is not a tensor (sequences, maps and optionals are "
-                   "not supported)", output.name().c_str());
       Value& v = graph.values[found->second];
-      if (v.dtype == 0) v.dtype = output.type().tensor_type().elem_type();
-      if (!v.rank_known)
-        v.shape = dims_from_type(output.type().tensor_type(), &v.rank_known, "graph output '" + output.name() + "'");
+      if (output.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) {
+        Value declared_type;
+        read_value_type(output.type(), declared_type, "graph output '" + output.name() + "'");
+        v.kind = declared_type.kind;
+        if (v.dtype == 0) v.dtype = declared_type.dtype;
+        if (!v.rank_known) {
+          v.shape = declared_type.shape;
+          v.rank_known = declared_type.rank_known;
+        }
+      }
       graph.outputs.push_back(found->second);
     }
     for (const Value& v : graph.values)
@@ -315,6 +345,15 @@ class GraphImporter {
         }
         break;
       }
+      case onnx::AttributeProto::TYPE_PROTO: {
+        // Only Optional's `type` (the type of an optional without a value) has one: kept as
+        // ints {kind, element dtype}, which is all the runtime's Optional needs.
+        Value typed;
+        read_value_type(ap.tp(), typed, "attribute '" + ap.name() + "' of node '" + label + "'");
+        a.type = EDGERT_ATTR_INTS;
+        a.ints = {static_cast<int64_t>(typed.kind), typed.dtype};
+        break;
+      }
       default:
         build_fail(EDGERT_ERR_UNSUPPORTED, "node '%s': attribute '%s' has a type edgert does not support (%s)",
                    label.c_str(), ap.name().c_str(), onnx::AttributeProto::AttributeType_Name(ap.type()).c_str());
@@ -349,10 +388,13 @@ Value tensor_from_proto(const onnx::TensorProto& proto, const std::string& what,
   uint64_t expected = 0;
   if (__builtin_mul_overflow(count, static_cast<uint64_t>(element), &expected))
     build_fail(EDGERT_ERR_FORMAT, "%s: its shape's size in bytes overflows 64 bits", what.c_str());
+  // The 4- and 2-bit types are packed in the file and held a byte per element in memory.
+  const bool packed = edgert_dtype_packed_bits(v.dtype) < 8;
+  const uint64_t in_file = packed ? edgert_packed_bytes(v.dtype, count) : expected;
 
   std::vector<uint8_t> bytes;
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    bytes = read_external(proto, what, model_dir, expected);
+    bytes = read_external(proto, what, model_dir, in_file);
   } else if (proto.has_raw_data()) {
     bytes.assign(proto.raw_data().begin(), proto.raw_data().end());
   } else {
@@ -373,8 +415,20 @@ Value tensor_from_proto(const onnx::TensorProto& proto, const std::string& what,
       case EDGERT_DTYPE_INT8: append_converted<decltype(proto.int32_data()), int8_t>(proto.int32_data(), bytes); break;
       case EDGERT_DTYPE_UINT8:
       case EDGERT_DTYPE_BOOL: append_converted<decltype(proto.int32_data()), uint8_t>(proto.int32_data(), bytes); break;
-      default: break;
+      default:
+        // The narrow types: one byte per entry (a float8 code, or two or four packed elements).
+        if (edgert_dtype_is_narrow(v.dtype))
+          append_converted<decltype(proto.int32_data()), uint8_t>(proto.int32_data(), bytes);
+        break;
     }
+  }
+  if (packed) {
+    if (bytes.size() != in_file)
+      build_fail(EDGERT_ERR_FORMAT, "%s: shape needs %llu bytes of packed %s data, the tensor holds %zu", what.c_str(),
+                 static_cast<unsigned long long>(in_file), edgert::dtype_name(v.dtype), bytes.size());
+    std::vector<uint8_t> elements(static_cast<size_t>(count));
+    for (uint64_t i = 0; i < count; ++i) elements[i] = edgert_unpack_element(v.dtype, bytes.data(), i);
+    bytes = std::move(elements);
   }
   if (bytes.size() != expected)
     build_fail(EDGERT_ERR_FORMAT, "%s: shape needs %llu bytes of %s data, the tensor holds %zu", what.c_str(),
@@ -439,17 +493,19 @@ Model import_onnx(const std::string& path) {
   model.producer = proto.producer_name() + (proto.producer_version().empty() ? "" : " " + proto.producer_version());
   for (const auto& op : proto.opset_import())
     model.opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
-  if (!model.opsets.count(""))
-    build_fail(EDGERT_ERR_FORMAT, "'%s' does not import the default ONNX opset", path.c_str());
+  // A model of another domain only (ai.onnx.ml's classic models) need not import ai.onnx; a
+  // node of ai.onnx in it is refused where it is imported.
   try {
     check_opset_imports(model.opsets);
   } catch (const BuildError& e) {
     throw BuildError(e.status(), path + ": " + e.what());
   }
   model.graphs.emplace_back();
-  GraphImporter importer(model, dir_of(path), static_cast<int32_t>(model.opsets[""]));
+  auto default_opset = model.opsets.find("");
+  GraphImporter importer(model, dir_of(path), default_opset == model.opsets.end() ? 0 : static_cast<int32_t>(default_opset->second));
   try {
     importer.import(proto.graph(), 0, {});
+    infer_value_kinds(model);
   } catch (const BuildError& e) {
     throw BuildError(e.status(), path + ": " + e.what());
   }

@@ -20,6 +20,8 @@ namespace {
 // stop at its own release (17 for 1.12), so that is not the limit; a newer opset may change an
 // op's meaning and is refused rather than run with the older meaning.
 constexpr int64_t kNewestDefaultOpset = 27;
+// ai.onnx.ml 5 (ONNX 1.15) added TreeEnsemble, which the CPU plugin runs.
+constexpr int64_t kNewestMlOpset = 5;
 
 // The newest version of each domain libonnx has schemas for.
 const std::map<std::string, int64_t>& registry_newest() {
@@ -51,6 +53,7 @@ void check_opset_imports(const std::map<std::string, int64_t>& opsets) {
   // go. Other domains are not ONNX's to version.
   std::map<std::string, int64_t> known = registry_newest();
   known[""] = std::max(known[""], kNewestDefaultOpset);
+  known["ai.onnx.ml"] = std::max(known["ai.onnx.ml"], kNewestMlOpset);
   for (const auto& [domain, version] : opsets) {
     auto it = known.find(domain);
     if (it == known.end()) continue;
@@ -74,13 +77,15 @@ void check_node_arity(const onnx::NodeProto& node, const std::string& domain, in
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(op, static_cast<int>(opset), domain);
   if (!schema || schema->deprecated()) return;
   // Past libonnx's newest opset the schema is an older version's: an input or output may have
-  // been added since, so only the minimums (which have not grown in any ONNX release) hold.
+  // been added since, so only the output minimums (which have not grown in any ONNX release)
+  // hold; an input may have become optional since (OptionalHasElement's at opset 18), so inputs
+  // are left to the kernels.
   auto newest = registry_newest().find(domain);
   const bool exact = newest != registry_newest().end() && opset <= newest->second;
 
   const int inputs = node.input_size(), outputs = node.output_size();
   const auto& formal_in = schema->inputs();
-  if (inputs < schema->min_input())
+  if (exact && inputs < schema->min_input())
     build_fail(EDGERT_ERR_FORMAT, "%s has %s; %s opset %lld needs at least %d (missing: %s)", where.c_str(),
                plural(inputs, "input").c_str(), op.c_str(), static_cast<long long>(opset), schema->min_input(),
                formal_names(formal_in, inputs, schema->min_input()).c_str());
@@ -88,7 +93,7 @@ void check_node_arity(const onnx::NodeProto& node, const std::string& domain, in
     build_fail(EDGERT_ERR_FORMAT, "%s has %s; %s opset %lld takes at most %d", where.c_str(),
                plural(inputs, "input").c_str(), op.c_str(), static_cast<long long>(opset), schema->max_input());
   for (int i = 0; i < inputs && i < static_cast<int>(formal_in.size()); ++i)
-    if (node.input(i).empty() && formal_in[i].GetOption() == onnx::OpSchema::Single)
+    if (exact && node.input(i).empty() && formal_in[i].GetOption() == onnx::OpSchema::Single)
       build_fail(EDGERT_ERR_FORMAT, "%s leaves input %d (%s) empty; %s requires it", where.c_str(), i,
                  formal_in[i].GetName().c_str(), op.c_str());
   if (outputs < schema->min_output())

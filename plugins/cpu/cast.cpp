@@ -13,12 +13,20 @@
 //    opsets truncate float32/float64 to the top half of the float32 bits instead, which is what
 //    ONNX 1.12's test data and ONNX Runtime of that era do (integers round in both cases).
 //
+//  - to or from the narrow types (float8, float8e8m0, float4, 4- and 2-bit integers; one byte
+//    per element in memory, edgert/narrow_types.h): through double, which holds every value of
+//    every type exactly, so a conversion rounds once. Float to a narrow integer truncates and
+//    wraps as for the wide integers; float8 saturates to its largest finite value unless
+//    `saturate` is 0 (then infinity, or NaN where the format has none); float4 always
+//    saturates; float8e8m0 rounds by `round_mode` (up, down or nearest).
+//
 // BitCast (opset 26) reinterprets the bytes of each element as another type of the same size.
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "edgert/narrow_types.h"
 #include "kernel.h"
 
 namespace edgert::cpu {
@@ -93,13 +101,74 @@ void cast_loop(const S* x, D* y, int64_t n, Bf16Rounding bf16_rounding) {
   for (int64_t i = 0; i < n; ++i) y[i] = convert<D, S>(x[i], bf16_rounding);
 }
 
-void cast_tensor(const edgert_tensor& in, edgert_tensor& out, Bf16Rounding bf16_rounding) {
+// How a node rounds: bfloat16 by opset, the narrow floats by its attributes.
+struct CastRules {
+  Bf16Rounding bf16 = Bf16Rounding::NearestEven;
+  bool saturate = true;
+  edgert_e8m0_rounding e8m0 = EDGERT_E8M0_ROUND_UP;
+};
+
+CastRules cast_rules_of(const edgert_node& node) {
+  Attributes a(&node);
+  CastRules rules;
+  rules.bf16 = bf16_rounding_of(node);
+  rules.saturate = a.get_int("saturate", 1) != 0;
+  const std::string mode = a.get_string("round_mode", "up");
+  if (mode == "up") rules.e8m0 = EDGERT_E8M0_ROUND_UP;
+  else if (mode == "down") rules.e8m0 = EDGERT_E8M0_ROUND_DOWN;
+  else if (mode == "nearest") rules.e8m0 = EDGERT_E8M0_ROUND_NEAREST;
+  else fail(EDGERT_ERR_INVALID_ARGUMENT, "round_mode is '%s', expected 'up', 'down' or 'nearest'", mode.c_str());
+  return rules;
+}
+
+double narrow_value(edgert_dtype dtype, uint8_t code) {
+  if (edgert_dtype_is_narrow_int(dtype)) return static_cast<double>(edgert_narrow_int_value(dtype, code));
+  return edgert_narrow_float_to_double(dtype, code);
+}
+
+uint8_t narrow_code(edgert_dtype dtype, double v, const CastRules& rules) {
+  if (edgert_dtype_is_narrow_int(dtype))
+    return edgert_narrow_int_from_int64(dtype, convert<int64_t, double>(v, rules.bf16), 0);
+  if (dtype == EDGERT_DTYPE_FLOAT8E8M0) return edgert_e8m0_from_float(static_cast<float>(v), rules.saturate, rules.e8m0);
+  edgert_minifloat format{};
+  edgert_minifloat_of(dtype, &format);
+  return edgert_minifloat_from_double(&format, v, rules.saturate);
+}
+
+// Casts where either side is a narrow type.
+void cast_narrow(const edgert_tensor& in, edgert_tensor& out, int64_t n, const CastRules& rules) {
+  const bool narrow_in = edgert_dtype_is_narrow(in.dtype), narrow_out = edgert_dtype_is_narrow(out.dtype);
+  if (narrow_in && narrow_out) {
+    const uint8_t* x = data_as<uint8_t>(in);
+    uint8_t* y = data_as<uint8_t>(out);
+    for (int64_t i = 0; i < n; ++i) y[i] = narrow_code(out.dtype, narrow_value(in.dtype, x[i]), rules);
+  } else if (narrow_out) {
+    dispatch(in.dtype, kAll, [&](auto src) {
+      using S = typename decltype(src)::type;
+      const S* x = data_as<S>(in);
+      uint8_t* y = data_as<uint8_t>(out);
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = narrow_code(out.dtype, static_cast<double>(static_cast<compute_t<S>>(x[i])), rules);
+    }, "input");
+  } else {
+    dispatch(out.dtype, kAll, [&](auto dst) {
+      using D = typename decltype(dst)::type;
+      const uint8_t* x = data_as<uint8_t>(in);
+      D* y = data_as<D>(out);
+      for (int64_t i = 0; i < n; ++i) y[i] = convert<D, double>(narrow_value(in.dtype, x[i]), rules.bf16);
+    }, "target type");
+  }
+}
+
+void cast_tensor(const edgert_tensor& in, edgert_tensor& out, const CastRules& rules) {
   int64_t n = numel(in);
   if (n == 0) return;
   if (in.dtype == out.dtype) {
     std::memcpy(out.data, in.data, static_cast<size_t>(n) * dtype_size(in.dtype));
     return;
   }
+  if (edgert_dtype_is_narrow(in.dtype) || edgert_dtype_is_narrow(out.dtype)) return cast_narrow(in, out, n, rules);
+  const Bf16Rounding bf16_rounding = rules.bf16;
   dispatch(in.dtype, kAll, [&](auto src) {
     using S = typename decltype(src)::type;
     dispatch(out.dtype, kAll, [&](auto dst) {
@@ -122,10 +191,11 @@ class CastOp : public Op {
     auto to = static_cast<edgert_dtype>(a.get_int("to", 0));
     if (!castable(in[0].dtype)) throw_unsupported_dtype(in[0].dtype, "input");
     if (!castable(to)) throw_unsupported_dtype(to, "target type 'to'");
+    cast_rules_of(node);  // checks round_mode now rather than at the first run
     set_output(out[0], to, shape_of(in[0]));
   }
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
-    cast_tensor(in[0], out[0], bf16_rounding_of(node));
+    cast_tensor(in[0], out[0], cast_rules_of(node));
   }
 };
 
@@ -138,7 +208,7 @@ class CastLikeOp : public Op {
     set_output(out[0], in[1].dtype, shape_of(in[0]));
   }
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
-    cast_tensor(in[0], out[0], bf16_rounding_of(node));
+    cast_tensor(in[0], out[0], cast_rules_of(node));
   }
 };
 
@@ -151,6 +221,10 @@ class BitCastOp : public Op {
     auto to = static_cast<edgert_dtype>(a.get_int("to", 0));
     if (!castable(in[0].dtype)) throw_unsupported_dtype(in[0].dtype, "input");
     if (!castable(to)) throw_unsupported_dtype(to, "target type 'to'");
+    // Narrow types sit a byte per element in memory; their bits are what BitCast is about.
+    if (edgert_dtype_is_narrow(to) || edgert_dtype_is_narrow(in[0].dtype))
+      fail(EDGERT_ERR_UNSUPPORTED, "BitCast between %s and %s is not supported (4- and 2-bit and float8 types)",
+           dtype_name(in[0].dtype), dtype_name(to));
     if (dtype_size(to) != dtype_size(in[0].dtype))
       fail(EDGERT_ERR_INVALID_ARGUMENT, "'to' is %s (%zu bytes) but the input is %s (%zu bytes); BitCast needs equal sizes",
            dtype_name(to), dtype_size(to), dtype_name(in[0].dtype), dtype_size(in[0].dtype));

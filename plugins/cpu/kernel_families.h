@@ -18,9 +18,13 @@
   X(rms_normalization) \
   X(rotary_embedding) \
   X(attention) \
+  X(linear_attention) \
+  X(flex_attention) \
   X(loss) \
   X(topk) \
   X(conv) \
+  X(deform_conv) \
+  X(causal_conv_with_state) \
   X(matmul) \
   X(pool) \
   X(quantize) \
@@ -37,7 +41,8 @@
   X(signal) \
   X(text) \
   X(unique) \
-  X(image)
+  X(image) \
+  X(ml)
 
 namespace edgert::cpu {
 #define EDGERT_DECLARE_FAMILY(family) void register_##family##_kernels(KernelRegistry& registry);

@@ -1,5 +1,6 @@
-// Linear quantization: QuantizeLinear, DequantizeLinear (per tensor or per axis),
-// DynamicQuantizeLinear, and QLinearConv. Arithmetic follows ONNX Runtime: float math,
+// Linear quantization: QuantizeLinear, DequantizeLinear (per tensor, per axis or in blocks
+// along an axis; to and from 8/16-bit integers and the narrow types), DynamicQuantizeLinear,
+// and QLinearConv. Arithmetic follows ONNX Runtime: float math,
 // round half to even, saturate. Their tactics (per-tensor u8 Quantize/Dequantize on AVX-512,
 // AVX2 or NEON, fast/qlinear_rows.h; QLinearConv, fast/qlinear_conv_tactics.h) are bit-exact
 // with these.
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "edgert/narrow_types.h"
 #include "fast/qlinear_conv_tactics.h"
 #include "fast/qlinear_rows.h"
 #include "kernel.h"
@@ -17,31 +19,57 @@ namespace edgert::cpu {
 namespace {
 
 bool is_quantized_dtype(edgert_dtype d) {
-  return d == EDGERT_DTYPE_UINT8 || d == EDGERT_DTYPE_INT8 || d == EDGERT_DTYPE_UINT16 || d == EDGERT_DTYPE_INT16;
+  return d == EDGERT_DTYPE_UINT8 || d == EDGERT_DTYPE_INT8 || d == EDGERT_DTYPE_UINT16 || d == EDGERT_DTYPE_INT16 ||
+         (edgert_dtype_is_narrow(d) && d != EDGERT_DTYPE_FLOAT8E8M0);
 }
 
-// How a per-tensor or per-axis scale lays over x: x viewed as [outer, channels, inner].
+// How a scale lays over x, viewed as [outer, channels, inner]: one value (per tensor), one per
+// channel (per axis), or one per block of `block` channels at every outer and inner position.
 struct AxisLayout {
   int64_t outer = 1, channels = 1, inner = 1;
+  int64_t block = 0;  // 0: not blocked
+  bool per_tensor = true;
+
+  // The scale (and zero point) element of x's element (o, c, k).
+  int64_t scale_index(int64_t o, int64_t c, int64_t k) const {
+    if (per_tensor) return 0;
+    if (!block) return c;
+    return (o * ((channels + block - 1) / block) + c / block) * inner + k;
+  }
 };
 
-// Validates scale (and zero point) against x and the axis attribute; a scale with one value
-// is per tensor, a 1-D scale is per axis.
+void check_blocked_scale(const edgert_tensor& x, const edgert_tensor& scale, int64_t axis, int64_t block) {
+  bool ok = scale.rank == x.rank;
+  for (int64_t d = 0; ok && d < x.rank; ++d)
+    ok = scale.dims[d] == (d == axis ? (x.dims[d] + block - 1) / block : x.dims[d]);
+  if (!ok)
+    fail(EDGERT_ERR_SHAPE, "scale has shape %s; blocks of %lld on axis %lld of x %s need x's shape with that axis divided",
+         shape_string(shape_of(scale)).c_str(), static_cast<long long>(block), static_cast<long long>(axis),
+         shape_string(shape_of(x)).c_str());
+}
+
+// Validates scale (and zero point) against x and the axis and block_size attributes; a scale
+// with one value is per tensor, a 1-D scale per axis, one of x's rank blocked.
 AxisLayout axis_layout(const edgert_node& node, const edgert_tensor& x, const edgert_tensor& scale,
                        const edgert_tensor* zero_point) {
   AxisLayout l;
   l.inner = numel(x);
-  if (Attributes(&node).get_int("block_size", 0) != 0)
-    fail(EDGERT_ERR_UNSUPPORTED, "blocked quantization (block_size != 0) is not supported");
-  const bool per_tensor = numel(scale) == 1 && scale.rank <= 1;
+  const int64_t block = Attributes(&node).get_int("block_size", 0);
+  if (block < 0) fail(EDGERT_ERR_INVALID_ARGUMENT, "block_size is %lld, expected >= 0", static_cast<long long>(block));
+  const bool per_tensor = block == 0 && numel(scale) == 1 && scale.rank <= 1;
   if (zero_point && shape_of(*zero_point) != shape_of(scale) && !(numel(*zero_point) == 1 && per_tensor))
     fail(EDGERT_ERR_SHAPE, "zero point has shape %s, scale has %s; they must match",
          shape_string(shape_of(*zero_point)).c_str(), shape_string(shape_of(scale)).c_str());
   if (per_tensor) return l;
   const int64_t axis = normalize_axis(Attributes(&node).get_int("axis", 1), x.rank);
-  if (scale.rank != 1 || scale.dims[0] != x.dims[axis])
+  if (block) {
+    check_blocked_scale(x, scale, axis, block);
+  } else if (scale.rank != 1 || scale.dims[0] != x.dims[axis]) {
     fail(EDGERT_ERR_SHAPE, "scale has shape %s, expected a scalar or [%lld] (x's dim on axis %lld)",
          shape_string(shape_of(scale)).c_str(), static_cast<long long>(x.dims[axis]), static_cast<long long>(axis));
+  }
+  l.per_tensor = false;
+  l.block = block;
   l.outer = 1;
   for (int64_t d = 0; d < axis; ++d) l.outer *= x.dims[d];
   l.channels = x.dims[axis];
@@ -50,13 +78,34 @@ AxisLayout axis_layout(const edgert_node& node, const edgert_tensor& x, const ed
   return l;
 }
 
-// Calls fn(element index, channel) over x in order.
+// Calls fn(element index, scale index) over x in order.
 template <typename Fn>
 void for_each_channel(const AxisLayout& l, Fn fn) {
   int64_t i = 0;
   for (int64_t o = 0; o < l.outer; ++o)
     for (int64_t c = 0; c < l.channels; ++c)
-      for (int64_t k = 0; k < l.inner; ++k) fn(i++, c);
+      for (int64_t k = 0; k < l.inner; ++k) fn(i++, l.scale_index(o, c, k));
+}
+
+// A narrow zero point's value (0 when absent).
+double narrow_zero_point_at(const edgert_tensor* zp, int64_t i) {
+  if (!zp || numel(*zp) == 0) return 0;
+  const uint8_t code = data_as<uint8_t>(*zp)[numel(*zp) == 1 ? 0 : i];
+  if (edgert_dtype_is_narrow_int(zp->dtype)) return static_cast<double>(edgert_narrow_int_value(zp->dtype, code));
+  return edgert_narrow_float_to_double(zp->dtype, code);
+}
+
+// x / scale + zero point as a narrow type: integers round half to even and saturate (as the
+// 8-bit types do); floats round to nearest even and saturate unless `saturate` is 0.
+uint8_t quantize_narrow(edgert_dtype q, float scaled, double zero_point, bool saturate) {
+  if (edgert_dtype_is_narrow_int(q)) {
+    const double r = std::isnan(scaled) ? 0.0 : static_cast<double>(std::nearbyint(scaled)) + zero_point;
+    const double clamped = std::min(64.0, std::max(-64.0, r));  // beyond any narrow range, inside int64
+    return edgert_narrow_int_from_int64(q, static_cast<int64_t>(clamped), 1);
+  }
+  edgert_minifloat format{};
+  edgert_minifloat_of(q, &format);
+  return edgert_minifloat_from_double(&format, static_cast<double>(scaled) + zero_point, saturate);
 }
 
 // Calls fn(first, count) over [0, n) in pieces of 16 K elements spread over the thread pool.
@@ -103,11 +152,12 @@ class QuantizeLinearOp : public Op {
     edgert_dtype out_dtype = zp ? zp->dtype : static_cast<edgert_dtype>(Attributes(&node).get_int("output_dtype", 0));
     if (out_dtype == EDGERT_DTYPE_UNDEFINED) out_dtype = EDGERT_DTYPE_UINT8;
     if (!is_quantized_dtype(out_dtype))
-      fail(EDGERT_ERR_UNSUPPORTED, "output dtype %s is not supported (expected (u)int8 or (u)int16)", dtype_name(out_dtype));
+      fail(EDGERT_ERR_UNSUPPORTED, "output dtype %s is not supported (expected (u)int8, (u)int16, (u)int4, (u)int2, float8 or float4)",
+           dtype_name(out_dtype));
     layout_ = axis_layout(node, x, in[1], zp);
     set_output(out[0], out_dtype, shape_of(x));
     const bool rows_apply = x.dtype == EDGERT_DTYPE_FLOAT32 && in[1].dtype == EDGERT_DTYPE_FLOAT32 &&
-                               out_dtype == EDGERT_DTYPE_UINT8 && layout_.channels == 1;
+                               out_dtype == EDGERT_DTYPE_UINT8 && layout_.per_tensor;
     rows_ = rows_apply ? qrows::row_kernels(tactic()) : nullptr;
   }
 
@@ -120,6 +170,19 @@ class QuantizeLinearOp : public Op {
       const int32_t zero_point = zero_point_at(zp, 0);
       for_each_piece(numel(in[0]),
                      [&](int64_t i0, int64_t n) { rows_->quantize(x + i0, n, scale, zero_point, y + i0); });
+      return;
+    }
+    if (edgert_dtype_is_narrow(out[0].dtype)) {
+      const bool saturate = Attributes(&node).get_int("saturate", 1) != 0;
+      uint8_t* y = data_as<uint8_t>(out[0]);
+      dispatch(in[0].dtype, kFloats | kSigned, [&](auto xtag) {
+        using TX = typename decltype(xtag)::type;
+        const TX* x = data_as<TX>(in[0]);
+        for_each_channel(layout_, [&](int64_t i, int64_t c) {
+          const float v = static_cast<float>(static_cast<compute_t<TX>>(x[i]));
+          y[i] = quantize_narrow(out[0].dtype, v / scale_at(in[1], c), narrow_zero_point_at(zp, c), saturate);
+        });
+      }, "x");
       return;
     }
     dispatch(in[0].dtype, kFloats | kSigned, [&](auto xtag) {
@@ -148,7 +211,8 @@ class DequantizeLinearOp : public Op {
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
     const edgert_tensor& x = in[0];
     if (!is_quantized_dtype(x.dtype) && x.dtype != EDGERT_DTYPE_INT32)
-      fail(EDGERT_ERR_UNSUPPORTED, "x has dtype %s, expected (u)int8, (u)int16 or int32", dtype_name(x.dtype));
+      fail(EDGERT_ERR_UNSUPPORTED, "x has dtype %s, expected (u)int8, (u)int16, int32, (u)int4, (u)int2, float8 or float4",
+           dtype_name(x.dtype));
     if (!is_float_dtype(in[1].dtype)) fail(EDGERT_ERR_SHAPE, "x_scale has dtype %s, expected float", dtype_name(in[1].dtype));
     const edgert_tensor* zp = optional_input(node, in, 2);
     if (zp && zp->dtype != x.dtype)
@@ -156,7 +220,7 @@ class DequantizeLinearOp : public Op {
     layout_ = axis_layout(node, x, in[1], zp);
     set_output(out[0], in[1].dtype, shape_of(x));
     const bool rows_apply =
-        x.dtype == EDGERT_DTYPE_UINT8 && in[1].dtype == EDGERT_DTYPE_FLOAT32 && layout_.channels == 1;
+        x.dtype == EDGERT_DTYPE_UINT8 && in[1].dtype == EDGERT_DTYPE_FLOAT32 && layout_.per_tensor;
     rows_ = rows_apply ? qrows::row_kernels(tactic()) : nullptr;
   }
 
@@ -169,6 +233,20 @@ class DequantizeLinearOp : public Op {
       const int32_t zero_point = zero_point_at(zp, 0);
       for_each_piece(numel(in[0]),
                      [&](int64_t i0, int64_t n) { rows_->dequantize(x + i0, n, zero_point, scale, y + i0); });
+      return;
+    }
+    if (edgert_dtype_is_narrow(in[0].dtype)) {
+      const uint8_t* x = data_as<uint8_t>(in[0]);
+      const bool is_int = edgert_dtype_is_narrow_int(in[0].dtype);
+      dispatch(out[0].dtype, kFloats, [&](auto ytag) {
+        using TY = typename decltype(ytag)::type;
+        TY* y = data_as<TY>(out[0]);
+        for_each_channel(layout_, [&](int64_t i, int64_t c) {
+          const double v = is_int ? static_cast<double>(edgert_narrow_int_value(in[0].dtype, x[i]))
+                                  : edgert_narrow_float_to_double(in[0].dtype, x[i]);
+          y[i] = static_cast<TY>(static_cast<float>(v - narrow_zero_point_at(zp, c)) * scale_at(in[1], c));
+        });
+      }, "y");
       return;
     }
     dispatch(in[0].dtype, kSigned | kUnsigned, [&](auto xtag) {
@@ -294,14 +372,14 @@ class QLinearConvOp : public Op {
   }
 };
 
-// Refuses what opset 19+/21 added and these kernels do not do: float8 / 4-bit types and
-// blocked quantization.
+// Refuses output and zero-point types no kernel here produces (float8e8m0, strings, ...).
 int32_t quantize_supports(const edgert_node* node, const edgert_tensor* in) {
   Attributes attrs(node);
-  if (attrs.get_int("block_size", 0) != 0) return 0;
   const int64_t output_dtype = attrs.get_int("output_dtype", 0);
   if (output_dtype != 0 && !is_quantized_dtype(static_cast<edgert_dtype>(output_dtype))) return 0;
-  if (has_input(*node, in, 2) && !is_quantized_dtype(in[2].dtype) && in[2].dtype != EDGERT_DTYPE_INT32) return 0;
+  if (has_input(*node, in, 2) && !is_quantized_dtype(in[2].dtype) && in[2].dtype != EDGERT_DTYPE_INT32 &&
+      in[2].dtype != EDGERT_DTYPE_UNDEFINED)
+    return 0;
   return 1;
 }
 

@@ -3,7 +3,9 @@
 // Resize follows the ONNX reference (onnx/backend/test/case/node/resize.py): every output
 // coordinate maps to an input coordinate per axis, and the N-D result is the tensor product of
 // per-axis 1-D interpolations. Out-of-range taps read the edge (clamped index), which is what the
-// reference's edge padding amounts to for the coordinates the transforms produce.
+// reference's edge padding amounts to for the coordinates the transforms produce. With
+// antialias=1, downsampling widens the linear and cubic filters to cover every input pixel an
+// output pixel spans (antialias_coeffs).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -76,14 +78,19 @@ bool parse_nearest(const std::string& s, Nearest& out) {
   return true;
 }
 
+// The cubic convolution kernel at distance x >= 0 (zero from 2 on).
+double cubic_kernel(double x, double a) {
+  if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  return 0;
+}
+
 // Cubic convolution weights of the 4 taps floor(x)-1 .. floor(x)+2 for fractional part t.
 void cubic_coeffs(double t, double a, double c[4]) {
-  auto near = [a](double x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };          // |x| <= 1
-  auto far = [a](double x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };      // 1 < |x| < 2
-  c[0] = far(t + 1);
-  c[1] = near(t);
-  c[2] = near(1 - t);
-  c[3] = far(2 - t);
+  c[0] = cubic_kernel(t + 1, a);
+  c[1] = cubic_kernel(t, a);
+  c[2] = cubic_kernel(1 - t, a);
+  c[3] = cubic_kernel(2 - t, a);
 }
 
 // One tap of a 1-D interpolation: input offset along the axis (index * stride) and weight.
@@ -105,6 +112,7 @@ struct ResizeParams {
   Nearest nearest = Nearest::RoundPreferFloor;
   double cubic_a = -0.75;
   bool exclude_outside = false;
+  bool antialias = false;
 };
 
 // Input coordinate of output coordinate x along one axis (ONNX Resize's transforms).
@@ -133,12 +141,42 @@ double original_coordinate(const ResizeParams& p, int64_t x, double scale, int64
   return 0;
 }
 
+// Antialiased linear or cubic weights (Resize antialias=1): when downsampling by `scale` the
+// kernel is stretched by 1 / scale, so every output averages all the input pixels it covers
+// instead of sampling 2 or 4 of them; weights are normalised to sum 1. Upsampling keeps the
+// plain kernel. Fills w with the taps first, first + 1, ... and returns their count.
+int antialias_coeffs(const ResizeParams& p, double xo, double scale, int64_t& first, std::vector<double>& w) {
+  const double s = std::min(scale, 1.0);
+  const double support = p.interp == Interp::Linear ? 1.0 : 2.0;  // the kernel's radius in taps
+  // ratio in (0, 1]: an exact integer coordinate counts as 1 past the pixel before it, which
+  // places the window as the ONNX reference does.
+  double base = std::floor(xo);
+  double ratio = xo - base;
+  if (ratio == 0) {
+    ratio = 1;
+    base -= 1;
+  }
+  const int64_t start = static_cast<int64_t>(std::floor(-support / s) + 1);
+  const int n = static_cast<int>(2 - 2 * start);
+  first = static_cast<int64_t>(base) + start;
+  w.assign(static_cast<size_t>(n), 0.0);
+  double sum = 0;
+  for (int k = 0; k < n; ++k) {
+    const double x = std::fabs((static_cast<double>(start + k) - ratio) * s);
+    w[static_cast<size_t>(k)] = p.interp == Interp::Linear ? std::max(0.0, 1.0 - x) : cubic_kernel(x, p.cubic_a);
+    sum += w[static_cast<size_t>(k)];
+  }
+  for (double& v : w) v /= sum;
+  return n;
+}
+
 AxisPlan plan_axis(const ResizeParams& p, int64_t in, int64_t out, double scale, int64_t stride,
                    double roi_start, double roi_end) {
   AxisPlan plan;
   plan.begin.reserve(static_cast<size_t>(out) + 1);
   plan.outside.assign(static_cast<size_t>(out), 0);
   auto clamp = [in](int64_t i) { return std::min(std::max<int64_t>(i, 0), in - 1); };
+  std::vector<double> w(4);
   for (int64_t x = 0; x < out; ++x) {
     plan.begin.push_back(static_cast<int64_t>(plan.taps.size()));
     double xo = original_coordinate(p, x, scale, in, out, roi_start, roi_end);
@@ -161,16 +199,17 @@ AxisPlan plan_axis(const ResizeParams& p, int64_t in, int64_t out, double scale,
     double base = std::floor(xo);
     double t = xo - base;
     int64_t first;
-    double w[4];
     int n;
-    if (p.interp == Interp::Linear) {
+    if (p.antialias) {
+      n = antialias_coeffs(p, xo, scale, first, w);
+    } else if (p.interp == Interp::Linear) {
       first = static_cast<int64_t>(base);
       w[0] = 1 - t;
       w[1] = t;
       n = 2;
     } else {
       first = static_cast<int64_t>(base) - 1;
-      cubic_coeffs(t, p.cubic_a, w);
+      cubic_coeffs(t, p.cubic_a, w.data());
       n = 4;
     }
     if (p.exclude_outside) {  // taps outside the input get no weight; renormalise the rest
@@ -213,8 +252,8 @@ class ResizeOp : public Op {
         fail(EDGERT_ERR_UNSUPPORTED, "nearest_mode '%s' is not supported", nearest.c_str());
       p_.cubic_a = attrs.get_float("cubic_coeff_a", -0.75f);
       p_.exclude_outside = attrs.get_int("exclude_outside", 0) != 0;
-      if (attrs.get_int("antialias", 0) != 0)
-        fail(EDGERT_ERR_UNSUPPORTED, "antialias=1 is not supported");
+      // antialias only changes the linear and cubic filters; nearest ignores it.
+      p_.antialias = attrs.get_int("antialias", 0) != 0 && p_.interp != Interp::Nearest;
     }
     extrapolation_ = attrs.get_float("extrapolation_value", 0.0f);
     dispatch(in[0].dtype, kNumeric, [](auto) {}, "X");
@@ -387,7 +426,6 @@ int32_t resize_supports(const edgert_node* node, const edgert_tensor*) {
   Nearest nearest;
   if (!parse_coord(attrs.get_string("coordinate_transformation_mode", "half_pixel"), coord)) return 0;
   if (!parse_nearest(attrs.get_string("nearest_mode", "round_prefer_floor"), nearest)) return 0;
-  if (attrs.get_int("antialias", 0) != 0) return 0;
   std::string policy = attrs.get_string("keep_aspect_ratio_policy", "stretch");
   return policy == "stretch" || policy == "not_larger" || policy == "not_smaller";
 }

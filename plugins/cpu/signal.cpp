@@ -1,7 +1,9 @@
 // Signal processing: DFT, STFT, the Hann/Hamming/Blackman windows and MelWeightMatrix.
 //
 // Reference kernels: naive O(N^2) transforms with a twiddle table, all arithmetic in double so
-// results match numpy's FFT to float32 precision.
+// results match numpy's FFT to float32 precision. (The node tests of ONNX 1.22 computed the
+// complex64 inverse in single precision, those of 1.12 in double: where the exact result is
+// zero the two differ by float32 rounding noise, and a double transform matches the 1.12 data.)
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -36,7 +38,10 @@ bool present(const edgert_node& node, const edgert_tensor* in, int i) {
   return node.num_inputs > i && is_present(in[i]);
 }
 
-// DFT (opset 17: axis attribute; opset 20: axis as input 2, default -2).
+// DFT (opset 17: axis attribute; opset 20: axis as input 2, default -2). With inverse and
+// onesided both set it is the inverse of the one-sided transform (numpy's irfft): the input
+// holds bins 0 .. n/2 of a Hermitian spectrum, the output is the real signal [..., n, ..., 1],
+// and n defaults to 2 * (bins - 1).
 class DftOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
@@ -65,7 +70,8 @@ class DftOp : public Op {
       fail(EDGERT_ERR_INVALID_ARGUMENT, "axis %lld is out of range [0, %d] for an input of rank %d",
            static_cast<long long>(axis), rank_ - 2, rank_);
     axis_ = axis;
-    length_ = x.dims[axis_];
+    inverse_real_ = inverse_ && onesided_;
+    length_ = inverse_real_ ? 2 * (x.dims[axis_] - 1) : x.dims[axis_];
     if (present(node, in, 1)) {
       std::vector<int64_t> v = read_ints(in[1], "dft_length");
       if (v.size() != 1) fail(EDGERT_ERR_SHAPE, "dft_length must hold one value, it holds %zu", v.size());
@@ -73,52 +79,95 @@ class DftOp : public Op {
       info.data_dependent = 1;
       if (length_ < 1) fail(EDGERT_ERR_INVALID_ARGUMENT, "dft_length must be positive, got %lld", static_cast<long long>(length_));
     }
+    if (inverse_real_ && length_ < 1)
+      fail(EDGERT_ERR_SHAPE, "the inverse one-sided DFT of %s needs dft_length: its %lld bins give a signal length of %lld",
+           shape_string(shape_of(x)).c_str(), static_cast<long long>(x.dims[axis_]), static_cast<long long>(length_));
     Shape shape = shape_of(x);
-    shape[axis_] = onesided_ ? length_ / 2 + 1 : length_;
-    shape[rank_ - 1] = 2;
+    shape[axis_] = inverse_real_ || !onesided_ ? length_ : length_ / 2 + 1;
+    shape[rank_ - 1] = inverse_real_ ? 1 : 2;
     set_output(out[0], x.dtype, shape);
     info.workspace_bytes = static_cast<size_t>(2 * length_) * sizeof(double);
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
-    double* tw = static_cast<double*>(workspace);
-    fill_twiddles(tw, length_);
     dispatch(in[0].dtype, kFloats, [&](auto tag) {
       using T = typename decltype(tag)::type;
+      Lines lines;
+      for (int64_t i = 0; i < axis_; ++i) lines.outer *= in[0].dims[i];
+      for (int64_t i = axis_ + 1; i < rank_ - 1; ++i) lines.inner *= in[0].dims[i];
+      lines.n_in = in[0].dims[axis_];
+      lines.comps = in[0].dims[rank_ - 1];
+      lines.n_out = out[0].dims[axis_];
       const T* x = data_as<T>(in[0]);
       T* y = data_as<T>(out[0]);
-      int64_t outer = 1, inner = 1;
-      for (int64_t i = 0; i < axis_; ++i) outer *= in[0].dims[i];
-      for (int64_t i = axis_ + 1; i < rank_ - 1; ++i) inner *= in[0].dims[i];
-      const int64_t n_in = in[0].dims[axis_];
-      const int64_t comps = in[0].dims[rank_ - 1];
-      const int64_t n_out = out[0].dims[axis_];
-      const int64_t n_used = std::min(n_in, length_);  // shorter input: zero padding
-      const double sign = inverse_ ? 1.0 : -1.0;
-      const double scale = inverse_ ? 1.0 / static_cast<double>(length_) : 1.0;
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i)
-          for (int64_t k = 0; k < n_out; ++k) {
-            double re = 0, im = 0;
-            for (int64_t j = 0; j < n_used; ++j) {
-              const int64_t src = ((o * n_in + j) * inner + i) * comps;
-              const double xr = load(x, src), xi = comps == 2 ? load(x, src + 1) : 0.0;
-              const int64_t m = (k * j) % length_;
-              const double c = tw[2 * m], s = sign * tw[2 * m + 1];
-              re += xr * c - xi * s;
-              im += xr * s + xi * c;
-            }
-            const int64_t dst = ((o * n_out + k) * inner + i) * 2;
-            store(y, dst, re * scale);
-            store(y, dst + 1, im * scale);
-          }
+      double* tw = static_cast<double*>(workspace);
+      fill_twiddles(tw, length_);
+      if (inverse_real_) inverse_real_transform(lines, x, y, tw);
+      else transform_in_double(lines, x, y, tw);
     });
   }
 
  private:
+  // The input is `outer` x n_in x `inner` x comps, the output outer x n_out x inner x (1 or 2):
+  // outer * inner independent lines along the axis.
+  struct Lines {
+    int64_t outer = 1, inner = 1, n_in = 0, n_out = 0, comps = 1;
+    int64_t in_index(int64_t o, int64_t j, int64_t i) const { return ((o * n_in + j) * inner + i) * comps; }
+    int64_t out_index(int64_t o, int64_t k, int64_t i, int64_t out_comps) const {
+      return ((o * n_out + k) * inner + i) * out_comps;
+    }
+  };
+
+  template <typename T>
+  void transform_in_double(const Lines& l, const T* x, T* y, const double* tw) const {
+    const int64_t n_used = std::min(l.n_in, length_);  // shorter input: zero padding
+    const double sign = inverse_ ? 1.0 : -1.0;
+    const double scale = inverse_ ? 1.0 / static_cast<double>(length_) : 1.0;
+    for (int64_t o = 0; o < l.outer; ++o)
+      for (int64_t i = 0; i < l.inner; ++i)
+        for (int64_t k = 0; k < l.n_out; ++k) {
+          double re = 0, im = 0;
+          for (int64_t j = 0; j < n_used; ++j) {
+            const int64_t src = l.in_index(o, j, i);
+            const double xr = load(x, src), xi = l.comps == 2 ? load(x, src + 1) : 0.0;
+            const int64_t m = (k * j) % length_;
+            const double c = tw[2 * m], s = sign * tw[2 * m + 1];
+            re += xr * c - xi * s;
+            im += xr * s + xi * c;
+          }
+          const int64_t dst = l.out_index(o, k, i, 2);
+          store(y, dst, re * scale);
+          store(y, dst + 1, im * scale);
+        }
+  }
+
+  // x_j = (1/n) sum over all n bins of X_k e^{2 pi i jk/n}, the bins above n/2 being the
+  // conjugates of those below. Bin 0 and, for even n, bin n/2 count once and only by their real
+  // part (a Hermitian spectrum has them real); the others count twice, for themselves and their
+  // conjugates. Bins the input lacks are zero, bins beyond n/2 are ignored, as numpy does.
+  template <typename T>
+  void inverse_real_transform(const Lines& l, const T* x, T* y, const double* tw) const {
+    const int64_t bins = std::min(l.n_in, length_ / 2 + 1);
+    const double scale = 1.0 / static_cast<double>(length_);
+    for (int64_t o = 0; o < l.outer; ++o)
+      for (int64_t i = 0; i < l.inner; ++i)
+        for (int64_t j = 0; j < length_; ++j) {
+          double sum = 0;
+          for (int64_t k = 0; k < bins; ++k) {
+            const int64_t src = l.in_index(o, k, i);
+            const bool self_conjugate = k == 0 || 2 * k == length_;
+            const double xr = load(x, src), xi = l.comps == 2 && !self_conjugate ? load(x, src + 1) : 0.0;
+            const int64_t m = (k * j) % length_;
+            sum += (self_conjugate ? 1.0 : 2.0) * (xr * tw[2 * m] - xi * tw[2 * m + 1]);
+          }
+          store(y, l.out_index(o, j, i, 1), sum * scale);
+        }
+  }
+
   int32_t rank_ = 0;
   int64_t axis_ = 1, length_ = 0;
   bool inverse_ = false, onesided_ = false;
+  bool inverse_real_ = false;  // inverse of the one-sided transform: real output
 };
 
 // STFT: inputs signal [batch, length, 1 or 2], frame_step, window?, frame_length?.

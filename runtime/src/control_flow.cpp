@@ -4,31 +4,13 @@
 #include <string>
 
 #include "error.h"
+#include "node_attributes.h"
 
 namespace edgert {
 namespace {
 
-// A tensor owned by the control-flow op between subgraph runs.
-struct HostTensor {
-  edgert_tensor desc{};
-  std::vector<uint8_t> bytes;
-
-  static HostTensor copy_of(const edgert_tensor& t) {
-    HostTensor h;
-    h.desc = t;
-    size_t n = 0;
-    tensor_bytes(t, &n);
-    const uint8_t* p = static_cast<const uint8_t*>(t.data);
-    if (n) h.bytes.assign(p, p + n);
-    h.desc.data = nullptr;
-    return h;
-  }
-  edgert_tensor view() {
-    edgert_tensor t = desc;
-    t.data = bytes.data();
-    return t;
-  }
-};
+// Values the control-flow op owns between subgraph runs: tensors, sequences, or none.
+using HostTensor = OwnedValue;
 
 const edgert_tensor* input_or_null(const LoadedNode& node, const std::vector<edgert_tensor>& values, size_t i) {
   if (i >= node.inputs.size() || node.inputs[i] < 0) return nullptr;
@@ -46,16 +28,11 @@ int64_t numel(const edgert_tensor& t) {
   return n;
 }
 
-// Writes `value` as node output `index` (allocated in the executor, then copied).
+// Writes `value` as node output `index` (copied into the executor).
 edgert_status emit(GraphExecutor& executor, const LoadedNode& node, size_t index, const edgert_tensor& value,
                    edgert_error* error) {
   if (index >= node.outputs.size()) return EDGERT_OK;
-  edgert_tensor out = value;
-  if (edgert_status s = executor.allocate_output(node.outputs[index], out, node.node.name, error)) return s;
-  size_t n = 0;
-  tensor_bytes(value, &n);
-  if (n) std::memcpy(out.data, value.data, n);
-  return EDGERT_OK;
+  return executor.set_value(node.outputs[index], value, node.node.name, error);
 }
 
 // Bytes of one step along `axis`: outer count, contiguous inner bytes.
@@ -108,26 +85,14 @@ edgert_status stack_along(const std::vector<HostTensor>& steps, const edgert_ten
   return EDGERT_OK;
 }
 
-std::vector<int64_t> int_list(const LoadedNode& node, const char* name) {
-  for (const edgert_attribute& a : node.attributes)
-    if (std::strcmp(a.name, name) == 0 && a.type == EDGERT_ATTR_INTS) return std::vector<int64_t>(a.ints, a.ints + a.count);
-  return {};
-}
-
-int64_t int_attr(const LoadedNode& node, const char* name, int64_t fallback) {
-  for (const edgert_attribute& a : node.attributes)
-    if (std::strcmp(a.name, name) == 0 && a.type == EDGERT_ATTR_INT) return a.i;
-  return fallback;
-}
-
 // One Scan over already-sliced operands (opset 9 semantics).
 edgert_status scan_core(GraphExecutor& executor, const LoadedNode& node, std::vector<HostTensor> states,
                         const std::vector<edgert_tensor>& scan_inputs, std::vector<HostTensor>* final_states,
                         std::vector<HostTensor>* scan_outputs, edgert_error* error) {
   GraphExecutor& body = executor.subgraph(node.body_graph);
   size_t n_states = states.size(), n_scan = scan_inputs.size();
-  std::vector<int64_t> in_axes = int_list(node, "scan_input_axes"), in_dirs = int_list(node, "scan_input_directions");
-  std::vector<int64_t> out_axes = int_list(node, "scan_output_axes"), out_dirs = int_list(node, "scan_output_directions");
+  std::vector<int64_t> in_axes = ints_attribute(node, "scan_input_axes"), in_dirs = ints_attribute(node, "scan_input_directions");
+  std::vector<int64_t> out_axes = ints_attribute(node, "scan_output_axes"), out_dirs = ints_attribute(node, "scan_output_directions");
   if (n_scan == 0) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "node '%s': Scan needs a scan input", node.node.name);
   int64_t length = -1;
   std::vector<int32_t> axes(n_scan);
@@ -269,7 +234,7 @@ edgert_status run_loop(GraphExecutor& executor, const LoadedNode& node, const st
 
 edgert_status run_scan(GraphExecutor& executor, const LoadedNode& node, const std::vector<edgert_tensor>& values,
                        edgert_error* error) {
-  int64_t num_scan_inputs = int_attr(node, "num_scan_inputs", -1);
+  int64_t num_scan_inputs = int_attribute(node, "num_scan_inputs", -1);
   bool opset8 = node.node.opset < 9;
   size_t first = opset8 ? 1 : 0;  // opset 8 starts with the optional sequence_lens
   if (num_scan_inputs < 1 || first + static_cast<size_t>(num_scan_inputs) > node.inputs.size())

@@ -68,6 +68,54 @@ const edgert_tensor& ExecutionContext::output(int32_t index) const {
   return main_.value(engine_.output_tensors()[index]);
 }
 
+namespace {
+
+// A tensor's dims are sizes and its data is there when it has bytes.
+edgert_status check_tensor_data(const edgert_tensor& t, const char* name, edgert_error* error) {
+  size_t bytes = 0;
+  bool ok = t.rank >= 0 && t.rank <= EDGERT_MAX_RANK;
+  for (int32_t d = 0; ok && d < t.rank; ++d) ok = t.dims[d] >= 0;
+  if (!ok || !tensor_bytes(t, &bytes))
+    return set_error(error, EDGERT_ERR_SHAPE, "input '%s': invalid shape %s", name,
+                     ok ? shape_text(t.dims, t.rank).c_str() : "(rank or dimension out of range)");
+  if (!t.data && bytes > 0) return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "input '%s' has no data", name);
+  return EDGERT_OK;
+}
+
+// An input of sequence or optional type: a sequence of tensors of the declared dtype, a tensor,
+// or (optional) nothing.
+edgert_status check_sequence_or_optional(const LoadedTensor& want, const edgert_tensor& got, const char* name,
+                                         edgert_error* error) {
+  if (got.dtype == EDGERT_DTYPE_UNDEFINED) {
+    if (is_optional(want.kind)) return EDGERT_OK;
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "input '%s' is a sequence and was given no value", name);
+  }
+  const bool wants_sequence = want.kind == ValueKind::Sequence || want.kind == ValueKind::OptionalSequence;
+  if (!wants_sequence) {
+    if (want.dtype != 0 && got.dtype != want.dtype)
+      return set_error(error, EDGERT_ERR_SHAPE, "input '%s': expected dtype %s, got %s", name, dtype_name(want.dtype),
+                       dtype_name(got.dtype));
+    return check_tensor_data(got, name, error);
+  }
+  if (got.dtype != EDGERT_DTYPE_SEQUENCE || !got.data)
+    return set_error(error, EDGERT_ERR_SHAPE, "input '%s' is a sequence of %s tensors; it was given a %s", name,
+                     dtype_name(want.dtype), dtype_name(got.dtype));
+  const auto* s = static_cast<const edgert_sequence*>(got.data);
+  if (s->count > 0 && !s->items)
+    return set_error(error, EDGERT_ERR_INVALID_ARGUMENT, "input '%s': a sequence of %zu tensors without items", name,
+                     s->count);
+  for (size_t i = 0; i < s->count; ++i) {
+    const edgert_tensor& item = s->items[i];
+    if (want.dtype != 0 && item.dtype != want.dtype)
+      return set_error(error, EDGERT_ERR_SHAPE, "input '%s': tensor %zu of the sequence is %s, expected %s", name, i,
+                       dtype_name(item.dtype), dtype_name(want.dtype));
+    if (edgert_status st = check_tensor_data(item, name, error)) return st;
+  }
+  return EDGERT_OK;
+}
+
+}  // namespace
+
 edgert_status ExecutionContext::check_inputs(const edgert_tensor* inputs, int32_t num_inputs,
                                              edgert_error* error) const {
   const auto& bindings = engine_.input_tensors();
@@ -79,6 +127,10 @@ edgert_status ExecutionContext::check_inputs(const edgert_tensor* inputs, int32_
     const LoadedTensor& want = graph.tensors[bindings[i]];
     const edgert_tensor& got = inputs[i];
     const char* name = engine_.input_names()[i].c_str();
+    if (want.kind != ValueKind::Tensor) {
+      if (edgert_status s = check_sequence_or_optional(want, got, name, error)) return s;
+      continue;
+    }
     if (want.dtype != 0 && got.dtype != want.dtype)
       return set_error(error, EDGERT_ERR_SHAPE, "input '%s': expected dtype %s, got %s", name,
                        dtype_name(want.dtype), dtype_name(got.dtype));

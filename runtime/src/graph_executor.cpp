@@ -7,6 +7,7 @@
 
 #include "control_flow.h"
 #include "error.h"
+#include "sequence_ops.h"
 
 namespace edgert {
 namespace {
@@ -42,6 +43,7 @@ GraphExecutor::GraphExecutor(const LoadedEngine& engine, int32_t graph_index, Te
   }
   values_.resize(graph_.tensors.size());
   owned_.assign(graph_.tensors.size(), nullptr);
+  owned_values_.resize(graph_.tensors.size());
 }
 
 GraphExecutor::~GraphExecutor() {
@@ -123,6 +125,7 @@ void GraphExecutor::release_activations() {
   for (size_t t = 0; t < owned_.size(); ++t) {
     if (owned_[t]) allocator_for(graph_.tensors[t].space).release(owned_[t]);
     owned_[t] = nullptr;
+    owned_values_[t].reset();
     values_[t] = edgert_tensor{};
   }
 }
@@ -170,6 +173,27 @@ edgert_status GraphExecutor::allocate_output(int32_t t, edgert_tensor& out, cons
   return EDGERT_OK;
 }
 
+edgert_status GraphExecutor::set_value(int32_t t, const edgert_tensor& value, const char* node_name,
+                                       edgert_error* error) {
+  if (value.dtype == EDGERT_DTYPE_SEQUENCE || value.dtype == EDGERT_DTYPE_UNDEFINED) {
+    adopt_value(t, OwnedValue::copy_of(value));
+    return EDGERT_OK;
+  }
+  edgert_tensor out = value;
+  if (edgert_status s = allocate_output(t, out, node_name, error)) return s;
+  size_t n = 0;
+  tensor_bytes(value, &n);
+  if (n && out.data != value.data) std::memcpy(out.data, value.data, n);
+  return EDGERT_OK;
+}
+
+void GraphExecutor::adopt_value(int32_t t, OwnedValue value) {
+  if (owned_[t]) allocator_for(graph_.tensors[t].space).release(owned_[t]);
+  owned_[t] = nullptr;
+  owned_values_[t] = std::make_unique<OwnedValue>(std::move(value));
+  values_[t] = owned_values_[t]->view();
+}
+
 edgert_status GraphExecutor::run(const edgert_tensor* inputs, size_t num_inputs, edgert_error* error) {
   release_activations();
   if (num_inputs != graph_.inputs.size())
@@ -190,8 +214,9 @@ edgert_status GraphExecutor::run(const edgert_tensor* inputs, size_t num_inputs,
 
 edgert_status GraphExecutor::run_node(size_t index, edgert_error* error) {
   const LoadedNode& node = graph_.nodes[index];
+  // An optional without a value is a value of dtype UNDEFINED; any other input has been written.
   for (int32_t t : node.inputs)
-    if (t >= 0 && values_[t].dtype == EDGERT_DTYPE_UNDEFINED)
+    if (t >= 0 && values_[t].dtype == EDGERT_DTYPE_UNDEFINED && !is_optional(graph_.tensors[t].kind))
       return set_error(error, EDGERT_ERR_INTERNAL, "node '%s' (%s): input '%s' has no value", node.node.name,
                        node.node.op_type, graph_.tensors[t].name);
   // A host kernel or control-flow op reads what device work wrote only after it finished.
@@ -214,6 +239,7 @@ edgert_status GraphExecutor::run_node(size_t index, edgert_error* error) {
     case BuiltinOp::Loop: s = run_loop(*this, node, values_, error); break;
     case BuiltinOp::Scan: s = run_scan(*this, node, values_, error); break;
     case BuiltinOp::Copy: s = run_copy(index, error); break;
+    case BuiltinOp::Sequence: s = run_sequence_op(*this, node, values_, error); break;
     default: s = run_kernel(index, error); break;
   }
   if (s == EDGERT_OK) free_after(index);

@@ -1,6 +1,7 @@
 // Runs one graph of a LoadedEngine: prepares kernels when shapes change, places activations
-// with the context's TensorAllocator, frees each activation after its last reader, and runs
-// If / Loop / Scan by executing their subgraphs with child executors.
+// with the context's TensorAllocator, frees each activation after its last reader, runs
+// If / Loop / Scan by executing their subgraphs with child executors, and keeps the sequence
+// values the sequence ops make (sequence_ops.h).
 #pragma once
 
 #include <map>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "loaded_engine.h"
+#include "owned_value.h"
 #include "tensor_allocator.h"
 #include "tensor_extent.h"
 
@@ -88,6 +90,11 @@ class GraphExecutor {
   // Allocates `out` (dtype and shape already set) from the context's allocator as the value
   // of tensor `t`.
   edgert_status allocate_output(int32_t t, edgert_tensor& out, const char* node_name, edgert_error* error);
+  // Makes `value` (a tensor, a sequence, or nothing: dtype UNDEFINED) the value of tensor `t`,
+  // copied: a tensor into memory allocate_output gives, a sequence into an OwnedValue.
+  edgert_status set_value(int32_t t, const edgert_tensor& value, const char* node_name, edgert_error* error);
+  // Makes `value` the value of tensor `t`, kept by this executor until the next run.
+  void adopt_value(int32_t t, OwnedValue value);
 
  private:
   struct NodeState {
@@ -118,6 +125,7 @@ class GraphExecutor {
   std::vector<NodeState> nodes_;
   std::vector<edgert_tensor> values_;
   std::vector<void*> owned_;
+  std::vector<std::unique_ptr<OwnedValue>> owned_values_;  // per tensor: sequences, while alive
   std::map<int32_t, std::unique_ptr<GraphExecutor>> subgraphs_;
   const ArenaPlan* plan_ = nullptr;
   ArenaBases arena_;

@@ -432,6 +432,13 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
       return false;
     }
     dst.space = static_cast<edgert_memory_space>(space);
+    if (src->kind() < 0 || src->kind() > 3) {
+      set_error(error, EDGERT_ERR_FORMAT, "engine '%s': tensor '%s' has value kind %d, which is none of tensor (0), "
+                "sequence (1), optional tensor (2) and optional sequence (3)", where, str(src->name()),
+                static_cast<int>(src->kind()));
+      return false;
+    }
+    dst.kind = static_cast<ValueKind>(src->kind());
     dst.rank = src->shape() ? static_cast<int32_t>(src->shape()->size()) : 0;
     for (int32_t d = 0; d < dst.rank; ++d) {
       dst.dims[d] = src->shape()->Get(d)->value();
@@ -494,7 +501,8 @@ bool LoadedEngine::resolve_graph(uint32_t index, edgert_error* error) {
       std::string kernel = src->kernel()->str();
       node.builtin = kernel == "builtin-if" ? BuiltinOp::If : kernel == "builtin-loop" ? BuiltinOp::Loop
                      : kernel == "builtin-scan" ? BuiltinOp::Scan : kernel == "builtin-copy" ? BuiltinOp::Copy
-                                                                        : BuiltinOp::None;
+                     : kernel == "builtin-sequence" ? BuiltinOp::Sequence
+                                                    : BuiltinOp::None;
       if (node.builtin == BuiltinOp::None) {
         set_error(error, EDGERT_ERR_PLUGIN, "engine '%s': node '%s' needs builtin op '%s', which this runtime "
                   "does not have", where, str(src->name()), kernel.c_str());

@@ -15,8 +15,15 @@
 
 namespace edgert {
 
+// What a value is (engine.fbs Tensor.kind): sequences and optionals are produced and read by the
+// builtin sequence ops only; an optional without a value is a tensor of dtype UNDEFINED.
+enum class ValueKind : uint8_t { Tensor = 0, Sequence = 1, OptionalTensor = 2, OptionalSequence = 3 };
+
+inline bool is_optional(ValueKind kind) { return kind == ValueKind::OptionalTensor || kind == ValueKind::OptionalSequence; }
+
 struct LoadedTensor {
   const char* name = "";
+  ValueKind kind = ValueKind::Tensor;
   int32_t dtype = 0;  // 0 when the builder could not infer it
   bool rank_known = false;
   int32_t rank = 0;
@@ -31,7 +38,7 @@ struct LoadedTensor {
 // the executor) or move a tensor between memory spaces (edgert.Copy, which the builder puts
 // where a host and a device kernel meet on a discrete GPU). The builder assigns them to the
 // reserved plugin name "builtin".
-enum class BuiltinOp { None, If, Loop, Scan, Copy };
+enum class BuiltinOp { None, If, Loop, Scan, Copy, Sequence };
 constexpr const char* kBuiltinPlugin = "builtin";
 
 struct LoadedNode {

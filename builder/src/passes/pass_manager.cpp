@@ -30,7 +30,7 @@ void infer_shapes(Graph& graph, const std::vector<const LoadedPlugin*>& plugins)
   for (Node& node : graph.nodes) {
     if (has_graph_attribute(node)) continue;  // control flow: the runtime runs it
     if (builtin_kernel(node)) {  // a copy between memory spaces: what goes in comes out
-      if (node.inputs.size() == 1 && node.outputs.size() == 1 && node.inputs[0] >= 0) {
+      if (node.op_type == "Copy" && node.inputs.size() == 1 && node.outputs.size() == 1 && node.inputs[0] >= 0) {
         const Value& from = graph.values[node.inputs[0]];
         Value& to = graph.values[node.outputs[0]];
         to.dtype = from.dtype;

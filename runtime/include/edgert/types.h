@@ -50,7 +50,24 @@ typedef enum edgert_dtype {
   EDGERT_DTYPE_FLOAT64 = 11,
   EDGERT_DTYPE_UINT32 = 12,
   EDGERT_DTYPE_UINT64 = 13,
-  EDGERT_DTYPE_BFLOAT16 = 16
+  EDGERT_DTYPE_BFLOAT16 = 16,
+  /* The narrow types (edgert/narrow_types.h): one element per byte in memory, the integers
+     sign- or zero-extended, the floats as their code in the low bits. */
+  EDGERT_DTYPE_FLOAT8E4M3FN = 17,
+  EDGERT_DTYPE_FLOAT8E4M3FNUZ = 18,
+  EDGERT_DTYPE_FLOAT8E5M2 = 19,
+  EDGERT_DTYPE_FLOAT8E5M2FNUZ = 20,
+  EDGERT_DTYPE_UINT4 = 21,
+  EDGERT_DTYPE_INT4 = 22,
+  EDGERT_DTYPE_FLOAT4E2M1 = 23,
+  EDGERT_DTYPE_FLOAT8E8M0 = 24,
+  EDGERT_DTYPE_UINT2 = 25,
+  EDGERT_DTYPE_INT2 = 26,
+  /* Not an element type: the value is an ONNX sequence of tensors. Such an edgert_tensor has
+     rank 0 and its data points to an edgert_sequence. Engine inputs and outputs of sequence
+     type take and give values of this kind; an optional input or output without a value is a
+     tensor of dtype EDGERT_DTYPE_UNDEFINED. */
+  EDGERT_DTYPE_SEQUENCE = 1000
 } edgert_dtype;
 
 /* ONNX tensors in the wild stay far below this; the bound keeps edgert_tensor flat. */
@@ -68,6 +85,15 @@ typedef struct edgert_tensor {
   int64_t dims[EDGERT_MAX_RANK];
   void* data;
 } edgert_tensor;
+
+/* The value of an edgert_tensor of dtype EDGERT_DTYPE_SEQUENCE: `count` tensors of dtype
+ * `element_dtype` (known even when the sequence is empty), shapes free. Borrowed as the tensor's
+ * data is: an engine input's for the run, an output's until the next run. */
+typedef struct edgert_sequence {
+  edgert_dtype element_dtype;
+  size_t count;
+  const edgert_tensor* items;
+} edgert_sequence;
 
 /* Room for a message that says what went wrong and where; always NUL-terminated. */
 #define EDGERT_MESSAGE_CAPACITY 1024
