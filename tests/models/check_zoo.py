@@ -3,11 +3,15 @@
 
   check_zoo.py --zoo DIR --edgert build/bin/edgert --model NAME [--work DIR]
 
-classifier / segmentation: build, then `edgert compare` (ONNX Runtime through Node) with
-relative L2 error <= 1e-4 on every output. Models with dynamic H/W are built with the
-manifest's profile and compared at three shapes inside it; a shape outside must be refused.
+classifier / segmentation / transformer: build, then `edgert compare` (ONNX Runtime through
+Node) with relative L2 error <= 1e-4 on every output. Models with dynamic axes (H/W, batch,
+sequence length, frames) are built with the manifest's profile and compared at three shapes
+inside it; a shape outside must be refused. Inputs at those shapes are drawn as the manifest's
+"values" says (float normal by default, [0, 1] pixels, int64 token ids, attention masks), with
+sizes that are multiples of its "dim_multiple".
 detection: the outputs must match as sets of boxes (IoU >= 0.99 after sorting by score, same
-labels). digits: accuracy on the held-out split must equal PyTorch's.
+labels), at the sample and, for a dynamic detector, at the three shapes. digits: accuracy on
+the held-out split must equal PyTorch's.
 """
 import argparse
 import json
@@ -53,29 +57,80 @@ def compare(args, entry, engine, inputs_dir):
          "--max-rel-l2", str(MAX_REL_L2)])
 
 
+def draw(spec, shape, rng):
+    """An input at `shape` drawn as the manifest's "values" says (make_zoo.py's random_input)."""
+    values = spec.get("values", "normal")
+    if values == "normal":
+        return rng.standard_normal(shape).astype(np.float32)
+    if values == "uniform01":
+        return rng.random_sample(shape).astype(np.float32)
+    if values == "token_ids":
+        return rng.randint(1, spec["values_high"], size=shape).astype(np.int64)
+    if values == "attention_mask":
+        # Row 0 unpadded, the others padded after a random length of at least half the row.
+        lengths = [shape[1]] + [rng.randint(shape[1] // 2, shape[1] + 1) for _ in range(shape[0] - 1)]
+        return (np.arange(shape[1])[None, :] < np.array(lengths)[:, None]).astype(np.int64)
+    raise SystemExit(f"FAIL: input {spec['name']}: unknown values '{values}' in the manifest")
+
+
+def profile_steps(spec):
+    """Three shapes inside the input's profile (its minimum, a size between, its maximum) and
+    one just outside it. The size between is odd-ish ((min + max) / 2 + 3, below the maximum),
+    rounded down to the input's dim_multiple where it has one."""
+    lo, hi = spec["min_shape"], spec["max_shape"]
+    multiple = {int(a): m for a, m in spec.get("dim_multiple", {}).items()}
+    middle, outside = [], []
+    for axis, (l, h) in enumerate(zip(lo, hi)):
+        m = max(l, min((l + h) // 2 + 3, h - 1))
+        if axis in multiple:
+            m = max(l, m // multiple[axis] * multiple[axis])
+        middle.append(m)
+        outside.append(h if l == h else h + multiple.get(axis, 32))
+    return [lo, middle, hi], outside
+
+
+def write_inputs(entry, folder, step, rng, zeros=False):
+    """Every input of the model at profile step `step` (0, 1, 2: min, middle, max; 3: outside)
+    into folder/<name>.npy (zeros for the outside step, which must be refused before running);
+    inputs without a profile get their sample shape."""
+    os.makedirs(folder, exist_ok=True)
+    for spec in entry["inputs"]:
+        if spec.get("min_shape"):
+            steps, outside = profile_steps(spec)
+            shape = outside if step == 3 else steps[step]
+        else:
+            shape = spec["sample_shape"]
+        dtype = np.int64 if spec["dtype"] == "int64" else np.float32
+        array = np.zeros(shape, dtype) if zeros else draw(spec, shape, rng)
+        np.save(os.path.join(folder, spec["name"] + ".npy"), array)
+    return folder
+
+
+def ranged_shape_name(entry, step):
+    spec = next(i for i in entry["inputs"] if i.get("min_shape"))
+    steps, outside = profile_steps(spec)
+    return dims(outside if step == 3 else steps[step])
+
+
+def check_refused_outside(args, entry, engine, work):
+    folder = write_inputs(entry, os.path.join(work, "outside"), 3, None, zeros=True)
+    shape = ranged_shape_name(entry, 3)
+    result = run([args.edgert, "run", engine]
+                 + [f"--input={i['name']}={folder}/{i['name']}.npy" for i in entry["inputs"]], expect_ok=False)
+    if result.returncode == 0 or "outside the engine's optimization profile" not in result.stderr:
+        raise SystemExit(f"FAIL: shape {shape} outside the profile was not refused clearly")
+    print(f"shape {shape} outside the profile refused as expected")
+
+
 def check_dense(args, entry, engine, work):
     compare(args, entry, engine, os.path.join(args.zoo, entry["name"] + ".inputs"))
-    ranged = [i for i in entry["inputs"] if i.get("min_shape")]
-    if not ranged:
+    if not any(i.get("min_shape") for i in entry["inputs"]):
         return
     rng = np.random.RandomState(7)
-    spec = ranged[0]
-    lo, hi = spec["min_shape"], spec["max_shape"]
-    # Three shapes inside the profile: its minimum, an odd size between, and its maximum.
-    middle = [l if l == h else (l + h) // 2 + 3 for l, h in zip(lo, hi)]
-    for shape in (lo, middle, hi):
-        folder = os.path.join(work, "shape_" + dims(shape))
-        os.makedirs(folder, exist_ok=True)
-        np.save(os.path.join(folder, spec["name"] + ".npy"), rng.standard_normal(shape).astype(np.float32))
-        compare(args, entry, engine, folder)
-    outside = [h + 32 if l != h else h for l, h in zip(lo, hi)]
-    folder = os.path.join(work, "outside")
-    os.makedirs(folder, exist_ok=True)
-    np.save(os.path.join(folder, spec["name"] + ".npy"), np.zeros(outside, np.float32))
-    result = run([args.edgert, "run", engine, "--input", f"{spec['name']}={folder}/{spec['name']}.npy"], expect_ok=False)
-    if result.returncode == 0 or "outside the engine's optimization profile" not in result.stderr:
-        raise SystemExit(f"FAIL: shape {dims(outside)} outside the profile was not refused clearly")
-    print(f"shape {dims(outside)} outside the profile refused as expected")
+    for step in range(3):
+        compare(args, entry, engine, write_inputs(entry, os.path.join(work, "shape_" + ranged_shape_name(entry, step)),
+                                                  step, rng))
+    check_refused_outside(args, entry, engine, work)
 
 
 def iou(a, b):
@@ -87,7 +142,17 @@ def iou(a, b):
 
 
 def check_detection(args, entry, engine, work):
-    inputs = os.path.join(args.zoo, entry["name"] + ".inputs")
+    compare_boxes(args, entry, engine, os.path.join(args.zoo, entry["name"] + ".inputs"), work)
+    if not any(i.get("min_shape") for i in entry["inputs"]):
+        return
+    rng = np.random.RandomState(7)
+    for step in range(3):
+        folder = os.path.join(work, "shape_" + ranged_shape_name(entry, step))
+        compare_boxes(args, entry, engine, write_inputs(entry, os.path.join(folder, "inputs"), step, rng), folder)
+    check_refused_outside(args, entry, engine, work)
+
+
+def compare_boxes(args, entry, engine, inputs, work):
     ours, theirs = os.path.join(work, "edgert"), os.path.join(work, "ort")
     os.makedirs(theirs, exist_ok=True)
     run([args.edgert, "run", engine, "--npy", "--output-dir", ours, "-q"]
@@ -160,8 +225,8 @@ def main():
     args, entry, work = zoo_model_args(__doc__, "edgert-zoo-")
     engine = os.path.join(work, entry["name"] + ".engine")
     build(args, entry, engine)
-    {"classifier": check_dense, "segmentation": check_dense, "detection": check_detection,
-     "digits": check_digits}[entry["kind"]](args, entry, engine, work)
+    {"classifier": check_dense, "segmentation": check_dense, "transformer": check_dense,
+     "detection": check_detection, "digits": check_digits}[entry["kind"]](args, entry, engine, work)
     print(f"PASS: {entry['name']}")
 
 
