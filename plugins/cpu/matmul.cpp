@@ -1,11 +1,14 @@
 // Matrix products: MatMul, Gemm, MatMulInteger, QLinearMatMul, and Det.
-// Plain i-k-j loops (innermost over a contiguous row of B and of the accumulator row); floats
-// accumulate in double, integers in 64 bits (MatMulInteger/QLinearMatMul in int32 like ORT).
+// Reference: plain i-k-j loops (innermost over a contiguous row of B and of the accumulator row);
+// floats accumulate in double, integers in 64 bits (MatMulInteger/QLinearMatMul in int32 like
+// ORT). Float32 MatMul and FusedMatMul also have the packed-GEMM tactics of fast/matmul_sgemm.h,
+// and Gemm with a constant B the packed GEMV of gemm/gemv.h.
 #include <algorithm>
 #include <cmath>
 
 #include "activation.h"
 #include "broadcast.h"
+#include "fast/matmul_sgemm.h"
 #include "gemm/gemv.h"
 #include "gemm/sgemm.h"
 #include "thread_pool.h"
@@ -86,9 +89,23 @@ class MatMulOp : public Op {
     s_ = matmul_shape(in[0], in[1]);
     set_output(out[0], in[0].dtype, s_.out);
     info.workspace_bytes = static_cast<size_t>(s_.n) * 8;
+    fast_ = is_matmul_gemm_tactic(tactic()) && in[0].dtype == EDGERT_DTYPE_FLOAT32 && in[0].rank >= 2 && in[1].rank >= 2;
+    if (fast_) info.workspace_bytes = sgemm_.prepare(tactic(), in[0], in[1], s_.out);
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
+    if (fast_) {
+      sgemm_.execute(in[0], in[1], data_as<float>(out[0]), nullptr, Activation{}, workspace);
+      return;
+    }
+    reference(in, out, workspace);
+  }
+
+ protected:
+  bool fast_ = false;
+  MatMulSgemm sgemm_;
+
+  void reference(const edgert_tensor* in, edgert_tensor* out, void* workspace) {
     dispatch(in[0].dtype, kMatMulTypes, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using Acc = acc_t<T>;
@@ -116,12 +133,20 @@ constexpr int64_t kGemmGemvPortable = 40;
 constexpr int64_t kGemmGemvAvx2 = 41;
 constexpr int64_t kGemmGemvAvx512 = 43;
 
-// Gemm with a constant float32 B: the packed GEMV of gemm/gemv.h, one row of A' at a time.
+// Float32 Gemm: the packed GEMM of fast/matmul_sgemm.h, and with a constant B the packed GEMV
+// of gemm/gemv.h, one row of A' at a time.
 std::vector<TacticSpec> gemm_tactics(const edgert_node*, const edgert_tensor* in) {
   const edgert_tensor &a = in[0], &b = in[1];
-  if (b.dtype != EDGERT_DTYPE_FLOAT32 || !b.data || b.rank != 2) return {};
+  if (b.dtype != EDGERT_DTYPE_FLOAT32 || b.rank != 2) return {};
   if (a.dtype != EDGERT_DTYPE_FLOAT32 && a.dtype != EDGERT_DTYPE_UNDEFINED) return {};
+  // The packed GEMM (A's rows in tiles) first, for A of many rows; GEMV for a few.
   std::vector<TacticSpec> out;
+  for (const TacticSpec& packed : matmul_gemm_tactics(in))
+    out.push_back({packed.id, packed.id == kMatMulGemmAvx512 ? "f32-gemm-packed-8x32-avx512"
+                              : packed.id == kMatMulGemmAvx2 ? "f32-gemm-packed-6x16-avx2"
+                              : packed.id == kMatMulGemmNeon ? "f32-gemm-packed-6x16-neon"
+                                                             : "f32-gemm-packed-6x16-portable"});
+  if (!b.data) return out;
 #if defined(__x86_64__)
   if (gemm::isa_available(gemm::Isa::Avx512)) out.push_back({kGemmGemvAvx512, "f32-gemm-gemv-16-avx512"});
   if (gemm::isa_available(gemm::Isa::Avx2Fma)) out.push_back({kGemmGemvAvx2, "f32-gemm-gemv-16-avx2"});
@@ -129,6 +154,8 @@ std::vector<TacticSpec> gemm_tactics(const edgert_node*, const edgert_tensor* in
   out.push_back({kGemmGemvPortable, "f32-gemm-gemv-16-portable"});
   return out;
 }
+
+std::vector<TacticSpec> matmul_tactics(const edgert_node*, const edgert_tensor* in) { return matmul_gemm_tactics(in); }
 
 class GemmOp : public Op {
  public:
@@ -162,6 +189,8 @@ class GemmOp : public Op {
     }
     set_output(out[0], a.dtype, {m_, n_});
     info.workspace_bytes = static_cast<size_t>(n_) * 8;  // one accumulator row
+    packed_gemm_ = is_matmul_gemm_tactic(tactic()) && a.dtype == EDGERT_DTYPE_FLOAT32;
+    if (packed_gemm_) info.workspace_bytes = sgemm_.prepare_gemm(tactic(), m_, k_, n_);
     fast_ = (tactic() == kGemmGemvAvx512 || tactic() == kGemmGemvAvx2 || tactic() == kGemmGemvPortable) && a.dtype == EDGERT_DTYPE_FLOAT32 && b.data;
     if (fast_) {
       if (packed_from_ != b.data) {
@@ -182,6 +211,19 @@ class GemmOp : public Op {
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
     const edgert_tensor* c = optional_input(node, in, 2);
+    if (packed_gemm_) {
+      gemm::Epilogue epilogue;
+      epilogue.alpha = alpha_;
+      if (c && beta_ != 0.0f) {
+        epilogue.addend = data_as<float>(*c);
+        epilogue.addend_row_stride = c_strides_[0];
+        epilogue.addend_col_stride = c_strides_[1];
+        epilogue.beta = beta_;
+      }
+      sgemm_.execute_gemm(data_as<float>(in[0]), trans_a_, data_as<float>(in[1]), trans_b_, data_as<float>(out[0]),
+                          epilogue, workspace);
+      return;
+    }
     if (fast_) {
       execute_gemv(data_as<float>(in[0]), c ? data_as<float>(*c) : nullptr, data_as<float>(out[0]),
                    static_cast<float*>(workspace));
@@ -249,6 +291,8 @@ class GemmOp : public Op {
   float alpha_ = 1, beta_ = 1;
   int64_t m_ = 0, k_ = 0, n_ = 0;
   std::vector<int64_t> c_strides_;
+  bool packed_gemm_ = false;  // a packed-GEMM tactic (fast/matmul_sgemm.h)
+  MatMulSgemm sgemm_;
   bool fast_ = false;
   gemm::PackedPanels packed_;
   const void* packed_from_ = nullptr;
@@ -303,9 +347,14 @@ class FusedMatMulOp : public MatMulOp {
     activation_ = Activation::from_node(node);
   }
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
-    MatMulOp::execute(node, in, out, workspace);
     const edgert_tensor* b = optional_input(node, in, 2);
-    apply_epilogue(data_as<float>(out[0]), numel(out[0]), n_, b ? data_as<float>(*b) : nullptr, activation_);
+    const float* bias = b ? data_as<float>(*b) : nullptr;
+    if (fast_) {  // bias and activation in the GEMM's epilogue, while each strip is in cache
+      sgemm_.execute(in[0], in[1], data_as<float>(out[0]), bias, activation_, workspace);
+      return;
+    }
+    reference(in, out, workspace);
+    apply_epilogue(data_as<float>(out[0]), numel(out[0]), n_, bias, activation_);
   }
 
  private:
@@ -470,10 +519,10 @@ class DetOp : public Op {
 }  // namespace
 
 void register_matmul_kernels(KernelRegistry& r) {
-  r.add<MatMulOp>("MatMul", "ref-matmul");
+  r.add<MatMulOp>("MatMul", "ref-matmul", nullptr, matmul_tactics);
   r.add<GemmOp>("Gemm", "ref-gemm", nullptr, gemm_tactics);
   r.add_in_domain<FusedGemmOp>("edgert", "FusedGemm", "ref-fused-gemm", nullptr, gemm_tactics);
-  r.add_in_domain<FusedMatMulOp>("edgert", "FusedMatMul", "ref-fused-matmul");
+  r.add_in_domain<FusedMatMulOp>("edgert", "FusedMatMul", "ref-fused-matmul", nullptr, matmul_tactics);
   r.add<MatMulIntegerOp>("MatMulInteger", "ref-matmul-integer");
   r.add<QLinearMatMulOp>("QLinearMatMul", "ref-qlinear-matmul");
   r.add<DetOp>("Det", "ref-det");

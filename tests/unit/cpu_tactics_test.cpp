@@ -930,6 +930,39 @@ TEST(CpuTactics, GemmTacticsMatchTheReference) {
   }
 }
 
+TEST(CpuTactics, MatMulAndGemmTacticsMatchTheReference) {
+  std::mt19937 rng(29);
+  // One GEMM over batch rows (B one matrix), batched products of two activations, broadcast
+  // batches, and sizes off every tile (6x16, 8x32).
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{2, 3, 17, 23}, {23, 29}}, {{2, 3, 17, 23}, {2, 3, 23, 29}}, {{1, 5, 33}, {4, 1, 33, 7}},
+      {{4, 7}, {7, 3}},           {{1, 1, 40}, {40, 70}},            {{2, 9, 0}, {0, 5}}};
+  size_t optimized = 0;
+  for (const auto& [sa, sb] : shapes) {
+    const std::vector<Input> in = {random_input(sa, rng), random_input(sb, rng, true)};
+    optimized += check_all_tactics("ref-matmul", NodeSpec("", "MatMul", 2), in, "MatMul").size();
+    // FusedMatMul: bias over the last dim and the erf GELU in the GEMM's epilogue.
+    std::vector<Input> fused = in;
+    fused.push_back(random_input({sb.back()}, rng, true));
+    NodeSpec spec("edgert", "FusedMatMul", 3);
+    spec.string("activation", "Gelu").floats("activation_params", {0.0f});
+    optimized += check_all_tactics("ref-fused-matmul", spec, fused, "FusedMatMul Gelu").size();
+  }
+  EXPECT_GT(optimized, 0u) << "MatMul lists no optimized tactic";
+  // Gemm: transposes, alpha and beta, C per column and whole.
+  for (bool trans_a : {false, true})
+    for (bool trans_b : {false, true})
+      for (bool whole_c : {false, true}) {
+        const int64_t m = 19, k = 37, n = 45;
+        std::vector<Input> in = {random_input(trans_a ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, rng),
+                                 random_input(trans_b ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, rng, true),
+                                 random_input(whole_c ? std::vector<int64_t>{m, n} : std::vector<int64_t>{n}, rng, true)};
+        NodeSpec spec("", "Gemm", 3);
+        spec.integer("transA", trans_a).integer("transB", trans_b).real("alpha", 0.75f).real("beta", 1.5f);
+        EXPECT_FALSE(check_all_tactics("ref-gemm", spec, in, "Gemm", -1, 2e-4f, "f32-gemm-packed").empty());
+      }
+}
+
 TEST(CpuTactics, BinaryTacticsMatchTheReference) {
   std::mt19937 rng(3);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {

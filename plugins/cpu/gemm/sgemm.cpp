@@ -583,7 +583,9 @@ Isa best_isa() {
   return isa;
 }
 
-void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block) {
+namespace {
+
+void set_layout(Isa isa, int64_t m, int64_t k, bool one_k_block, PackedA& out) {
   out.m = m;
   out.k = k;
   out.isa = isa;
@@ -592,6 +594,18 @@ void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block)
   out.kc = one_k_block || is_tall(isa) ? std::max<int64_t>(k, 1) : k_block(k);
   // bfloat16 pairs: every k block but the last of even length, so no pair straddles two blocks.
   if (isa == Isa::Avx512Bf16 && out.kc < k) out.kc += out.kc % 2;
+}
+
+}  // namespace
+
+PackedA packed_a_layout(Isa isa, int64_t m, int64_t k) {
+  PackedA layout;
+  set_layout(isa, m, k, false, layout);
+  return layout;
+}
+
+void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block) {
+  set_layout(isa, m, k, one_k_block, out);
   const int64_t mr = tile_rows(isa), m_padded = padded_rows(m, mr);
   const int64_t slots = a_floats(isa, k, m_padded);
   out.data.clear();

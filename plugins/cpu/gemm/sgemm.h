@@ -86,6 +86,9 @@ void pack_a(Isa isa, const float* src, int64_t m, int64_t k, int64_t row_stride,
 // The reduced families (Avx512Bf16, NeonFp16) pack whole rows only (k_begin 0, k_end k), as
 // pack_a does.
 void pack_a_begin(Isa isa, int64_t m, int64_t k, PackedA& out, bool one_k_block = false);
+// The layout pack_a gives an m x k A (sizes, k blocking) without storage or packing: for sizing
+// sgemm's workspace where A is an activation, packed at each run (nothing to store in an engine).
+PackedA packed_a_layout(Isa isa, int64_t m, int64_t k);
 void pack_a_panel(PackedA& out, int64_t panel, const float* src, int64_t row_stride, int64_t col_stride,
                   int64_t k_begin, int64_t k_end);
 
