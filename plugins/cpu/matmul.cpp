@@ -101,6 +101,8 @@ class MatMulOp : public Op {
     reference(in, out, workspace);
   }
 
+  size_t state_bytes() const override { return fast_ ? sgemm_.state_bytes() : 0; }
+
  protected:
   bool fast_ = false;
   MatMulSgemm sgemm_;
@@ -139,13 +141,8 @@ std::vector<TacticSpec> gemm_tactics(const edgert_node*, const edgert_tensor* in
   const edgert_tensor &a = in[0], &b = in[1];
   if (b.dtype != EDGERT_DTYPE_FLOAT32 || b.rank != 2) return {};
   if (a.dtype != EDGERT_DTYPE_FLOAT32 && a.dtype != EDGERT_DTYPE_UNDEFINED) return {};
-  // The packed GEMM (A's rows in tiles) first, for A of many rows; GEMV for a few.
-  std::vector<TacticSpec> out;
-  for (const TacticSpec& packed : matmul_gemm_tactics(in))
-    out.push_back({packed.id, packed.id == kMatMulGemmAvx512 ? "f32-gemm-packed-8x32-avx512"
-                              : packed.id == kMatMulGemmAvx2 ? "f32-gemm-packed-6x16-avx2"
-                              : packed.id == kMatMulGemmNeon ? "f32-gemm-packed-6x16-neon"
-                                                             : "f32-gemm-packed-6x16-portable"});
+  // The packed GEMM (A's rows in tiles, or the weights') first, for A of many rows; GEMV for a few.
+  std::vector<TacticSpec> out = matmul_gemm_tactics(in, "gemm");
   if (!b.data) return out;
 #if defined(__x86_64__)
   if (gemm::isa_available(gemm::Isa::Avx512)) out.push_back({kGemmGemvAvx512, "f32-gemm-gemv-16-avx512"});
@@ -190,7 +187,9 @@ class GemmOp : public Op {
     set_output(out[0], a.dtype, {m_, n_});
     info.workspace_bytes = static_cast<size_t>(n_) * 8;  // one accumulator row
     packed_gemm_ = is_matmul_gemm_tactic(tactic()) && a.dtype == EDGERT_DTYPE_FLOAT32;
-    if (packed_gemm_) info.workspace_bytes = sgemm_.prepare_gemm(tactic(), m_, k_, n_);
+    if (packed_gemm_)
+      info.workspace_bytes =
+          sgemm_.prepare_gemm(tactic(), m_, k_, n_, static_cast<const float*>(b.data), trans_b_);
     fast_ = (tactic() == kGemmGemvAvx512 || tactic() == kGemmGemvAvx2 || tactic() == kGemmGemvPortable) && a.dtype == EDGERT_DTYPE_FLOAT32 && b.data;
     if (fast_) {
       if (packed_from_ != b.data) {
@@ -212,16 +211,16 @@ class GemmOp : public Op {
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
     const edgert_tensor* c = optional_input(node, in, 2);
     if (packed_gemm_) {
-      gemm::Epilogue epilogue;
-      epilogue.alpha = alpha_;
+      GemmTerms terms;
+      terms.alpha = alpha_;
       if (c && beta_ != 0.0f) {
-        epilogue.addend = data_as<float>(*c);
-        epilogue.addend_row_stride = c_strides_[0];
-        epilogue.addend_col_stride = c_strides_[1];
-        epilogue.beta = beta_;
+        terms.c = data_as<float>(*c);
+        terms.c_row_stride = c_strides_[0];
+        terms.c_col_stride = c_strides_[1];
+        terms.beta = beta_;
       }
       sgemm_.execute_gemm(data_as<float>(in[0]), trans_a_, data_as<float>(in[1]), trans_b_, data_as<float>(out[0]),
-                          epilogue, workspace);
+                          terms, workspace);
       return;
     }
     if (fast_) {
@@ -299,7 +298,7 @@ class GemmOp : public Op {
   gemm::GemvPanelsFn gemv_ = nullptr;
 
  public:
-  size_t state_bytes() const override { return packed_.state_bytes(); }
+  size_t state_bytes() const override { return packed_gemm_ ? sgemm_.state_bytes() : packed_.state_bytes(); }
   uint64_t inputs_replaced() const override { return fast_ ? uint64_t{1} << 1 : 0; }
 };
 

@@ -804,9 +804,11 @@ TEST(CpuTactics, StoredStateOutlivesAShapeChange) {
 }
 
 // What prepare keeps is counted in the engine's footprint and the daemon's budget only when the
-// kernel reports it (edgert_prepare_info.kernel_state_bytes): every optimized Conv and Gemm
-// tactic keeps its weights packed, transformed or copied, so it must report at least their
-// size, and what it reports must be what the heap grew by while its state was made.
+// kernel reports it (edgert_prepare_info.kernel_state_bytes): every optimized Conv tactic, and
+// Gemm's GEMV and weights-packing GEMM (f32-gemm-packed-w-*), keep the weights packed,
+// transformed or copied, so they must report at least their size; the GEMM that packs A at each
+// run keeps room for it. What a tactic reports must be what the heap grew by while its state
+// was made.
 TEST(CpuTactics, PrepareReportsTheWeightsATacticKeeps) {
   std::mt19937 rng(21);
   size_t checked = 0;
@@ -828,7 +830,9 @@ TEST(CpuTactics, PrepareReportsTheWeightsATacticKeeps) {
       if (t.id == 0) {
         EXPECT_EQ(info.kernel_state_bytes, 0u) << what << ": the reference keeps nothing";
       } else {
-        EXPECT_GE(info.kernel_state_bytes, weight_bytes) << what << ": tactic " << t.name;
+        const std::string name = t.name;
+        if (name.rfind("f32-gemm-packed-", 0) != 0 || name.rfind("f32-gemm-packed-w-", 0) == 0)
+          EXPECT_GE(info.kernel_state_bytes, weight_bytes) << what << ": tactic " << t.name;
         // oneDNN's primitive brings its own generated code and descriptors besides the weights.
         if (std::strstr(t.name, "onednn") == nullptr)
           EXPECT_NEAR(static_cast<double>(info.kernel_state_bytes), static_cast<double>(grown),

@@ -9,16 +9,40 @@ namespace edgert::builder {
 
 namespace {
 
-// Ops whose output 0 has the dtype of input 0 by the ONNX type constraints. With dynamic shapes
-// prepare cannot run at build time, but the fusions still need to know a tensor is float32.
-bool keeps_input_dtype(const Node& node) {
-  static const std::set<std::string> ops = {
+// Output 0's dtype by the ONNX type constraints when prepare cannot run at build time (a shape
+// that depends on input values: Expand to a computed shape, Range): the fusions and the tactic
+// lists still need to know a tensor is float32, and one unknown dtype hid it from everything
+// after it (a vision transformer's class-token Expand, a shifted-window mask). 0: no rule.
+int32_t rule_dtype(const Graph& graph, const Node& node) {
+  static const std::set<std::string> same_as_input0 = {
       "Conv", "ConvTranspose", "Gemm", "MatMul", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid",
-      "HardSwish", "Gelu", "Add", "Sub", "Mul", "Div", "MaxPool", "AveragePool", "GlobalAveragePool",
-      "GlobalMaxPool", "BatchNormalization", "Concat", "Resize", "Transpose", "Reshape", "Flatten", "Squeeze",
-      "Unsqueeze", "Slice", "Pad", "Softmax", "LogSoftmax", "Identity", "Dropout", "Erf", "Sqrt", "Exp",
+      "HardSwish", "Gelu", "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Neg", "Abs", "Max", "Min", "MaxPool",
+      "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "LayerNormalization", "Concat",
+      "Resize", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Pad", "Softmax", "LogSoftmax",
+      "Identity", "Dropout", "Erf", "Sqrt", "Exp", "Expand", "Tile", "Gather", "GatherElements", "GatherND",
+      "ScatterND", "ScatterElements", "Range", "CumSum", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
       "FusedConv", "FusedGemm", "FusedMatMul", "PointwiseChain"};
-  return ops.count(node.op_type) > 0 && (node.domain.empty() || node.domain == kFusedDomain);
+  static const std::set<std::string> boolean = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
+                                                "And", "Or", "Xor", "IsNaN", "IsInf"};
+  static const std::set<std::string> int64 = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin"};
+  if (!node.domain.empty() && node.domain != kFusedDomain) return 0;
+  auto input_dtype = [&](size_t i) {
+    return i < node.inputs.size() && node.inputs[i] >= 0 ? graph.values[node.inputs[i]].dtype : 0;
+  };
+  const std::string& op = node.op_type;
+  if (same_as_input0.count(op)) return input_dtype(0);
+  if (op == "Where") return input_dtype(1);
+  if (boolean.count(op)) return EDGERT_DTYPE_BOOL;
+  if (int64.count(op)) return EDGERT_DTYPE_INT64;
+  if (op == "Cast") {
+    const Attribute* to = node.attribute("to");
+    return to ? static_cast<int32_t>(to->i) : 0;
+  }
+  if (op == "ConstantOfShape") {
+    const Attribute* value = node.attribute("value");
+    return value && value->tensor >= 0 ? graph.values[value->tensor].dtype : EDGERT_DTYPE_FLOAT32;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -42,9 +66,8 @@ void infer_shapes(Graph& graph, const std::vector<const LoadedPlugin*>& plugins)
     const LoadedPlugin* plugin = nullptr;
     const edgert_kernel* kernel = find_kernel(graph, node, plugins, &plugin);
     if (kernel) infer_node_outputs(graph, node, *plugin, *kernel);
-    if (!node.outputs.empty() && graph.values[node.outputs[0]].dtype == 0 && !node.inputs.empty() &&
-        node.inputs[0] >= 0 && keeps_input_dtype(node))
-      graph.values[node.outputs[0]].dtype = graph.values[node.inputs[0]].dtype;
+    if (!node.outputs.empty() && graph.values[node.outputs[0]].dtype == 0)
+      graph.values[node.outputs[0]].dtype = rule_dtype(graph, node);
     bool integer_outputs = !node.outputs.empty();
     for (int32_t t : node.outputs) {
       const int32_t dtype = graph.values[t].dtype;
