@@ -231,6 +231,7 @@ struct Swish : FloatMath {
   }
 };
 struct Gelu : FloatMath {
+  static constexpr ActivationKind kActivation = ActivationKind::Gelu;
   static void init(const Attributes& a, Params& p) {
     std::string approximate = a.get_string("approximate", "none");
     if (approximate != "none" && approximate != "tanh")
@@ -474,7 +475,7 @@ void register_elementwise_unary_kernels(KernelRegistry& r) {
   r.add<UnaryOp<ThresholdedRelu>>("ThresholdedRelu", "ref-thresholded-relu");
   r.add<UnaryOp<Shrink>>("Shrink", "ref-shrink");
   r.add<UnaryOp<Mish>>("Mish", "ref-mish");
-  r.add<UnaryOp<Gelu>>("Gelu", "ref-gelu");
+  r.add<UnaryOp<Gelu>>("Gelu", "ref-gelu", nullptr, activation_tactics);
   r.add<UnaryOp<Swish>>("Swish", "ref-swish");
   r.add<ClipOp>("Clip", "ref-clip");
   r.add<IdentityOp>("Identity", "ref-identity");

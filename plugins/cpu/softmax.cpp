@@ -3,15 +3,46 @@
 // Opset < 13 coerces the input to 2-D at `axis` (default 1) and normalises over everything from
 // `axis` on; opset >= 13 normalises over the single axis `axis` (default -1). Both are an
 // outer x n x inner walk: the old form is the new one with n = prod(dims[axis:]), inner = 1.
+// The reference computes in double. Float32 Softmax over a contiguous axis (attention's rows)
+// has the tactic f32-softmax-rows: the float exp of the activations (a few ulp), rows spread
+// over the thread pool.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "gemm/sgemm.h"
 #include "kernel.h"
+#include "thread_pool.h"
 
 namespace edgert::cpu {
 namespace {
 
 enum class SoftmaxKind { Softmax, LogSoftmax, Hardmax };
+
+constexpr int64_t kSoftmaxRows = 60;
+
+std::vector<TacticSpec> softmax_tactics(const edgert_node*, const edgert_tensor* in) {
+  if (in[0].dtype != EDGERT_DTYPE_FLOAT32 && in[0].dtype != EDGERT_DTYPE_UNDEFINED) return {};
+  return {{kSoftmaxRows, "f32-softmax-rows-portable"}};
+}
+
+// Softmax of each of `rows` rows of n floats.
+void softmax_rows(const float* x, float* y, int64_t rows, int64_t n) {
+  ThreadPool::instance().parallel_ranges(rows, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * n;
+      float* yr = y + r * n;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j) m = std::max(m, xr[j]);
+      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] - m;
+      gemm::exp_rows(yr, n);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += yr[j];
+      const float scale = static_cast<float>(1.0 / sum);
+      for (int64_t j = 0; j < n; ++j) yr[j] *= scale;
+    }
+  });
+}
 
 template <SoftmaxKind K>
 class SoftmaxOp : public Op {
@@ -31,9 +62,15 @@ class SoftmaxOp : public Op {
       else inner_ *= in[0].dims[i];
     }
     set_output(out[0], in[0].dtype, shape_of(in[0]));
+    rows_ = K == SoftmaxKind::Softmax && tactic() == kSoftmaxRows && in[0].dtype == EDGERT_DTYPE_FLOAT32 && inner_ == 1;
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    if (rows_) {
+      // A row with NaN, or +inf, gives NaN as the reference does (inf - inf, exp of NaN).
+      softmax_rows(data_as<float>(in[0]), data_as<float>(out[0]), outer_, n_);
+      return;
+    }
     dispatch(in[0].dtype, kFloats, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
@@ -72,12 +109,13 @@ class SoftmaxOp : public Op {
 
  private:
   int64_t outer_ = 1, n_ = 1, inner_ = 1;
+  bool rows_ = false;  // the f32-softmax-rows tactic
 };
 
 }  // namespace
 
 void register_softmax_kernels(KernelRegistry& r) {
-  r.add<SoftmaxOp<SoftmaxKind::Softmax>>("Softmax", "ref-softmax");
+  r.add<SoftmaxOp<SoftmaxKind::Softmax>>("Softmax", "ref-softmax", nullptr, softmax_tactics);
   r.add<SoftmaxOp<SoftmaxKind::LogSoftmax>>("LogSoftmax", "ref-log-softmax");
   r.add<SoftmaxOp<SoftmaxKind::Hardmax>>("Hardmax", "ref-hardmax");
 }

@@ -967,6 +967,24 @@ TEST(CpuTactics, MatMulAndGemmTacticsMatchTheReference) {
       }
 }
 
+TEST(CpuTactics, SoftmaxAndGeluTacticsMatchTheReference) {
+  std::mt19937 rng(31);
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
+           {2, 4, 128, 128}, {3, 7}, {1, 1, 1}, {5, 49, 49}, {2, 3, 17}}) {
+    std::vector<Input> in = {random_input(dims, rng)};
+    for (float& v : in[0].values) v *= 8.0f;  // logits far apart, as attention's are
+    NodeSpec softmax("", "Softmax", 1);
+    softmax.integer("axis", -1);
+    EXPECT_FALSE(check_all_tactics("ref-softmax", softmax, in, "Softmax", -1, 1e-6f).empty());
+    // Gelu, both forms; the erf one vectorized (a fit of erfc within 1.2e-7 relative).
+    for (const char* approximate : {"none", "tanh"}) {
+      NodeSpec gelu("", "Gelu", 1);
+      gelu.string("approximate", approximate);
+      EXPECT_FALSE(check_all_tactics("ref-gelu", gelu, in, std::string("Gelu ") + approximate, -1, 1e-6f).empty());
+    }
+  }
+}
+
 TEST(CpuTactics, BinaryTacticsMatchTheReference) {
   std::mt19937 rng(3);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {

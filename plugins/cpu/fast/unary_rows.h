@@ -1,4 +1,4 @@
-// Optimized float32 Sigmoid / HardSigmoid / HardSwish, tactic f32-activation-rows-portable
+// Optimized float32 Sigmoid / HardSigmoid / HardSwish / Gelu, tactic f32-activation-rows-portable
 // (id 90): the vectorized activations of the fused epilogues (gemm::apply_activation), over
 // chunks spread on the thread pool. Same formulas as the epilogues, so a Conv followed by one
 // of these ops gives the bits of the FusedConv that replaces them. (The loops dispatch to their

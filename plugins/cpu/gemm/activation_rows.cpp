@@ -9,13 +9,16 @@ void activation_rows_scalar(float* y, int64_t n, const Activation& act) {
 }
 
 #if defined(__x86_64__)
+void exp_rows_avx2(float* y, int64_t n);
 void activation_rows_avx2(float* y, int64_t n, const Activation& act);
 void activation_rows_avx512(float* y, int64_t n, const Activation& act);
 #endif
 
 namespace {
 #define EDGERT_ACTIVATION_ROWS activation_rows_portable
+#define EDGERT_EXP_ROWS exp_rows_portable
 #include "gemm/activation_rows.inc"
+#undef EDGERT_EXP_ROWS
 #undef EDGERT_ACTIVATION_ROWS
 }  // namespace
 
@@ -28,6 +31,14 @@ void apply_activation(float* y, int64_t n, const Activation& act) {
   if (avx2) return activation_rows_avx2(y, n, act);
 #endif
   activation_rows_portable(y, n, act);
+}
+
+void exp_rows(float* y, int64_t n) {
+#if defined(__x86_64__)
+  static const bool avx2 = isa_available(Isa::Avx2Fma);
+  if (avx2) return exp_rows_avx2(y, n);
+#endif
+  exp_rows_portable(y, n);
 }
 
 }  // namespace edgert::cpu::gemm

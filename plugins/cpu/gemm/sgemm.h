@@ -153,5 +153,7 @@ void sgemm(const PackedA& a, const BSource& b, int64_t n, const Output& y, const
 // y[0..n) = act(y[0..n)) with the float formulas of activation.h (vectorizable where exact;
 // Sigmoid, SiLU and Tanh use a float exp accurate to a few ulp).
 void apply_activation(float* y, int64_t n, const Activation& activation);
+// y[0..n) = exp(y[0..n)), with the float exp of the activations (a few ulp, vectorized).
+void exp_rows(float* y, int64_t n);
 
 }  // namespace edgert::cpu::gemm

@@ -13,7 +13,9 @@ void activation_rows_scalar(float* y, int64_t n, const Activation& act);
 namespace edgert::cpu::gemm {
 
 #define EDGERT_ACTIVATION_ROWS activation_rows_avx2
+#define EDGERT_EXP_ROWS exp_rows_avx2
 #include "gemm/activation_rows.inc"
+#undef EDGERT_EXP_ROWS
 #undef EDGERT_ACTIVATION_ROWS
 
 }  // namespace edgert::cpu::gemm
