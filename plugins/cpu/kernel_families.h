@@ -42,7 +42,8 @@
   X(text) \
   X(unique) \
   X(image) \
-  X(ml)
+  X(ml) \
+  X(fused_attention)
 
 namespace edgert::cpu {
 #define EDGERT_DECLARE_FAMILY(family) void register_##family##_kernels(KernelRegistry& registry);

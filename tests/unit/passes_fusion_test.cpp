@@ -254,6 +254,47 @@ TEST(PointwiseFusion, AChainOfElementwiseOpsBecomesOneKernel) {
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
+// Q / sqrt(d) -> MatMul(Q', Kt) -> * c -> + mask -> Softmax(last) -> MatMul(P, V), heads in the
+// batch, as nn.MultiheadAttention exports: one edgert.FusedAttention named after its six parts,
+// equal to the unfused graph (the softmax's float exp against the reference's double one).
+void attention_graph(GraphMaker& g, bool softmax_read_twice) {
+  g.input("q", {2, 4, 5, 8});
+  g.input("kt", {2, 4, 8, 7});
+  g.input("v", {2, 4, 7, 6});
+  g.floats("sqrt_d", {}, {2.828427f});
+  g.floats("c", {}, {0.5f});
+  g.floats("mask", {2, 1, 1, 7}, {0, 0, 0, -1e4f, 0, 0, -1e4f, 0, -1e4f, 0, 0, 0, 0, 0});
+  g.node("Div", {"q", "sqrt_d"}, {"qs"}, "scale_q");
+  g.node("MatMul", {"qs", "kt"}, {"s"}, "scores");
+  g.node("Mul", {"s", "c"}, {"sc"}, "scale_scores");
+  g.node("Add", {"sc", "mask"}, {"sm"}, "mask_add");
+  M::attr(g.node("Softmax", {"sm"}, {"p"}, "softmax"), "axis", int64_t{-1});
+  g.node("MatMul", {"p", "v"}, {"o"}, "context");
+  g.output("o");
+  if (softmax_read_twice) g.output("p");
+}
+
+TEST(AttentionFusion, ScaledMaskedAttentionBecomesOneNodeNamedAfterItsParts) {
+  GraphMaker g(17);
+  attention_graph(g, false);
+  OptimizedBuild b = build_both(g.model(), {{2, 4, 5, 8}, {2, 4, 8, 7}, {2, 4, 7, 6}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"edgert.FusedAttention"}));
+  bool named = false;
+  for (const builder::Node& n : b.optimized.model.graphs[0].nodes)
+    named = named || n.name == "scale_q + scores + scale_scores + mask_add + softmax + context";
+  EXPECT_TRUE(named) << b.log;
+  expect_close(b, 1e-5f);
+}
+
+TEST(AttentionFusion, ProbabilitiesReadElsewhereStayUnfused) {
+  GraphMaker g(17);
+  attention_graph(g, true);
+  OptimizedBuild b = build_both(g.model(), {{2, 4, 5, 8}, {2, 4, 8, 7}, {2, 4, 7, 6}});
+  EXPECT_EQ(b.count("edgert.FusedAttention"), 0u);
+  EXPECT_EQ(b.count("Softmax"), 1u);
+  expect_close(b, 1e-5f);
+}
+
 TEST(PatternRecognition, GeluLayerNormAndLogSoftmaxAreRecognised) {
   GraphMaker g;
   g.input("x", {2, 8});

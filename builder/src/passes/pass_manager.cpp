@@ -194,6 +194,8 @@ PassManager PassManager::standard(PassOptions options) {
   manager.add("pattern-recognition", recognize_patterns);
   if (manager.options_.precision) manager.add("precision", manager.options_.precision);
   if (manager.options_.stop_after_precision) return manager;
+  // The CPU plugin runs edgert.FusedAttention; the CUDA plugin its parts.
+  if (!manager.options_.target_device) manager.add("attention-fusion", fuse_attention);
   manager.add("activation-fusion", fuse_activations);
   if (!manager.options_.target_device) {
     manager.add("pool-fusion", fuse_max_pools);

@@ -104,6 +104,7 @@ int fuse_pointwise_chains(PassContext& context);     // pointwise_fusion.cpp
 int fuse_max_pools(PassContext& context);            // pool_fusion.cpp
 int fuse_channel_scales(PassContext& context);       // channel_scale_fusion.cpp
 int fuse_expand_depthwise(PassContext& context);     // expand_depthwise_fusion.cpp
+int fuse_attention(PassContext& context);            // attention_fusion.cpp
 
 // The domain of the fused ops the CPU plugin implements (FusedConv, FusedGemm, FusedMatMul,
 // PointwiseChain); see plugins/cpu/activation.h for their attributes.

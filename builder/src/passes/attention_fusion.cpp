@@ -1,0 +1,152 @@
+// Scaled dot-product attention as exporters write it, one edgert.FusedAttention node:
+//
+//   Q' = Q / c (or Q * c)                 optional, c a scalar constant
+//   S  = MatMul(Q', Kt)                   Kt: the keys already transposed, [..., D, S]
+//   S' = S * c2 (or S / c2)               optional
+//   S" = S' + mask                        optional, an additive mask broadcasting over S
+//   P  = Softmax(S", axis = last)
+//   O  = MatMul(P, V)
+//
+// PyTorch's nn.MultiheadAttention (vision transformers, nn.TransformerEncoder, speech encoders)
+// exports exactly this, heads folded into the batch. Fused, the CPU plugin computes each batch
+// matrix's scores, mask, softmax and product while they are in cache instead of writing the
+// [batch, L, S] scores to memory three times (fused_attention.cpp); the node keeps its parts'
+// names, so `edgert inspect` shows what it replaced. Every value between the first and the last
+// part must be read by the next part alone and be no engine output.
+#include <cmath>
+
+#include "graph_rewrite.h"
+#include "pass_manager.h"
+
+namespace edgert::builder {
+namespace {
+
+// A Mul or Div of `value` by a float scalar constant, as the scale it applies; false otherwise.
+// `other` receives the input that is not the constant.
+bool scalar_scale(const Graph& graph, const Node& node, bool& divides, float& scale, int32_t& other) {
+  const bool mul = is_op(node, "Mul"), div = is_op(node, "Div");
+  if ((!mul && !div) || node.inputs.size() != 2 || node.outputs.size() != 1) return false;
+  for (int side = 0; side < 2; ++side) {
+    if (div && side == 0) continue;  // c / x is no scale
+    const int32_t c = node.inputs[side];
+    if (c < 0) return false;
+    const std::vector<double> values = constant_as_doubles(graph.values[c]);
+    if (values.size() != 1 || graph.values[c].dtype != EDGERT_DTYPE_FLOAT32) continue;
+    divides = div;
+    scale = static_cast<float>(values[0]);
+    other = node.inputs[1 - side];
+    return other >= 0;
+  }
+  return false;
+}
+
+Attribute float_attribute(const char* name, float value) {
+  Attribute a;
+  a.name = name;
+  a.type = EDGERT_ATTR_FLOAT;
+  a.f = value;
+  return a;
+}
+
+bool is_float32(const Graph& graph, int32_t v) { return v >= 0 && graph.values[v].dtype == EDGERT_DTYPE_FLOAT32; }
+
+bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, NodeEdits& edits) {
+  Graph& graph = context.graph;
+  const Node& pv = graph.nodes[out_matmul];
+  if (!is_op(pv, "MatMul") || pv.inputs.size() != 2 || pv.outputs.size() != 1) return false;
+  // Walks back from P one producer at a time; each step's value must be read by the next part alone.
+  std::vector<int32_t> parts = {out_matmul};
+  auto step_back = [&](int32_t value) -> int32_t {
+    if (value < 0 || context.pinned[value] || uses.reader_count(value) != 1) return -1;
+    const int32_t producer = uses.producer[value];
+    if (producer < 0 || edits.dead(producer) || graph.nodes[producer].outputs.size() != 1) return -1;
+    return producer;
+  };
+  const int32_t softmax = step_back(pv.inputs[0]);
+  if (softmax < 0) return false;
+  const Node& sm = graph.nodes[softmax];
+  const Attribute* axis = sm.attribute("axis");
+  const Value& p = graph.values[sm.outputs[0]];
+  const bool last_axis = !axis || axis->i == -1 || (p.rank_known && axis->i == static_cast<int64_t>(p.shape.size()) - 1);
+  if (!is_op(sm, "Softmax") || sm.opset < 13 || !last_axis || sm.inputs.size() != 1) return false;
+  parts.push_back(softmax);
+
+  int32_t value = sm.inputs[0], mask = -1;
+  float score_scale = 1.0f, score_divisor = 1.0f, q_scale = 1.0f, q_divisor = 1.0f;
+  int32_t node = step_back(value);
+  // The mask: an Add whose other input is not the chain.
+  if (node >= 0 && is_op(graph.nodes[node], "Add") && graph.nodes[node].inputs.size() == 2) {
+    const Node& add = graph.nodes[node];
+    const int32_t a = add.inputs[0], b = add.inputs[1];
+    if (a < 0 || b < 0) return false;
+    const int32_t pa = a >= 0 ? uses.producer[a] : -1, pb = b >= 0 ? uses.producer[b] : -1;
+    // The chain side is the one a MatMul or a scale produced; the mask is the other.
+    auto chain_like = [&](int32_t producer) {
+      if (producer < 0) return false;
+      const Node& n = graph.nodes[producer];
+      return is_op(n, "MatMul") || is_op(n, "Mul") || is_op(n, "Div");
+    };
+    const bool a_chain = chain_like(pa) && uses.reader_count(a) == 1;
+    const int32_t chain = a_chain ? a : b, other = a_chain ? b : a;
+    if (!is_float32(graph, other) || !chain_like(uses.producer[chain])) return false;
+    mask = other;
+    parts.push_back(node);
+    value = chain;
+    node = step_back(value);
+  }
+  if (node >= 0) {
+    bool divides = false;
+    float scale = 1.0f;
+    int32_t other = -1;
+    if (scalar_scale(graph, graph.nodes[node], divides, scale, other)) {
+      (divides ? score_divisor : score_scale) = scale;
+      parts.push_back(node);
+      value = other;
+      node = step_back(value);
+    }
+  }
+  if (node < 0 || !is_op(graph.nodes[node], "MatMul") || graph.nodes[node].inputs.size() != 2) return false;
+  const int32_t qk = node;
+  parts.push_back(qk);
+  int32_t q = graph.nodes[qk].inputs[0];
+  const int32_t kt = graph.nodes[qk].inputs[1];
+  if (const int32_t scale_node = step_back(q); scale_node >= 0) {
+    bool divides = false;
+    float scale = 1.0f;
+    int32_t other = -1;
+    if (scalar_scale(graph, graph.nodes[scale_node], divides, scale, other)) {
+      (divides ? q_divisor : q_scale) = scale;
+      parts.push_back(scale_node);
+      q = other;
+    }
+  }
+  const int32_t v = pv.inputs[1];
+  if (!is_float32(graph, q) || !is_float32(graph, kt) || !is_float32(graph, v)) return false;
+
+  Node fused;
+  fused.domain = kFusedDomain;
+  fused.op_type = "FusedAttention";
+  fused.opset = 1;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it)
+    fused.name = fused.name.empty() ? graph.nodes[*it].name : fused_name(fused.name, graph.nodes[*it].name);
+  fused.inputs = {q, kt, v};
+  if (mask >= 0) fused.inputs.push_back(mask);
+  fused.outputs = pv.outputs;
+  fused.set_attribute(float_attribute("q_scale", q_scale));
+  fused.set_attribute(float_attribute("q_divisor", q_divisor));
+  fused.set_attribute(float_attribute("score_scale", score_scale));
+  fused.set_attribute(float_attribute("score_divisor", score_divisor));
+  for (size_t i = 1; i < parts.size(); ++i) edits.absorb(parts[i]);
+  edits.replace(out_matmul, std::move(fused));
+  return true;
+}
+
+}  // namespace
+
+int fuse_attention(PassContext& context) {
+  return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, NodeEdits& edits) {
+    return fuse_at(context, uses, n, edits);
+  });
+}
+
+}  // namespace edgert::builder
