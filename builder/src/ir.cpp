@@ -63,6 +63,14 @@ Attribute int_attribute(const char* name, int64_t value) {
   return a;
 }
 
+Attribute float_attribute(const char* name, float value) {
+  Attribute a;
+  a.name = name;
+  a.type = EDGERT_ATTR_FLOAT;
+  a.f = value;
+  return a;
+}
+
 Attribute string_attribute(const char* name, const std::string& value) {
   Attribute a;
   a.name = name;

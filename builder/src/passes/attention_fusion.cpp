@@ -40,14 +40,6 @@ bool scalar_scale(const Graph& graph, const Node& node, bool& divides, float& sc
   return false;
 }
 
-Attribute float_attribute(const char* name, float value) {
-  Attribute a;
-  a.name = name;
-  a.type = EDGERT_ATTR_FLOAT;
-  a.f = value;
-  return a;
-}
-
 bool is_float32(const Graph& graph, int32_t v) { return v >= 0 && graph.values[v].dtype == EDGERT_DTYPE_FLOAT32; }
 
 bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, NodeEdits& edits) {
@@ -94,32 +86,24 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
     value = chain;
     node = step_back(value);
   }
-  if (node >= 0) {
+  // A scale by a constant: taken into `multiplier` or `divisor`, its other input into `value`.
+  auto take_scale = [&](int32_t scale_node, float& multiplier, float& divisor, int32_t& value_in) {
     bool divides = false;
     float scale = 1.0f;
     int32_t other = -1;
-    if (scalar_scale(graph, graph.nodes[node], divides, scale, other)) {
-      (divides ? score_divisor : score_scale) = scale;
-      parts.push_back(node);
-      value = other;
-      node = step_back(value);
-    }
-  }
+    if (scale_node < 0 || !scalar_scale(graph, graph.nodes[scale_node], divides, scale, other)) return false;
+    (divides ? divisor : multiplier) = scale;
+    parts.push_back(scale_node);
+    value_in = other;
+    return true;
+  };
+  if (take_scale(node, score_scale, score_divisor, value)) node = step_back(value);
   if (node < 0 || !is_op(graph.nodes[node], "MatMul") || graph.nodes[node].inputs.size() != 2) return false;
   const int32_t qk = node;
   parts.push_back(qk);
   int32_t q = graph.nodes[qk].inputs[0];
   const int32_t kt = graph.nodes[qk].inputs[1];
-  if (const int32_t scale_node = step_back(q); scale_node >= 0) {
-    bool divides = false;
-    float scale = 1.0f;
-    int32_t other = -1;
-    if (scalar_scale(graph, graph.nodes[scale_node], divides, scale, other)) {
-      (divides ? q_divisor : q_scale) = scale;
-      parts.push_back(scale_node);
-      q = other;
-    }
-  }
+  take_scale(step_back(q), q_scale, q_divisor, q);
   const int32_t v = pv.inputs[1];
   if (!is_float32(graph, q) || !is_float32(graph, kt) || !is_float32(graph, v)) return false;
 
