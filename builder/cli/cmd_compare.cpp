@@ -82,7 +82,7 @@ double top1_agreement(const HostTensor& a, const HostTensor& b) {
 
 void add_compare_command(CLI::App& app) {
   struct Options {
-    std::string model, engine, inputs, reference, runner, save_outputs;
+    std::string model, engine, inputs, reference, runner, save_outputs, ort_optimization;
     EngineLoadFlags load;
     double max_rel_l2 = 1e-4;
     unsigned seed = 1;
@@ -94,6 +94,10 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--inputs", options->inputs, "Folder of NAME.npy / NAME.pb inputs (default: seeded random)");
   cmd->add_option("--reference", options->reference, "Folder of stored reference outputs (default: run ONNX Runtime)");
   cmd->add_option("--ort-runner", options->runner, "Node script running ONNX Runtime (default: tests/models/ort_reference.js)");
+  cmd->add_option("--ort-optimization", options->ort_optimization,
+                  "ONNX Runtime's graph optimization level: disabled runs a Q/DQ model's nodes as written "
+                  "(default: all)")
+      ->check(CLI::IsMember({"disabled", "basic", "extended", "all"}));
   cmd->add_option("--save-outputs", options->save_outputs, "Also write edgert's outputs here as .npy");
   cmd->add_option("--max-rel-l2", options->max_rel_l2, "Fail when an output's relative L2 error exceeds this")->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
@@ -129,6 +133,10 @@ void add_compare_command(CLI::App& app) {
       mkdir(reference_dir.c_str(), 0755);
       std::string runner = options->runner.empty() ? default_ort_runner() : options->runner;
       std::vector<std::string> command = {"node", runner, options->model, input_dir, reference_dir};
+      if (!options->ort_optimization.empty()) {
+        command.push_back("--optimization");
+        command.push_back(options->ort_optimization);
+      }
       if (options->load.threads > 0) command.insert(command.end(), {"--threads", std::to_string(options->load.threads)});
       int rc = run_process(command);
       if (rc != 0) build_fail(EDGERT_ERR_IO, "the ONNX Runtime reference (node %s) failed with exit code %d", runner.c_str(), rc);

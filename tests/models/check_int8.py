@@ -9,15 +9,11 @@ calibration cache it wrote must give the same engine again without the calibrati
 be refused, with a message, for another model and for another calibrator. `edgert quantize
 --export-qdq` writes the same quantization as a Q/DQ model: edgert builds it back into an engine
 whose outputs equal the calibrated engine's, and ONNX Runtime running the Q/DQ model agrees with
-it (relative L2 <= 1e-4).
+it (relative L2 <= MAX_DIGITS_QDQ_REL_L2).
 Classifiers (random weights, so no task metric): calibrated on seeded normal inputs (the
 distribution their BatchNorm statistics were set with), the INT8 engine must compute what ONNX
 Runtime computes on the Q/DQ model `edgert quantize` exports from the same calibration cache
-(relative L2 <= MAX_ORT_QDQ_REL_L2: the same quantization; resnet18, squeezenet and efficientnet
-agree to 1e-6, while ONNX Runtime runs a convolution followed by ReLU6 or a HardSwish between
-its Q/DQ pairs in float over dequantized values, which rounds some elements to the neighbouring
-uint8 level: 0.008 on mobilenet_v2, 0.012 on mobilenet_v3_small; a kernel computing wrong
-bytes gives 0.3 or more), and stay within a relative L2 of MAX_CLASSIFIER_REL_L2 of the float32
+(relative L2 <= MAX_ORT_QDQ_REL_L2), and stay within a relative L2 of MAX_CLASSIFIER_REL_L2 of the float32
 logits (random weights amplify 8-bit rounding: resnet18 0.034, squeezenet1_1 0.013,
 shufflenet_v2_x1_0 0.16, mobilenet_v2 0.22 with every calibrator, efficientnet_b0 0.47, what the
 accuracy guard is for; a wrong scale or layout gives about 1).
@@ -36,7 +32,17 @@ from check_zoo import dims, run, zoo_model_args
 
 MAX_ACCURACY_LOSS = 0.005
 MAX_CLASSIFIER_REL_L2 = 0.3
-MAX_ORT_QDQ_REL_L2 = 0.02
+# ONNX Runtime runs the Q/DQ models unfused (`edgert compare --ort-optimization disabled`):
+# DequantizeLinear, the float op, QuantizeLinear, as the model defines them. Its fused integer
+# kernels are no reference on every CPU: on AVX2 without VNNI they multiply u8 x s8 in
+# vpmaddubsw, which saturates a pair of products (the first convolution of the digits CNN came
+# out up to 130 levels off, mobilenet_v2's logits 0.29 relative L2 off). Unfused, a requantized
+# value lands on the neighbouring uint8 level where the float sum and edgert's integer one round
+# a tie apart, and that grows with depth: digits 4.1e-4, squeezenet1_1 0.003, resnet18 0.008,
+# mobilenet_v2 0.041 (ReLU6 and residual adds in every block). A kernel computing wrong bytes
+# gives 0.3 or more.
+MAX_DIGITS_QDQ_REL_L2 = 2e-3
+MAX_ORT_QDQ_REL_L2 = 0.08
 # The builder holds a bfloat16 engine within --bf16-tolerance (2e-2) of float32 on its own seeded
 # inputs; on the zoo's input the same engine may sit a little past it (mobilenet_v2: 0.0215 where
 # the builder measured 0.020). A wrong kernel or layout gives about 1.
@@ -160,7 +166,7 @@ def check_digits(args, entry, work):
     if "within tolerance" not in guarded.stdout:
         raise SystemExit("FAIL: the accuracy guard did not report the engine within tolerance")
     run([args.edgert, "compare", qdq, qdq_engine, "--inputs", os.path.join(args.zoo, entry["name"] + ".inputs"),
-         "--max-rel-l2", "1e-4"])
+         "--ort-optimization", "disabled", "--max-rel-l2", str(MAX_DIGITS_QDQ_REL_L2)])
 
 
 def check_classifier(args, entry, work):
@@ -178,7 +184,8 @@ def check_classifier(args, entry, work):
     build(args, entry, int8, ["--int8", "--calib", calib, "--calib-cache", cache])
     inputs_dir = os.path.join(args.zoo, entry["name"] + ".inputs")
     run([args.edgert, "quantize", os.path.join(args.zoo, entry["file"]), "--calib-cache", cache, "--export-qdq", qdq])
-    run([args.edgert, "compare", qdq, int8, "--inputs", inputs_dir, "--max-rel-l2", str(MAX_ORT_QDQ_REL_L2)])
+    run([args.edgert, "compare", qdq, int8, "--inputs", inputs_dir, "--ort-optimization", "disabled",
+         "--max-rel-l2", str(MAX_ORT_QDQ_REL_L2)])
     sample = np.load(os.path.join(inputs_dir, sorted(f for f in os.listdir(inputs_dir) if f.endswith(".npy"))[0]))
     name, out = entry["inputs"][0]["name"], entry["outputs"][0]["name"]
     ref = outputs(args, fp32, name, sample, work, "fp32")[out]

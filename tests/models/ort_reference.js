@@ -131,7 +131,7 @@ function usage(msg) {
 
 function parseArgs(argv) {
   const pos = [];
-  const opts = { threads: 1, bench: 0 };
+  const opts = { threads: 1, bench: 0, optimization: 'all' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const eq = a.indexOf('=');
@@ -141,6 +141,13 @@ function parseArgs(argv) {
       const n = Number(v);
       if (!Number.isInteger(n) || n < 1) usage(`${key} needs a positive integer, got '${v}'`);
       opts[key.slice(2)] = n;
+    } else if (key === '--optimization') {
+      // 'disabled' runs every node as the model writes it: a Q/DQ model as DequantizeLinear, the
+      // float op and QuantizeLinear, instead of the fused integer kernels that 'all' makes of
+      // them (which on AVX2 without VNNI saturate pairs of u8 x s8 products in vpmaddubsw).
+      const v = eq > 0 ? a.slice(eq + 1) : argv[++i];
+      if (!['disabled', 'basic', 'extended', 'all'].includes(v)) usage(`--optimization is disabled, basic, extended or all, got '${v}'`);
+      opts.optimization = v;
     } else if (a === '-h' || a === '--help') {
       usage();
     } else if (key) {
@@ -180,7 +187,7 @@ async function main() {
   const log = opts.bench ? (s) => process.stderr.write(s + '\n') : (s) => console.log(s);
   const session = await ort.InferenceSession.create(opts.model, {
     executionProviders: ['cpu'],
-    graphOptimizationLevel: 'all',
+    graphOptimizationLevel: opts.optimization,
     intraOpNumThreads: opts.threads,
     interOpNumThreads: 1,
     executionMode: 'sequential',
