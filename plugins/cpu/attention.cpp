@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "kernel.h"
+#include "nn_common.h"
 
 namespace edgert::cpu {
 namespace {
@@ -43,10 +44,6 @@ struct HeadLayout {
 
 long long ll(int64_t v) { return static_cast<long long>(v); }
 
-bool is_given(const edgert_node& node, const edgert_tensor* in, int index) {
-  return node.num_inputs > index && is_present(in[index]);
-}
-
 class AttentionOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
@@ -57,13 +54,13 @@ class AttentionOp : public Op {
     dtype_ = in[kQ].dtype;
     dispatch(dtype_, kFloats, [](auto) {}, "Q");
     for (int i : {kK, kV, kPastKey, kPastValue})
-      if (is_given(node, in, i) && in[i].dtype != dtype_)
+      if (has_input(node, in, i) && in[i].dtype != dtype_)
         fail(EDGERT_ERR_INVALID_ARGUMENT, "%s has dtype %s, expected Q's dtype %s", input_name(i),
              dtype_name(in[i].dtype), dtype_name(dtype_));
     read_layouts(attrs, in);
 
-    has_past_ = is_given(node, in, kPastKey);
-    if (has_past_ != is_given(node, in, kPastValue))
+    has_past_ = has_input(node, in, kPastKey);
+    if (has_past_ != has_input(node, in, kPastValue))
       fail(EDGERT_ERR_SHAPE, "past_key and past_value must be given together");
     past_ = 0;
     if (has_past_) {
@@ -76,14 +73,14 @@ class AttentionOp : public Op {
     }
     total_ = past_ + k_.seq;
 
-    has_nonpad_ = is_given(node, in, kNonpadKvSeqlen);
+    has_nonpad_ = has_input(node, in, kNonpadKvSeqlen);
     if (has_nonpad_) {
       if (in[kNonpadKvSeqlen].dtype != EDGERT_DTYPE_INT64)
         fail(EDGERT_ERR_INVALID_ARGUMENT, "nonpad_kv_seqlen must be int64, it is %s",
              dtype_name(in[kNonpadKvSeqlen].dtype));
       require_shape(in[kNonpadKvSeqlen], {batch_}, "nonpad_kv_seqlen");
     }
-    has_mask_ = is_given(node, in, kMask);
+    has_mask_ = has_input(node, in, kMask);
     if (has_mask_) read_mask(in[kMask]);
 
     is_causal_ = attrs.get_int("is_causal", 0) != 0;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kernel.h"
+#include "nn_common.h"
 
 namespace edgert::cpu {
 namespace {
@@ -22,10 +23,6 @@ enum Input { kInput, kWeight, kBias, kPastState };
 enum Output { kOutput, kPresentState };
 
 long long ll(int64_t v) { return static_cast<long long>(v); }
-
-bool is_given(const edgert_node& node, const edgert_tensor* in, int index) {
-  return node.num_inputs > index && is_present(in[index]);
-}
 
 class CausalConvWithStateOp : public Op {
  public:
@@ -49,14 +46,14 @@ class CausalConvWithStateOp : public Op {
     if (kernel_ < 1) fail(EDGERT_ERR_SHAPE, "weight %s has kernel size %lld, expected >= 1", shape_string(shape_of(w)).c_str(), ll(kernel_));
     require_dtype(w, "weight");
 
-    has_bias_ = is_given(node, in, kBias);
+    has_bias_ = has_input(node, in, kBias);
     if (has_bias_) {
       require_dtype(in[kBias], "bias");
       if (shape_of(in[kBias]) != Shape{channels_})
         fail(EDGERT_ERR_SHAPE, "bias must be [channels = %lld], it is %s", ll(channels_),
              shape_string(shape_of(in[kBias])).c_str());
     }
-    has_past_ = is_given(node, in, kPastState);
+    has_past_ = has_input(node, in, kPastState);
     const Shape state_shape{batch_, channels_, kernel_ - 1};
     if (has_past_) {
       require_dtype(in[kPastState], "past_state");

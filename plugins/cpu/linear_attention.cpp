@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kernel.h"
+#include "nn_common.h"
 
 namespace edgert::cpu {
 namespace {
@@ -23,10 +24,6 @@ enum Input { kQuery, kKey, kValue, kPastState, kDecay, kBeta };
 enum Output { kOutput, kPresentState };
 
 long long ll(int64_t v) { return static_cast<long long>(v); }
-
-bool is_given(const edgert_node& node, const edgert_tensor* in, int index) {
-  return node.num_inputs > index && is_present(in[index]);
-}
 
 class LinearAttentionOp : public Op {
  public:
@@ -47,10 +44,10 @@ class LinearAttentionOp : public Op {
     const float scale = attrs.get_float("scale", 0.0f);
     scale_ = scale != 0.0f ? scale : 1.0 / std::sqrt(static_cast<double>(dk_));
 
-    if (gated_ != is_given(node, in, kDecay))
+    if (gated_ != has_input(node, in, kDecay))
       fail(EDGERT_ERR_INVALID_ARGUMENT, "update_rule '%s' %s the decay input", rule_.c_str(),
            gated_ ? "requires" : "does not take");
-    if (delta_ != is_given(node, in, kBeta))
+    if (delta_ != has_input(node, in, kBeta))
       fail(EDGERT_ERR_INVALID_ARGUMENT, "update_rule '%s' %s the beta input", rule_.c_str(),
            delta_ ? "requires" : "does not take");
     if (gated_) {
@@ -75,7 +72,7 @@ class LinearAttentionOp : public Op {
 
     const Shape state_shape{batch_, kv_heads_, dk_, dv_};
     state_dtype_ = dtype_;
-    has_past_ = is_given(node, in, kPastState);
+    has_past_ = has_input(node, in, kPastState);
     if (has_past_) {
       state_dtype_ = in[kPastState].dtype;
       dispatch(state_dtype_, kFloats, [](auto) {}, "past_state");
