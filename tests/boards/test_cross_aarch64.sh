@@ -31,8 +31,11 @@ for pc in libxxhash flatbuffers protobuf libsystemd sqlite3 libgpiod libsodium y
 done
 
 start=$SECONDS
+# The product's optimization (-O2) without its debug information: nothing here reads it, and it
+# is a third of this build's compile time.
 cmake -S "$source" -B "$cross" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$source/toolchain/aarch64-linux-gnu.cmake" \
-  -DEDGERT_RUNTIME_ONLY=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr >"$build/cross-aarch64.log" 2>&1 ||
+  -DEDGERT_RUNTIME_ONLY=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" >"$build/cross-aarch64.log" 2>&1 ||
   { tail -n 30 "$build/cross-aarch64.log"; echo "FAIL: configuring the aarch64 cross build"; exit 1; }
 cmake --build "$cross" -j"${EDGERT_CROSS_JOBS:-$(nproc)}" >>"$build/cross-aarch64.log" 2>&1 ||
   { grep -B2 -A20 -m1 'FAILED\|error:' "$build/cross-aarch64.log"; echo "FAIL: the aarch64 cross build (log: $build/cross-aarch64.log)"; exit 1; }

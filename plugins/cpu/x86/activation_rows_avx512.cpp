@@ -11,13 +11,13 @@
 #include <type_traits>
 
 #include "gemm/sgemm.h"
+#include "x86/isa_region.h"
 
 namespace edgert::cpu::gemm {
 void activation_rows_scalar(float* y, int64_t n, const Activation& act);
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,fma")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512vl,fma")
 // GCC 12's false positive on its own masked max/min intrinsics (see x86/depthwise_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -59,5 +59,5 @@ void activation_rows_avx512(float* y, int64_t n, const Activation& act) {
 }  // namespace edgert::cpu::gemm
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

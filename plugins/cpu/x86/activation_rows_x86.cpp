@@ -2,13 +2,13 @@
 // target pragma starts after every include. Called only when the CPU reports AVX2 and FMA.
 #if defined(__x86_64__)
 #include "gemm/sgemm.h"
+#include "x86/isa_region.h"
 
 namespace edgert::cpu::gemm {
 void activation_rows_scalar(float* y, int64_t n, const Activation& act);
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+EDGERT_ISA_REGION_BEGIN("avx2,fma")
 
 namespace edgert::cpu::gemm {
 
@@ -20,5 +20,5 @@ namespace edgert::cpu::gemm {
 
 }  // namespace edgert::cpu::gemm
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -18,9 +18,9 @@
 #include "fast/pool_rows.h"
 #include "gemm/sgemm.h"
 #include "thread_pool.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,fma")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512vl,fma")
 // GCC 12's false positive on its own masked max/min intrinsics (see x86/depthwise_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -292,5 +292,5 @@ void direct_conv_avx512(const DirectConvShape& s, const float* x, const float* p
 }  // namespace edgert::cpu
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -14,9 +14,9 @@
 
 #include "fast/depthwise.h"
 #include "gemm/sgemm.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,fma")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512vl,fma")
 // GCC 12 reports the _mm512_undefined_ps inside its own masked max/min intrinsics as maybe
 // uninitialized (a known false positive at -O3).
 #pragma GCC diagnostic push
@@ -237,5 +237,5 @@ void channel_pair_avx512(const Geometry& g, const PlaneRef& a, const PlaneRef& b
 }  // namespace edgert::cpu::depthwise
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

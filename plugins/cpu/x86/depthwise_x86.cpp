@@ -4,9 +4,9 @@
 #if defined(__x86_64__)
 #include "fast/depthwise.h"
 #include "gemm/sgemm.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+EDGERT_ISA_REGION_BEGIN("avx2,fma")
 
 namespace edgert::cpu::depthwise {
 
@@ -18,5 +18,5 @@ namespace edgert::cpu::depthwise {
 
 }  // namespace edgert::cpu::depthwise
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

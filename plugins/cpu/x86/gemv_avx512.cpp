@@ -2,9 +2,9 @@
 // after every include. Called only when the CPU reports AVX-512F.
 #if defined(__x86_64__)
 #include "gemm/gemv.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,fma")
+EDGERT_ISA_REGION_BEGIN("avx512f,fma")
 
 namespace edgert::cpu::gemm {
 
@@ -14,5 +14,5 @@ namespace edgert::cpu::gemm {
 
 }  // namespace edgert::cpu::gemm
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

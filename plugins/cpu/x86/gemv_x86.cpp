@@ -2,9 +2,9 @@
 // Called only when the CPU reports AVX2 and FMA.
 #if defined(__x86_64__)
 #include "gemm/gemv.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+EDGERT_ISA_REGION_BEGIN("avx2,fma")
 
 namespace edgert::cpu::gemm {
 
@@ -14,5 +14,5 @@ namespace edgert::cpu::gemm {
 
 }  // namespace edgert::cpu::gemm
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

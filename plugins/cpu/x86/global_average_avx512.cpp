@@ -8,9 +8,9 @@
 #include <cstdint>
 
 #include "fast/pool_rows.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f")
+EDGERT_ISA_REGION_BEGIN("avx512f")
 // GCC 12 reports the _mm512_undefined_ps inside its own masked-load intrinsic as maybe
 // uninitialized (see x86/pack_b_avx512.cpp).
 #pragma GCC diagnostic push
@@ -40,5 +40,5 @@ void plane_means_avx512(const float* x, float* y, int64_t planes, int64_t size) 
 }  // namespace edgert::cpu
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

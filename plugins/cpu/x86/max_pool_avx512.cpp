@@ -13,9 +13,9 @@
 #include <limits>
 
 #include "fast/pool_rows.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512vl")
 // GCC 12's false positive on its own masked max intrinsic (see x86/depthwise_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -159,5 +159,5 @@ void max_pool_plane_avx512(const float* x, float* y, int64_t in_h, int64_t in_w,
 }  // namespace edgert::cpu
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "fast/pool_rows.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+EDGERT_ISA_REGION_BEGIN("avx2")
 
 namespace edgert::cpu {
 
@@ -55,5 +55,5 @@ void max_pool_plane_u8_avx2(const uint8_t* x, uint8_t* y, const U8PoolGeometry& 
 
 }  // namespace edgert::cpu
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

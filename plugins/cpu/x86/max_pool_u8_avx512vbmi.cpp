@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "fast/pool_rows.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vbmi")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512bw,avx512vbmi")
 
 namespace edgert::cpu {
 
@@ -50,5 +50,5 @@ void max_pool_plane_u8_avx512vbmi(const uint8_t* x, uint8_t* y, const U8PoolGeom
 
 }  // namespace edgert::cpu
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -16,9 +16,9 @@
 #include <cstdint>
 
 #include "gemm/im2col_panel.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512vl")
 // GCC 12 reports the _mm512_undefined_ps inside its own intrinsics as (maybe) uninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -217,5 +217,5 @@ bool pack_im2col_narrow_panel_avx512(const BSource& b, int64_t p0, int64_t kc, i
 }  // namespace edgert::cpu::gemm
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -11,9 +11,9 @@
 #include <cstring>
 
 #include "fast/qconv_shifted.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512bw,avx512vl,avx512vnni")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -227,5 +227,5 @@ void panel_12x32_avx512vnni(const Plan& plan, const gemm::PackedQRows& w, int64_
 }  // namespace edgert::cpu::qshifted
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -9,9 +9,9 @@
 #include <cstring>
 
 #include "fast/qdepthwise.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+EDGERT_ISA_REGION_BEGIN("avx2,fma")
 
 namespace edgert::cpu::qdepthwise {
 
@@ -144,5 +144,5 @@ void channel_avx2(const Plan& plan, const uint8_t* x, int32_t x_zero_point, cons
 
 }  // namespace edgert::cpu::qdepthwise
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

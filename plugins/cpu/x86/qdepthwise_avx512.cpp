@@ -9,9 +9,9 @@
 #include <algorithm>
 
 #include "fast/qdepthwise.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512bw,avx512vl")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -128,5 +128,5 @@ void channel_avx512(const Plan& plan, const uint8_t* x, int32_t x_zero_point, co
 }  // namespace edgert::cpu::qdepthwise
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -517,5 +517,5 @@ void channel_vnni_avx512(const VnniPlan& plan, const uint8_t* plane, int32_t x_z
 
 #if defined(__x86_64__)
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -17,9 +17,9 @@
 #include <cstring>
 
 #include "gemm/qgemm.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+EDGERT_ISA_REGION_BEGIN("avx2,fma")
 
 namespace edgert::cpu::gemm {
 
@@ -170,5 +170,5 @@ void qgemm_panel_12x3_avx2(const PackedQRows& w, int64_t panel_begin, int64_t pa
 
 }  // namespace edgert::cpu::gemm
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -13,9 +13,9 @@
 #include <cstring>
 
 #include "gemm/qgemm.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512bw,avx512vl,avx512vnni")
 // GCC 12 takes the masked intrinsics' undefined pass-through operand for an uninitialized read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -193,5 +193,5 @@ void qgemm_panel_12x32_avx512vnni(const PackedQRows& w, int64_t panel_begin, int
 }  // namespace edgert::cpu::gemm
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -9,9 +9,9 @@
 #include <cstring>
 
 #include "gemm/qgemv.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512bw,avx512vl,avx512vnni")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -65,5 +65,5 @@ void qgemv_avx512vnni(const PackedQColumns& w, int64_t panel_begin, int64_t pane
 }  // namespace edgert::cpu::gemm
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

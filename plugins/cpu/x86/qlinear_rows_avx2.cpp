@@ -11,9 +11,9 @@
 #include <cstring>
 
 #include "fast/qlinear_rows.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+EDGERT_ISA_REGION_BEGIN("avx2,fma")
 
 namespace edgert::cpu::qrows {
 
@@ -167,5 +167,5 @@ void plane_sums_u8_avx2(const uint8_t* x, int64_t planes, int64_t size, int64_t*
 
 }  // namespace edgert::cpu::qrows
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

@@ -7,9 +7,9 @@
 #include <immintrin.h>
 
 #include "fast/qlinear_rows.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512bw,avx512vl")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -108,5 +108,5 @@ void plane_sums_u8_avx512(const uint8_t* x, int64_t planes, int64_t size, int64_
 }  // namespace edgert::cpu::qrows
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

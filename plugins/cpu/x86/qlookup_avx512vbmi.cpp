@@ -2,9 +2,9 @@
 #include <immintrin.h>
 
 #include "fast/qlookup.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vbmi")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512bw,avx512vbmi")
 
 namespace edgert::cpu::qlookup {
 
@@ -22,5 +22,5 @@ void lookup_u8_avx512vbmi(const uint8_t* x, int64_t n, const uint8_t* table, uin
 
 }  // namespace edgert::cpu::qlookup
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif

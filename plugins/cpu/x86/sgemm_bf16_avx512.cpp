@@ -8,11 +8,11 @@
 
 #include "gemm/bf16_pairs.h"
 #include "gemm/microkernels.h"
+#include "x86/isa_region.h"
 
 namespace edgert::cpu::gemm {
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512bf16")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512bw,avx512bf16")
 
 void ukernel_8x32_avx512bf16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   // Fully unrolled, so the 16 sums stay in registers (GCC keeps a rolled loop's array in memory).
@@ -66,7 +66,7 @@ void bf16_pairs_in_place_avx512bf16(float* panel, int64_t kc) {
   }
 }
 
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 
 }  // namespace edgert::cpu::gemm
 #endif

@@ -9,6 +9,7 @@
 
 #include "gemm/microkernels.h"
 #include "gemm/sgemm.h"
+#include "x86/isa_region.h"
 
 namespace edgert::cpu::gemm {
 
@@ -78,8 +79,7 @@ __attribute__((target("avx2,fma"))) void ukernel_6x16_avx2(int64_t kc, const flo
   _mm256_storeu_ps(r5 + 8, c51);
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,fma")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512vl,fma")
 // GCC 12's false positive on its own masked max/min intrinsics (see x86/depthwise_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -396,7 +396,7 @@ void ukernel_8x32_avx512_in_place_epilogue(int64_t kc, const float* a, const flo
 }
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 
 }  // namespace edgert::cpu::gemm
 #endif

@@ -18,9 +18,9 @@
 #include <utility>
 
 #include "fast/winograd_tiles.h"
+#include "x86/isa_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,fma")
+EDGERT_ISA_REGION_BEGIN("avx512f,avx512vl,fma")
 // GCC 12's false positive on its own masked intrinsics (see x86/depthwise_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -283,5 +283,5 @@ void winograd_output_tiles_f43_avx512(const TileGeometry& g, const float* mt, in
 }  // namespace edgert::cpu
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+EDGERT_ISA_REGION_END
 #endif
