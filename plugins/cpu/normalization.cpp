@@ -1,11 +1,14 @@
 // BatchNormalization, InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization.
 //
 // Statistics are computed in double: the ONNX test references compute them in float32 with
-// numpy, and double keeps us within their tolerances for any reduction order.
+// numpy, and double keeps us within their tolerances for any reduction order. Float32
+// LayerNormalization over rows (Scale of the normalized dims' shape) has the tactic
+// f32-layer-norm-rows (fast/norm_rows.h).
 #include <cmath>
 #include <cstring>
 
 #include "broadcast.h"
+#include "fast/norm_rows.h"
 #include "kernel.h"
 #include "strided_walk.h"
 
@@ -191,9 +194,29 @@ class LayerNormOp : public Op {
     Shape stat_shape(x_shape.begin(), x_shape.begin() + axis);
     stat_shape.resize(x_shape.size(), 1);
     for (int i = 1; i < node.num_outputs && i < 3; ++i) set_output(out[i], stash_dtype, stat_shape);
+    // layer_norm_tactics offered the tactic for this case only; a later shape or dtype outside
+    // it runs the reference.
+    auto is_f32 = [](const edgert_tensor& t) { return t.dtype == EDGERT_DTYPE_FLOAT32; };
+    rows_kernel_ = tactic() == kLayerNormRowsTactic && is_f32(in[0]) && is_f32(in[1]) && scale_index_.empty() &&
+                   (!has_bias_ || (is_f32(in[2]) && bias_index_.empty())) &&
+                   (node.num_outputs == 1 || stash_dtype == EDGERT_DTYPE_FLOAT32);
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    if (rows_kernel_) {
+      LayerNormRows job;
+      job.x = data_as<float>(in[0]);
+      job.y = data_as<float>(out[0]);
+      job.scale = data_as<float>(in[1]);
+      job.bias = has_bias_ ? data_as<float>(in[2]) : nullptr;
+      job.mean = node.num_outputs > 1 ? data_as<float>(out[1]) : nullptr;
+      job.inv_std = node.num_outputs > 2 ? data_as<float>(out[2]) : nullptr;
+      job.rows = rows_;
+      job.cols = cols_;
+      job.epsilon = epsilon_;
+      layer_norm_rows(job);
+      return;
+    }
     dispatch(in[0].dtype, kFloats, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
@@ -242,6 +265,7 @@ class LayerNormOp : public Op {
   double epsilon_ = 1e-5;
   int64_t rows_ = 0, cols_ = 0;
   bool has_bias_ = false;
+  bool rows_kernel_ = false;  // the f32-layer-norm-rows tactic
   std::vector<int64_t> scale_index_, bias_index_;
 };
 
@@ -360,7 +384,7 @@ class MeanVarianceNormOp : public Op {
 void register_normalization_kernels(KernelRegistry& r) {
   r.add<BatchNormOp>("BatchNormalization", "ref-batch-normalization", batchnorm_supports);
   r.add<InstanceNormOp>("InstanceNormalization", "ref-instance-normalization");
-  r.add<LayerNormOp>("LayerNormalization", "ref-layer-normalization");
+  r.add<LayerNormOp>("LayerNormalization", "ref-layer-normalization", nullptr, layer_norm_tactics);
   r.add<LrnOp>("LRN", "ref-lrn");
   r.add<MeanVarianceNormOp>("MeanVarianceNormalization", "ref-mean-variance-normalization");
 }

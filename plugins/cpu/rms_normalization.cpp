@@ -3,10 +3,13 @@
 //
 // The mean is accumulated in double whatever stash_type asks for: stash_type only sets the
 // least precision the statistics need, and the ONNX references compute them in float32.
+// Float32 rows with Scale of the normalized dims' shape have the tactic f32-rms-norm-rows
+// (fast/norm_rows.h).
 #include <algorithm>
 #include <cmath>
 
 #include "broadcast.h"
+#include "fast/norm_rows.h"
 #include "kernel.h"
 
 namespace edgert::cpu {
@@ -40,9 +43,16 @@ class RmsNormalizationOp : public Op {
     cols_ = numel(normalized);
     map_scale(shape_of(in[1]), normalized);
     set_output(out[0], in[0].dtype, x_shape);
+    // rms_norm_tactics offered the tactic for this case only; a later shape outside it runs
+    // the reference.
+    rows_kernel_ = tactic() == kRmsNormRowsTactic && in[0].dtype == EDGERT_DTYPE_FLOAT32 && scale_index_.empty();
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    if (rows_kernel_) {
+      rms_norm_rows(data_as<float>(in[0]), data_as<float>(out[0]), data_as<float>(in[1]), rows_, cols_, epsilon_);
+      return;
+    }
     dispatch(in[0].dtype, kFloats, [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
@@ -80,13 +90,14 @@ class RmsNormalizationOp : public Op {
 
   double epsilon_ = 1e-5;
   int64_t rows_ = 0, cols_ = 0;
+  bool rows_kernel_ = false;  // the f32-rms-norm-rows tactic
   std::vector<int64_t> scale_index_;
 };
 
 }  // namespace
 
 void register_rms_normalization_kernels(KernelRegistry& r) {
-  r.add<RmsNormalizationOp>("RMSNormalization", "ref-rms-normalization");
+  r.add<RmsNormalizationOp>("RMSNormalization", "ref-rms-normalization", nullptr, rms_norm_tactics);
 }
 
 }  // namespace edgert::cpu

@@ -3,10 +3,14 @@
 //
 // Everything moves bytes (dtype_size per element), so one instantiation serves every dtype.
 // Transpose, Slice, Tile, DepthToSpace and SpaceToDepth are all "copy a strided view of the
-// input into a dense output", done by copy_view().
+// input into a dense output", done by copy_view(). Transpose and Pad also have a tactic that
+// copies whole rows and tiles instead of single elements (fast/transpose_tiled.h,
+// fast/pad_rows.h).
 #include <algorithm>
 #include <cstring>
 
+#include "fast/pad_rows.h"
+#include "fast/transpose_tiled.h"
 #include "kernel.h"
 
 namespace edgert::cpu {
@@ -98,14 +102,18 @@ class TransposeOp : public Op {
     }
     set_output(out[0], in[0].dtype, shape);
     shape_ = shape;
+    tiled_ = tactic() == kTransposeTiledTactic && tiled_transpose_.prepare(shape, strides_, dtype_size(in[0].dtype));
   }
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
+    if (tiled_) return tiled_transpose_.execute(in[0].data, out[0].data);
     copy_view(out[0].data, in[0].data, shape_, strides_, dtype_size(in[0].dtype));
   }
 
  private:
   Shape shape_;
   std::vector<int64_t> strides_;
+  bool tiled_ = false;  // the xx-transpose-tiled tactic
+  FastTranspose tiled_transpose_;
 };
 
 class ConcatOp : public Op {
@@ -323,14 +331,12 @@ class TileOp : public Op {
   std::vector<int64_t> view_strides_;
 };
 
-enum class PadMode { Constant, Reflect, Edge, Wrap };
-
 class PadOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out,
                edgert_prepare_info& info) override {
     Attributes attrs(&node);
-    elem_size(in[0].dtype, "data");
+    const size_t elem = elem_size(in[0].dtype, "data");
     int64_t rank = in[0].rank;
     std::string mode = attrs.get_string("mode", "constant");
     if (mode == "constant") mode_ = PadMode::Constant;
@@ -381,6 +387,8 @@ class PadOp : public Op {
       if (shape[a] < 0) fail(EDGERT_ERR_SHAPE, "pads crop axis %lld below zero", static_cast<long long>(a));
     }
     set_output(out[0], in[0].dtype, shape);
+    by_rows_ = tactic() == kPadRowsTactic;
+    if (by_rows_) rows_pad_.prepare(mode_, shape_of(in[0]), pads, elem);
   }
 
   void execute(const edgert_node&, const edgert_tensor* in, edgert_tensor* out, void*) override {
@@ -390,6 +398,7 @@ class PadOp : public Op {
     unsigned char value[sizeof value_];
     std::memcpy(value, value_, sizeof value);
     if (has_value_input_) std::memcpy(value, in[2].data, elem);
+    if (by_rows_) return rows_pad_.execute(in[0].data, out[0].data, value);
     int32_t rank = out[0].rank;
     const int64_t* in_shape = in[0].dims;
     int64_t in_strides[EDGERT_MAX_RANK], counter[EDGERT_MAX_RANK] = {};
@@ -438,6 +447,8 @@ class PadOp : public Op {
   std::vector<int64_t> begin_;
   unsigned char value_[16];
   bool has_value_input_ = false;
+  bool by_rows_ = false;  // the xx-pad-rows tactic
+  FastPad rows_pad_;
 };
 
 // DepthToSpace and SpaceToDepth: a 6-D view of the NCHW input copied into the output.
@@ -543,12 +554,12 @@ class TriluOp : public Op {
 }  // namespace
 
 void register_tensor_layout_kernels(KernelRegistry& r) {
-  r.add<TransposeOp>("Transpose", "ref-transpose");
+  r.add<TransposeOp>("Transpose", "ref-transpose", nullptr, transpose_tactics);
   r.add<ConcatOp>("Concat", "ref-concat");
   r.add<SplitOp>("Split", "ref-split");
   r.add<SliceOp>("Slice", "ref-slice");
   r.add<TileOp>("Tile", "ref-tile", tile_supports);
-  r.add<PadOp>("Pad", "ref-pad", pad_supports);
+  r.add<PadOp>("Pad", "ref-pad", pad_supports, pad_tactics);
   r.add<DepthToSpaceOp>("DepthToSpace", "ref-depth-to-space");
   r.add<SpaceToDepthOp>("SpaceToDepth", "ref-space-to-depth");
   r.add<TriluOp>("Trilu", "ref-trilu");

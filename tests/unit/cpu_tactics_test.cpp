@@ -23,6 +23,7 @@
 #include <sanitizer/allocator_interface.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -1059,6 +1060,308 @@ TEST(CpuTactics, ActivationTacticsMatchTheReference) {
   }
   for (const char* kernel : {"ref-sigmoid", "ref-hard-sigmoid", "ref-hard-swish"})
     EXPECT_GT(optimized[kernel], 0u) << kernel << " lists no optimized tactic";
+}
+
+// Runs a node with any number of outputs at one tactic; every output's floats (NaN where
+// nothing was written).
+std::vector<std::vector<float>> run_tactic_outputs(const edgert_kernel& k, const edgert_node& node,
+                                                   const std::vector<Input>& inputs, int64_t tactic) {
+  std::vector<edgert_tensor> views;
+  for (const Input& in : inputs) views.push_back(view(in, true));
+  std::vector<edgert_tensor> outs(static_cast<size_t>(node.num_outputs));
+  void* state = nullptr;
+  edgert_prepare_info info{};
+  edgert_error error{};
+  edgert_status s = k.prepare(&k, &node, tactic, views.data(), outs.data(), &state, &info, &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  if (s != EDGERT_OK) return {};
+  std::vector<std::vector<float>> values(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    EXPECT_EQ(outs[i].dtype, EDGERT_DTYPE_FLOAT32) << "output " << i;
+    int64_t n = 1;
+    for (int d = 0; d < outs[i].rank; ++d) n *= outs[i].dims[d];
+    values[i].assign(static_cast<size_t>(n), std::nanf(""));
+    outs[i].data = values[i].data();
+  }
+  const size_t ws_bytes = (info.workspace_bytes + 63) / 64 * 64;
+  std::unique_ptr<void, decltype(&std::free)> ws(ws_bytes ? std::aligned_alloc(64, ws_bytes) : nullptr, &std::free);
+  s = k.execute(&k, state, &node, views.data(), outs.data(), ws.get(), nullptr, &error);
+  EXPECT_EQ(s, EDGERT_OK) << error.message;
+  k.release(&k, state);
+  return values;
+}
+
+// `tactic` against the reference on every output, with 1 and 2 threads: within 1e-5 of each
+// reference value plus 1e-6 of the output's largest one (the float statistics against the
+// reference's double ones; the absolute part covers outputs near zero, where B cancels the rest).
+void expect_outputs_near_the_reference(const char* kernel, const NodeSpec& spec, const std::vector<Input>& inputs,
+                                       int64_t tactic, const std::string& what) {
+  const edgert_kernel& k = kernel_named(kernel);
+  const edgert_node node = spec.node();
+  const std::vector<std::vector<float>> reference = run_tactic_outputs(k, node, inputs, 0);
+  for (int threads : {1, 2}) {
+    set_threads(threads);
+    const std::vector<std::vector<float>> got = run_tactic_outputs(k, node, inputs, tactic);
+    ASSERT_EQ(got.size(), reference.size()) << what;
+    for (size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].size(), reference[o].size()) << what << " output " << o;
+      float scale = 1.0f;
+      for (float v : reference[o]) scale = std::max(scale, std::fabs(v));
+      size_t bad = 0, first_bad = 0;
+      for (size_t i = 0; i < got[o].size(); ++i)
+        if (!(std::fabs(got[o][i] - reference[o][i]) <= 1e-5f * std::fabs(reference[o][i]) + 1e-6f * scale) &&
+            bad++ == 0)
+          first_bad = i;
+      EXPECT_EQ(bad, 0u) << what << ": tactic " << tactic << " with " << threads << " thread(s), output " << o << ": "
+                         << bad << " of " << got[o].size() << " elements differ; first at " << first_bad << ": "
+                         << got[o][first_bad] << " vs " << reference[o][first_bad];
+    }
+  }
+  set_threads(0);
+}
+
+std::string dims_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+struct NormCase {
+  std::vector<int64_t> dims;
+  int64_t axis;
+  float offset;  // added to every input: a mean far from zero
+};
+
+const std::vector<NormCase>& norm_cases() {
+  static const std::vector<NormCase> cases = {
+      {{5, 1}, -1, 0},        // rows of one element: the variance is 0
+      {{3, 7}, -1, 0},        // shorter than the 16 lanes
+      {{2, 5, 33}, -1, 0},    // two lane blocks and a tail of 1
+      {{2, 3, 769}, -1, 0},   // BERT-like width, odd
+      {{4, 6, 7}, 1, 0},      // two normalized dims, rows of 42
+      {{2, 3, 4, 5}, 0, 0},   // everything one row
+      {{3, 2, 17}, -2, 100},  // mean far above the spread
+      {{3136, 96}, -1, 0},    // swin_t's first stage: rows spread over threads
+      {{9, 768}, -1, 3},      // vit_b_16's width
+  };
+  return cases;
+}
+
+std::vector<int64_t> normalized_dims(const NormCase& c) {
+  const int64_t rank = static_cast<int64_t>(c.dims.size());
+  return std::vector<int64_t>(c.dims.begin() + (c.axis < 0 ? c.axis + rank : c.axis), c.dims.end());
+}
+
+TEST(CpuTactics, LayerNormTacticsMatchTheReference) {
+  std::mt19937 rng(41);
+  const edgert_kernel& k = kernel_named("ref-layer-normalization");
+  for (const NormCase& c : norm_cases()) {
+    for (bool bias : {true, false}) {
+      for (int outputs : {1, 3}) {
+        std::vector<Input> in = {random_input(c.dims, rng), random_input(normalized_dims(c), rng, true)};
+        for (float& v : in[0].values) v += c.offset;
+        if (bias) in.push_back(random_input(normalized_dims(c), rng, true));
+        NodeSpec spec("", "LayerNormalization", static_cast<int>(in.size()), outputs);
+        spec.integer("axis", c.axis).real("epsilon", 1e-5f);
+        const std::string what = "LayerNormalization " + dims_string(c.dims) + " axis " + std::to_string(c.axis) +
+                                 (bias ? " with B" : "") + (outputs > 1 ? ", Mean and InvStdDev" : "");
+        const std::vector<edgert_tactic> listed = list_tactics(k, spec.node(), in);
+        ASSERT_EQ(listed.size(), 2u) << what;
+        EXPECT_STREQ(listed[0].name, "f32-layer-norm-rows-portable") << what;
+        expect_outputs_near_the_reference("ref-layer-normalization", spec, in, listed[0].id, what);
+        if (outputs == 1) {
+          EXPECT_EQ(check_all_tactics("ref-layer-normalization", spec, in, what, -1, 1e-5f).size(), 1u);
+        }
+      }
+    }
+  }
+  // Scale broadcast along the rows, or statistics stashed in double: only the reference is
+  // listed, and the tactic asked for anyway runs it.
+  std::vector<Input> in = {random_input({2, 6, 7}, rng), random_input({7}, rng, true)};
+  NodeSpec broadcast("", "LayerNormalization", 2);
+  broadcast.integer("axis", 1);
+  EXPECT_EQ(list_tactics(k, broadcast.node(), in).size(), 1u) << "Scale [7] over rows of 6x7";
+  expect_outputs_near_the_reference("ref-layer-normalization", broadcast, in, 60, "Scale broadcast");
+  in = {random_input({2, 6, 7}, rng), random_input({7}, rng, true)};
+  NodeSpec stash_double("", "LayerNormalization", 2, 3);
+  stash_double.integer("stash_type", EDGERT_DTYPE_FLOAT64);
+  EXPECT_EQ(list_tactics(k, stash_double.node(), in).size(), 1u) << "Mean and InvStdDev in float64";
+}
+
+TEST(CpuTactics, RmsNormTacticsMatchTheReference) {
+  std::mt19937 rng(42);
+  const edgert_kernel& k = kernel_named("ref-rms-normalization");
+  for (const NormCase& c : norm_cases()) {
+    std::vector<Input> in = {random_input(c.dims, rng), random_input(normalized_dims(c), rng, true)};
+    for (float& v : in[0].values) v += c.offset;
+    NodeSpec spec("", "RMSNormalization", 2);
+    spec.integer("axis", c.axis).real("epsilon", 1e-5f);
+    const std::string what = "RMSNormalization " + dims_string(c.dims) + " axis " + std::to_string(c.axis);
+    const std::vector<edgert_tactic> listed = list_tactics(k, spec.node(), in);
+    ASSERT_EQ(listed.size(), 2u) << what;
+    EXPECT_STREQ(listed[0].name, "f32-rms-norm-rows-portable") << what;
+    expect_outputs_near_the_reference("ref-rms-normalization", spec, in, listed[0].id, what);
+    EXPECT_EQ(check_all_tactics("ref-rms-normalization", spec, in, what, -1, 1e-5f).size(), 1u);
+  }
+  std::vector<Input> in = {random_input({2, 6, 7}, rng), random_input({6, 1}, rng, true)};
+  NodeSpec broadcast("", "RMSNormalization", 2);
+  broadcast.integer("axis", 1);
+  EXPECT_EQ(list_tactics(k, broadcast.node(), in).size(), 1u) << "Scale [6x1] over rows of 6x7";
+  expect_outputs_near_the_reference("ref-rms-normalization", broadcast, in, 60, "Scale broadcast");
+}
+
+// Random bytes of a tensor whose elements have `elem` bytes, as a dtype of that size: the ops
+// below only move bytes, so any pattern (NaN payloads included) must come out the same.
+Tensor random_tensor(size_t elem, std::vector<int64_t> dims, std::mt19937& rng) {
+  const edgert_dtype dtype = elem == 1   ? EDGERT_DTYPE_UINT8
+                             : elem == 2 ? EDGERT_DTYPE_FLOAT16
+                             : elem == 4 ? EDGERT_DTYPE_FLOAT32
+                                         : EDGERT_DTYPE_INT64;
+  return Tensor::of<uint8_t>(dtype, std::move(dims), random_values<uint8_t>(rng, count_of(dims) * elem, 0, 255));
+}
+
+// Every optimized tactic listed for the node against the reference, byte for byte, with 1 and 2
+// threads (run_tactic poisons the output first: every byte must be written). Returns how many ran.
+size_t check_tactics_bit_for_bit(const char* kernel, const NodeSpec& spec, const std::vector<Tensor>& inputs,
+                                 const std::string& what) {
+  const edgert_kernel& k = kernel_named(kernel);
+  const edgert_node node = spec.node();
+  const std::vector<edgert_tactic> tactics = list_tactics(k, node, inputs);
+  EXPECT_EQ(tactics.back().id, 0) << "the reference must come last";
+  const std::vector<uint8_t> reference = run_tactic(k, node, inputs, 0);
+  size_t ran = 0;
+  for (const edgert_tactic& t : tactics) {
+    if (t.id == 0) continue;
+    ++ran;
+    for (int threads : {1, 2}) {
+      set_threads(threads);
+      const std::vector<uint8_t> got = run_tactic(k, node, inputs, t.id);
+      EXPECT_EQ(got.size(), reference.size()) << what << " tactic " << t.name;
+      if (got.size() != reference.size()) continue;
+      size_t first_bad = 0;
+      while (first_bad < got.size() && got[first_bad] == reference[first_bad]) ++first_bad;
+      EXPECT_EQ(first_bad, got.size()) << what << ": tactic " << t.id << " (" << t.name << ") with " << threads
+                                       << " thread(s) differs from the reference first at byte " << first_bad;
+    }
+  }
+  set_threads(0);
+  return ran;
+}
+
+TEST(CpuTactics, PadTacticMatchesTheReferenceBitForBit) {
+  std::mt19937 rng(43);
+  struct Case {
+    std::vector<int64_t> dims, pads;
+    const char* mode;
+    size_t elem;
+  };
+  std::vector<Case> cases = {
+      {{1, 56, 56, 96}, {0, 0, 0, 0, 0, 0, 0, 0}, "constant", 4},   // swin_t's windows at 224x224: a copy
+      {{1, 55, 53, 96}, {0, 0, 0, 0, 0, 2, 4, 0}, "constant", 4},   // windows padded to 7s, rows of W x C
+      {{1, 3, 17, 33}, {0, 0, 1, 2, 0, 0, 3, 1}, "reflect", 4},     // NCHW, H and W
+      {{2, 5, 769}, {0, 1, 3, 1, 0, 5}, "edge", 2},                 // odd rows
+      {{2, 5, 769}, {0, -1, -3, 0, 2, -5}, "constant", 1},          // crops and pads at once
+      {{3, 1, 7}, {0, 2, 0, 0, 2, 0}, "reflect", 8},                // reflect of a dim of 1
+      {{4, 7}, {2, 9, 3, 8}, "wrap", 4},                            // pads past the dim
+      {{2, 0, 3}, {1, 2, 0, 0, 1, 1}, "constant", 4},               // an empty input
+      {{6}, {-6, 3}, "constant", 2},                                // everything cropped
+      {{129, 130, 3}, {1, 0, 0, 0, 2, 0}, "edge", 4},               // rows of rows, spread over threads
+  };
+  // Random ones: rank 1 to 5, dims 1 to 9, pads -2 to 3 (whatever leaves each dim >= 0; the
+  // modes that read the input need a non-empty dim, and reflect one longer than its pads).
+  const char* modes[] = {"constant", "reflect", "edge", "wrap"};
+  const size_t elems[] = {1, 2, 4, 8};
+  std::uniform_int_distribution<int64_t> rank_of(1, 5), dim_of(1, 9), pad_of(-2, 3);
+  for (int i = 0; i < 60; ++i) {
+    Case c{{}, {}, modes[i % 4], elems[(i / 4) % 4]};
+    const int64_t rank = rank_of(rng);
+    for (int64_t a = 0; a < rank; ++a) c.dims.push_back(dim_of(rng));
+    c.pads.assign(static_cast<size_t>(2 * rank), 0);
+    for (int64_t a = 0; a < rank; ++a) {
+      if (rng() % 3 == 0) continue;  // many dims unpadded: those merge
+      do {
+        c.pads[a] = pad_of(rng);
+        c.pads[a + rank] = pad_of(rng);
+      } while (c.dims[a] + c.pads[a] + c.pads[a + rank] < 0);
+    }
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) {
+    for (int value_kind = 0; value_kind < 3; ++value_kind) {  // none (zero), a random value, a zero value
+      if (value_kind > 0 && std::string(c.mode) != "constant") break;
+      std::vector<Tensor> in = {random_tensor(c.elem, c.dims, rng),
+                                Tensor::of<int64_t>(EDGERT_DTYPE_INT64, {static_cast<int64_t>(c.pads.size())}, c.pads, true)};
+      if (value_kind > 0) {
+        Tensor value = random_tensor(c.elem, {}, rng);
+        if (value_kind == 2) std::fill(value.bytes.begin(), value.bytes.end(), 0);
+        value.constant = true;
+        in.push_back(value);
+      }
+      NodeSpec spec("", "Pad", static_cast<int>(in.size()));
+      spec.string("mode", c.mode);
+      std::string pads;
+      for (int64_t p : c.pads) pads += (pads.empty() ? "" : ",") + std::to_string(p);
+      const std::string what = std::string("Pad ") + c.mode + " " + dims_string(c.dims) + " pads " + pads + " of " +
+                               std::to_string(c.elem) + "-byte elements, value " + std::to_string(value_kind);
+      const std::vector<edgert_tactic> listed = list_tactics(kernel_named("ref-pad"), spec.node(), in);
+      ASSERT_EQ(listed.size(), 2u) << what;
+      EXPECT_STREQ(listed[0].name, "xx-pad-rows-portable") << what;
+      EXPECT_EQ(check_tactics_bit_for_bit("ref-pad", spec, in, what), 1u) << what;
+    }
+  }
+  // Opset 18's axes: pads for the named dims only.
+  std::vector<Tensor> in = {random_tensor(4, {2, 7, 5}, rng),
+                            Tensor::of<int64_t>(EDGERT_DTYPE_INT64, {4}, std::vector<int64_t>{1, -1, 2, 3}, true),
+                            Tensor::of<float>(EDGERT_DTYPE_FLOAT32, {}, std::vector<float>{-0.0f}, true),
+                            Tensor::of<int64_t>(EDGERT_DTYPE_INT64, {2}, std::vector<int64_t>{-1, 0}, true)};
+  NodeSpec with_axes("", "Pad", 4);
+  EXPECT_EQ(check_tactics_bit_for_bit("ref-pad", with_axes, in, "Pad with axes and a value of -0"), 1u);
+}
+
+TEST(CpuTactics, TransposeTacticMatchesTheReferenceBitForBit) {
+  std::mt19937 rng(44);
+  struct Case {
+    std::vector<int64_t> dims, perm;
+    size_t elem;
+  };
+  std::vector<Case> cases = {
+      {{1, 96, 56, 56}, {0, 2, 3, 1}, 4},            // NCHW to NHWC (swin_t's patch embedding)
+      {{64, 3, 49, 32}, {0, 1, 3, 2}, 4},            // K^T of windowed attention
+      {{1, 8, 7, 8, 7, 96}, {0, 1, 3, 2, 4, 5}, 4},  // window partition: runs of C
+      {{3, 64, 49, 3, 32}, {3, 0, 1, 2, 4}, 4},      // QKV split: runs of the head dim
+      {{33, 769}, {1, 0}, 1},
+      {{33, 769}, {1, 0}, 2},
+      {{17, 7, 31}, {2, 0, 1}, 8},
+      {{5, 1, 9}, {2, 1, 0}, 4},                     // a dim of 1 in the middle
+      {{4, 1}, {1, 0}, 4},                           // the innermost dim of 1: a copy
+      {{2, 3, 4}, {0, 1, 2}, 2},                     // identity
+      {{7}, {0}, 8},
+      {{2, 0, 3}, {2, 1, 0}, 4},                     // empty
+  };
+  // Random permutations of rank 2 to 6 (identity among them), dims 1 to 9.
+  const size_t elems[] = {1, 2, 4, 8};
+  std::uniform_int_distribution<int64_t> rank_of(2, 6), dim_of(1, 9);
+  for (int i = 0; i < 80; ++i) {
+    Case c{{}, {}, elems[i % 4]};
+    const int64_t rank = rank_of(rng);
+    for (int64_t a = 0; a < rank; ++a) {
+      c.dims.push_back(dim_of(rng));
+      c.perm.push_back(a);
+    }
+    if (i % 10 != 0) std::shuffle(c.perm.begin(), c.perm.end(), rng);
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) {
+    std::vector<Tensor> in = {random_tensor(c.elem, c.dims, rng)};
+    NodeSpec spec("", "Transpose", 1);
+    spec.ints("perm", c.perm);
+    const std::string what = "Transpose " + dims_string(c.dims) + " perm " + dims_string(c.perm) + " of " +
+                             std::to_string(c.elem) + "-byte elements";
+    const std::vector<edgert_tactic> listed = list_tactics(kernel_named("ref-transpose"), spec.node(), in);
+    ASSERT_EQ(listed.size(), 2u) << what;
+    EXPECT_STREQ(listed[0].name, "xx-transpose-tiled-portable") << what;
+    EXPECT_EQ(check_tactics_bit_for_bit("ref-transpose", spec, in, what), 1u) << what;
+  }
 }
 
 TEST(CpuTactics, ConfigureRefusesANegativeThreadCount) {
