@@ -85,9 +85,12 @@ std::string device_plugin_of(const Graph& graph) {
 }
 
 // Ops whose float16 results drift from float32 beyond what a classifier tolerates: exponentials
-// and sums over many terms, and the normalizations built on them.
+// and sums over many terms, and the normalizations built on them. Not Softmax and
+// LayerNormalization: the CUDA kernels compute them in float whatever their I/O, and their
+// operands come from and go to float16 layers in transformers, so float32 I/O only added a Cast
+// on each side (the same values: float16 widened exactly, and rounded once on the way out).
 bool keeps_float32(const Node& node) {
-  static const std::set<std::string> ops = {"Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization",
+  static const std::set<std::string> ops = {"LogSoftmax", "InstanceNormalization",
                                             "GroupNormalization", "ReduceSum", "ReduceMean", "ReduceProd",
                                             "ReduceL2", "ReduceLogSumExp", "Exp", "Log", "Pow", "Erf",
                                             "CumSum", "Softplus", "TopK", "NonMaxSuppression"};
@@ -180,6 +183,9 @@ int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) 
       node.precision_note = "float32: drifts in float16 (exponentials, long sums)";
       continue;
     }
+    // A Cast writes the dtype its `to` names: made float16 here, it would still write float32
+    // into a float16-sized tensor. Its float16 readers get a Cast of its output instead.
+    if (node.domain.empty() && (node.op_type == "Cast" || node.op_type == "CastLike")) continue;
     const edgert_kernel* kernel = kernel_in(*plugin, graph, node);
     if (!kernel) continue;
     bool has_float = false;

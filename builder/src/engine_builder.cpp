@@ -135,6 +135,7 @@ PassOptions pass_options_for(const BuildOptions& options, const std::vector<cons
   pass_options.log = options.log;
   pass_options.profiles = options.profiles;
   pass_options.target_device = target_device;
+  pass_options.device_fp16 = target_device && options.fp16;
   pass_options.explicit_quantization = std::make_shared<QuantizationTable>();
   return pass_options;
 }

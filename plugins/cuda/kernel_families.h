@@ -12,6 +12,7 @@
   X(elementwise)                       \
   X(pool)                              \
   X(softmax)                           \
+  X(fused_attention)                   \
   X(tensor_layout)                     \
   X(resize)                            \
   X(reduce)                            \

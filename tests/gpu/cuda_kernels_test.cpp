@@ -6,6 +6,7 @@
 // wherever the kernel takes it.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -369,6 +370,53 @@ TEST_F(GpuTest, SoftmaxAndLogSoftmax) {
         c.nhwc = true;
         run_both(c);
       }
+  }
+}
+
+// Fused attention
+
+// edgert.FusedAttention (Q [..., L, D], Kt [..., D, S], V [..., S, Dv], an optional additive mask)
+// against the CPU plugin's: the vision transformer's shape, sizes that are no multiple of the
+// tiles (queries 64, keys 64, head 16), one query and one key, heads of 130, batch dims that
+// broadcast, masks broadcasting over batches and rows, masked-out keys (-inf), and a float32 mask
+// beside float16 Q, Kt and V.
+TEST_F(GpuTest, FusedAttentionMatchesTheReference) {
+  std::mt19937 rng(29);
+  struct Shapes {
+    Dims q, kt, v, mask;  // empty mask: none
+    float q_scale, score_scale;
+  };
+  const std::vector<Shapes> shapes = {
+      {{1, 12, 197, 64}, {1, 12, 64, 197}, {1, 12, 197, 64}, {}, 0.125f, 1.f},
+      {{2, 3, 33, 40}, {2, 3, 40, 70}, {2, 3, 70, 24}, {1, 1, 33, 70}, 1.f, 0.158f},
+      {{2, 3, 33, 40}, {2, 3, 40, 70}, {2, 3, 70, 24}, {2, 1, 1, 70}, 1.f, 0.158f},
+      {{3, 17, 16}, {1, 16, 129}, {3, 129, 8}, {17, 129}, 0.25f, 1.f},
+      {{1, 1, 8}, {1, 8, 1}, {1, 1, 5}, {}, 1.f, 1.f},
+      {{1, 80, 130}, {1, 130, 65}, {1, 65, 130}, {}, 0.0877f, 1.f},
+      {{4, 49, 32}, {4, 32, 49}, {4, 49, 32}, {4, 49, 49}, 0.1768f, 1.f},
+  };
+  for (const Shapes& sh : shapes) {
+    std::vector<CaseInput> inputs = {input(HostTensor::random(sh.q, rng)), input(HostTensor::random(sh.kt, rng)),
+                                     input(HostTensor::random(sh.v, rng))};
+    if (!sh.mask.empty()) inputs.push_back(input(HostTensor::random(sh.mask, rng, -2.f, 2.f)));
+    GpuCase c = make("FusedAttention", inputs, NodeSpec().real("q_scale", sh.q_scale).real("score_scale", sh.score_scale), 1);
+    c.domain = "edgert";
+    c.label = "Q " + std::to_string(sh.q.size()) + "-D, L " + std::to_string(sh.q[sh.q.size() - 2]) + ", S " +
+              std::to_string(sh.kt.back()) + (sh.mask.empty() ? "" : ", masked");
+    run_both(transcendental(c));
+  }
+  // Keys masked out with -inf (a padding mask), and a mask that stays float32 beside float16.
+  std::vector<float> values(2 * 70);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = i % 70 >= 50 ? -INFINITY : 0.f;
+  for (bool follows : {true, false}) {
+    CaseInput m = input(HostTensor::floats({2, 1, 1, 70}, values));
+    m.follows_dtype = follows;
+    GpuCase c = make("FusedAttention", {input(HostTensor::random({2, 3, 33, 40}, rng)), input(HostTensor::random({2, 3, 40, 70}, rng)),
+                                        input(HostTensor::random({2, 3, 70, 24}, rng)), m},
+                     NodeSpec().real("q_divisor", 6.32f), 1);
+    c.domain = "edgert";
+    c.label = follows ? "padding mask" : "float32 padding mask";
+    run_both(transcendental(c));
   }
 }
 

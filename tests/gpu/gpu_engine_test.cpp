@@ -353,6 +353,53 @@ TEST_F(GpuEngine, PostprocessInTheEngineRunsOnTheGpuAndComputesWhatTheCpuCompute
   EXPECT_EQ(half_engine->output_names(), (std::vector<std::string>{"scores", "classes"}));
 }
 
+TEST_F(GpuEngine, AttentionFusesIntoOneGpuKernelAndComputesWhatTheCpuComputes) {
+  // Two heads of 20 tokens, 32 wide: Q, K and V projections, scaled and masked scores, softmax,
+  // the product with V: one edgert.FusedAttention on the GPU in float16.
+  const Shape shape = {2, 20, 32};
+  GraphMaker m;
+  m.input("x", shape);
+  for (const char* w : {"wq", "wk", "wv"}) m.floats(w, {32, 32}, seeded(32 * 32, w[1], 0.2f));
+  m.floats("scale", {}, {0.1767767f});
+  std::vector<float> mask = seeded(20 * 20, 7);
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = i % 20 > i / 20 + 3 ? -1e4f : mask[i];  // a banded mask
+  m.floats("mask", {20, 20}, mask);
+  m.node("MatMul", {"x", "wq"}, {"q"});
+  m.node("MatMul", {"x", "wk"}, {"k"});
+  m.node("MatMul", {"x", "wv"}, {"v"});
+  GraphMaker::attr(m.node("Transpose", {"k"}, {"kt"}), "perm", std::vector<int64_t>{0, 2, 1});
+  m.node("Mul", {"q", "scale"}, {"qs"});
+  m.node("MatMul", {"qs", "kt"}, {"scores"}, "scores");
+  m.node("Add", {"scores", "mask"}, {"masked"}, "mask");
+  GraphMaker::attr(m.node("Softmax", {"masked"}, {"p"}, "softmax"), "axis", int64_t{-1});
+  m.node("MatMul", {"p", "v"}, {"y"}, "context");
+  m.output("y");
+  auto cpu = load(build(m.model(), "x86_64-generic"));
+  auto gpu = load(build(m.model(), "x86_64-cuda-sm90"));
+  auto half = load(build(m.model(), "x86_64-cuda-sm90", true));
+  ASSERT_TRUE(cpu && gpu && half);
+  // Fused in float16 (tensor cores); float32 keeps cuBLASLt's products and the softmax kernel.
+  EXPECT_EQ(plugin_of(*half, "FusedAttention"), "cuda");
+  EXPECT_EQ(plugin_of(*half, "Softmax"), "") << "the softmax is inside the fused node";
+  EXPECT_EQ(plugin_of(*gpu, "FusedAttention"), "");
+  EXPECT_EQ(plugin_of(*gpu, "Softmax"), "cuda");
+  for (const LoadedEngine* engine : {gpu.get(), half.get()}) EXPECT_EQ(nodes_on(*engine, "cpu"), 0u);
+  auto outputs = [&](const LoadedEngine& engine, const std::vector<float>& x) {
+    ExecutionContext context(engine);
+    edgert_tensor t{EDGERT_DTYPE_FLOAT32, 3, {2, 20, 32}, const_cast<float*>(x.data())};
+    edgert_error error{};
+    EXPECT_EQ(context.run(&t, 1, &error), EDGERT_OK) << error.message;
+    const float* y = static_cast<const float*>(context.output(0).data);
+    return std::vector<float>(y, y + 2 * 20 * 32);
+  };
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    const std::vector<float> x = seeded(2 * 20 * 32, 80 + seed);
+    const std::vector<float> want = outputs(*cpu, x);
+    EXPECT_LE(relative_l2(outputs(*gpu, x), want), 1e-5) << "seed " << seed;
+    EXPECT_LE(relative_l2(outputs(*half, x), want), 1e-2) << "seed " << seed;
+  }
+}
+
 TEST_F(GpuEngine, InputsAndOutputsBoundToUnifiedMemoryRunWithZeroCopies) {
   const Shape shape = {1, 3, 16, 16};
   const std::vector<uint8_t> bytes = build(small_net(shape, false), "x86_64-cuda-sm90");

@@ -194,8 +194,11 @@ PassManager PassManager::standard(PassOptions options) {
   manager.add("pattern-recognition", recognize_patterns);
   if (manager.options_.precision) manager.add("precision", manager.options_.precision);
   if (manager.options_.stop_after_precision) return manager;
-  // The CPU plugin runs edgert.FusedAttention; the CUDA plugin its parts.
-  if (!manager.options_.target_device) manager.add("attention-fusion", fuse_attention);
+  // Both plugins run edgert.FusedAttention. On the GPU it is fused for float16 only: its
+  // flash-style kernel (tensor cores) beats the separate products and softmax there, while in
+  // float32 cuBLASLt's products (no TF32) and the softmax kernel are faster than its CUDA-core
+  // products (vit_b_16 on an H200: 3.30 ms fused against 2.75 ms unfused; tests/bench/RESULTS.md).
+  if (!manager.options_.target_device || manager.options_.device_fp16) manager.add("attention-fusion", fuse_attention);
   manager.add("activation-fusion", fuse_activations);
   if (!manager.options_.target_device) {
     manager.add("pool-fusion", fuse_max_pools);

@@ -33,6 +33,8 @@ struct PassOptions {
   // scale or a 1x1 expansion folded into a convolution) are left out, or they would pull those
   // convolutions off the device.
   bool target_device = false;
+  // The device layers run in float16 (--fp16).
+  bool device_fp16 = false;
   // Runs after pattern recognition, before the fusions (empty: none): the INT8 rewrite, or the
   // calibration build's exposure of every activation as an output, on the graph whose tensor
   // names the calibration cache records.
