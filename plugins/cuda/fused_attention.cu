@@ -24,6 +24,7 @@
 
 #include "activation.cuh"
 #include "cuda_op.h"
+#include "warp_reduce.cuh"
 
 namespace edgert::cuda {
 namespace {
@@ -73,14 +74,6 @@ struct SharedLayout {
   }
 };
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // scores [16, kKeyTile] (float, row stride kKeyTile) = q [16, dp] (row stride dp) x kt [dp, kKeyTile].
 __device__ void warp_scores(const __half* q, const __half* kt, int dp, float* scores) {

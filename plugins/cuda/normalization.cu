@@ -15,6 +15,7 @@
 #include "edgert/dtype_info.h"
 #include "grid.cuh"
 #include "layout.h"
+#include "warp_reduce.cuh"
 
 namespace edgert::cuda {
 namespace {
@@ -139,11 +140,6 @@ struct Rows {
   float epsilon = 1e-5f;
   Param scale, bias;  // bias.data may be null
 };
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // Sum over the block (kThreads threads); every thread gets it.
 __device__ float block_sum(float v, float* scratch) {

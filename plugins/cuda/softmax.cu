@@ -15,6 +15,7 @@
 #include "edgert/dtype_info.h"
 #include "grid.cuh"
 #include "layout.h"
+#include "warp_reduce.cuh"
 
 namespace edgert::cuda {
 namespace {
@@ -22,14 +23,6 @@ namespace {
 constexpr unsigned kThreads = 256;
 constexpr int64_t kWarpRowLimit = 256;  // longer rows take a block each
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // Block-wide reduction for blocks of kThreads: every thread gets the result.
 __device__ float block_reduce(float v, bool max, float* scratch) {
