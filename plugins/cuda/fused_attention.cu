@@ -53,11 +53,11 @@ struct AttentionShape {
 
 template <typename T>
 struct SharedLayout {
-  // The block's Q rows [kRows, dp] (T) and the warps' maxima and sums [kWarps, kRows] (float);
-  // for each of its `warps` warps
-  // a key or value tile [max(dp, kKeyTile), max(kKeyTile, dvp)] (T), the scores
-  // [kRows, kKeyTile] (float), the probabilities [kRows, kKeyTile] (T) and the output [kRows, dvp]
-  // (float). Offsets in bytes, each 32-byte aligned (WMMA's pointer alignment).
+  // The block's Q rows [kRows, dp] (T) and the warps' maxima and sums [kWarps, kRows] (float),
+  // then for each of its `warps` warps, from warp0 + warp * per_warp: a key or value tile
+  // [max(dp, kKeyTile), max(kKeyTile, dvp)] (T), the scores [kRows, kKeyTile] (float), the
+  // probabilities [kRows, kKeyTile] (T) and the output [kRows, dvp] (float). Offsets in bytes
+  // (tile, scores, probs and out within a warp's part), each 32-byte aligned (WMMA's pointers).
   size_t q, stats, warp0, tile, scores, probs, out, per_warp, total;
   __host__ __device__ static size_t align(size_t n) { return (n + 31) / 32 * 32; }
   __host__ __device__ SharedLayout(int dp, int dvp, int warps) {
@@ -73,7 +73,6 @@ struct SharedLayout {
     total = warp0 + warps * per_warp;
   }
 };
-
 
 // scores [16, kKeyTile] (float, row stride kKeyTile) = q [16, dp] (row stride dp) x kt [dp, kKeyTile].
 __device__ void warp_scores(const __half* q, const __half* kt, int dp, float* scores) {
