@@ -1217,7 +1217,8 @@ Tensor random_tensor(size_t elem, std::vector<int64_t> dims, std::mt19937& rng) 
                              : elem == 2 ? EDGERT_DTYPE_FLOAT16
                              : elem == 4 ? EDGERT_DTYPE_FLOAT32
                                          : EDGERT_DTYPE_INT64;
-  return Tensor::of<uint8_t>(dtype, std::move(dims), random_values<uint8_t>(rng, count_of(dims) * elem, 0, 255));
+  const int64_t bytes = count_of(dims) * static_cast<int64_t>(elem);  // before dims is moved from
+  return Tensor::of<uint8_t>(dtype, std::move(dims), random_values<uint8_t>(rng, bytes, 0, 255));
 }
 
 // Every optimized tactic listed for the node against the reference, byte for byte, with 1 and 2
