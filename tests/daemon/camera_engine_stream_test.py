@@ -23,7 +23,9 @@ import tempfile
 import time
 
 build, source = sys.argv[1], sys.argv[2]
-edgertd, edgertctl, edgert = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl", "edgert"))
+edgertd, edgertctl = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl"))
+# The CLI only builds the test engines: the TSan tier points this at the main build's (uninstrumented) edgert.
+edgert = os.environ.get("EDGERT_TEST_CLI") or os.path.join(build, "bin", "edgert")
 work = tempfile.mkdtemp(prefix="edgert-camera-")
 failures = []
 MEAN, STD = "0.485,0.456,0.406", "0.229,0.224,0.225"

@@ -11,7 +11,9 @@ import tempfile
 import traceback
 
 build, source, case = sys.argv[1], sys.argv[2], sys.argv[3]
-edgertd, edgertctl, edgert = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl", "edgert"))
+edgertd, edgertctl = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl"))
+# The CLI only builds the test engines: the TSan tier points this at the main build's (uninstrumented) edgert.
+edgert = os.environ.get("EDGERT_TEST_CLI") or os.path.join(build, "bin", "edgert")
 _script = os.path.basename(sys.argv[0]).removesuffix("_test.py")
 work = tempfile.mkdtemp(prefix=f"edgert-{_script}-{case}-")
 failures = []

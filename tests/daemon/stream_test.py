@@ -15,7 +15,9 @@ import tempfile
 import time
 
 build, source = sys.argv[1], sys.argv[2]
-edgertd, edgertctl, edgert = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl", "edgert"))
+edgertd, edgertctl = (os.path.join(build, "bin", n) for n in ("edgertd", "edgertctl"))
+# The CLI only builds the test engines: the TSan tier points this at the main build's (uninstrumented) edgert.
+edgert = os.environ.get("EDGERT_TEST_CLI") or os.path.join(build, "bin", "edgert")
 work = tempfile.mkdtemp(prefix="edgert-stream-")
 failures = []
 
