@@ -284,23 +284,39 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
   if (device_plugin.empty()) return 0;
   const LoadedPlugin* plugin = plugin_named(options, device_plugin);
   auto rank4_activation = [&](int32_t t) {
+    if (t < 0) return false;
     const Value& v = graph.values[t];
-    return t >= 0 && !v.is_constant() && v.rank_known && v.shape.size() == 4 &&
+    return !v.is_constant() && v.rank_known && v.shape.size() == 4 &&
            (v.dtype == EDGERT_DTYPE_FLOAT16 || v.dtype == EDGERT_DTYPE_FLOAT32 || v.dtype == EDGERT_DTYPE_UINT8);
   };
   Attribute layout;
   layout.name = "layout";
   layout.type = EDGERT_ATTR_STRING;
   layout.s = "NHWC";
-  // Which nodes go channels-last: device nodes with a rank-4 activation whose kernel takes it.
+  // An activation whose rank shape inference could not tell (a Slice whose bounds are computed
+  // from shapes, before a profile fixes them): a channels-last kernel stores it channels-last if
+  // it turns out rank 4 at run time, and this pass, which cannot tell, would not reformat it
+  // where it meets a row-major node.
+  auto unknown_rank_activation = [&](int32_t t) {
+    if (t < 0) return false;
+    const Value& v = graph.values[t];
+    return !v.is_constant() && !v.rank_known &&
+           (v.dtype == EDGERT_DTYPE_FLOAT16 || v.dtype == EDGERT_DTYPE_FLOAT32 || v.dtype == EDGERT_DTYPE_UINT8);
+  };
+  // Which nodes go channels-last: device nodes with a rank-4 activation whose kernel takes it,
+  // and no activation of unknown rank (those stay row-major, so every channels-last tensor is
+  // one this pass knows to be rank 4).
   std::vector<bool> nhwc(graph.nodes.size(), false);
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     Node& node = graph.nodes[n];
     if (!node.on_device || node.attribute("layout")) continue;
-    bool rank4 = false;
-    for (int32_t t : node.inputs) rank4 = rank4 || rank4_activation(t);
-    for (int32_t t : node.outputs) rank4 = rank4 || rank4_activation(t);
-    if (!rank4) continue;
+    bool rank4 = false, unknown_rank = false;
+    for (const auto* list : {&node.inputs, &node.outputs})
+      for (int32_t t : *list) {
+        rank4 = rank4 || rank4_activation(t);
+        unknown_rank = unknown_rank || unknown_rank_activation(t);
+      }
+    if (!rank4 || unknown_rank) continue;
     node.attributes.push_back(layout);
     nhwc[n] = kernel_in(*plugin, graph, node) != nullptr;
     node.attributes.pop_back();
@@ -467,6 +483,7 @@ int assign_memory_spaces(Model& model, const PlacementOptions& options) {
 
   // Who reads each value where: a device kernel reads on the device except its host operands.
   std::vector<bool> read_on_device(graph.values.size(), false), read_on_host(graph.values.size(), false);
+  std::vector<bool> read_by_subgraph(graph.values.size(), false);
   for (const Node& node : graph.nodes) {
     const LoadedPlugin* plugin = node.on_device ? plugin_named(options, node.plugin) : nullptr;
     const edgert_kernel* kernel = plugin ? kernel_in(*plugin, graph, node) : nullptr;
@@ -482,7 +499,7 @@ int assign_memory_spaces(Model& model, const PlacementOptions& options) {
         std::set<std::string> names;
         outer_names(model, a.graph, names);
         for (size_t t = 0; t < graph.values.size(); ++t)
-          if (names.count(graph.values[t].name)) read_on_host[t] = true;
+          if (names.count(graph.values[t].name)) read_on_host[t] = read_by_subgraph[t] = true;
       }
   }
   std::vector<bool> written_on_device(graph.values.size(), false), is_input(graph.values.size(), false);
@@ -517,7 +534,11 @@ int assign_memory_spaces(Model& model, const PlacementOptions& options) {
       else if (read_on_device[t]) v.space = options.unified_memory ? EDGERT_MEMORY_UNIFIED : EDGERT_MEMORY_HOST;
       continue;
     }
-    if (from_device) v.space = host_side && options.unified_memory ? EDGERT_MEMORY_UNIFIED : device_space;
+    // A subgraph reads an outer value by its name, where no copy node can stand between: on a
+    // discrete device too, what the device writes for a subgraph goes to unified memory (the host
+    // kernels of the subgraph run after the executor has waited for the device).
+    if (from_device)
+      v.space = host_side && (options.unified_memory || read_by_subgraph[t]) ? EDGERT_MEMORY_UNIFIED : device_space;
     else if (read_on_device[t] && options.unified_memory) v.space = EDGERT_MEMORY_UNIFIED;
   }
   // Copies where a discrete device and the host meet (unified boards have none).

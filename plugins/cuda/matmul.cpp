@@ -133,6 +133,10 @@ ProductSetup setup_of(const edgert_node& node, const edgert_tensor* in) {
 }
 
 int32_t supports_product(const edgert_node* node, const edgert_tensor* in) {
+  // cuBLASLt reads row-major matrices: a rank-4 operand stored channels-last (a transformer's
+  // [B, H, W, C] activations beside convolutions) would be read as if its bytes were [B, H, W, C]
+  // row-major; such nodes stay row-major and the layout pass reformats around them.
+  if (channels_last(*node)) return 0;
   for (int i = 0; i < 2; ++i)
     if (in[i].dtype != EDGERT_DTYPE_UNDEFINED && !is_float(in[i].dtype)) return 0;
   if (!is_gemm(*node) && ((in[0].rank >= 0 && in[0].rank < 2) || (in[1].rank >= 0 && in[1].rank < 2))) return 0;

@@ -7,7 +7,9 @@
 //   - the second identical run is captured as a CUDA graph, later ones replay it with the same
 //     results, and a new shape is run (and captured) again;
 //   - a node only the CPU has, between GPU nodes, runs with copies on a discrete GPU and in
-//     place in unified memory on a board declared unified.
+//     place in unified memory on a board declared unified;
+//   - an If's branches read, on the host, a value the GPU wrote (from unified memory);
+//   - FP16 MatMuls of rank-4 operands (swin's [B, H, W, C] activations) stay row-major.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,9 +40,9 @@ std::vector<float> seeded(size_t n, uint32_t seed, float scale = 1.0f) {
 
 // x [N,3,16,16] -> Conv 3x3 + Relu -> depthwise 3x3 + Clip -> 1x1 Conv + residual -> GAP ->
 // Flatten -> Gemm; with `host_op` a CumSum along W (no CUDA kernel) between the convolutions.
-onnx::ModelProto small_net(const Shape& x_shape, bool host_op) {
+onnx::ModelProto small_net(const Shape& x_shape, bool host_op, const std::vector<std::string>& dim_names = {}) {
   GraphMaker g;
-  g.input("x", x_shape);
+  g.input("x", x_shape, dim_names);
   g.floats("w1", {16, 3, 3, 3}, seeded(16 * 27, 1, 0.3f));
   g.floats("b1", {16}, seeded(16, 2, 0.1f));
   g.floats("wd", {16, 1, 3, 3}, seeded(16 * 9, 3, 0.3f));
@@ -571,6 +573,118 @@ TEST_F(GpuEngine, AHostOnlyNodeBetweenGpuNodesRunsWithCopiesOrInUnifiedMemory) {
   run(g, shape, x);  // the first run prepares its kernels, which may wait for the device
   run(g, shape, x);
   EXPECT_GT(g.device_ms(), 0);
+}
+
+// x [1,4,8,8] -> Conv 3x3 + Relu (the GPU) -> r; If(cond) over r: then ReduceSum, else
+// ReduceMax, both over every axis. The branches read r by name, on the host: detectors'
+// post-processing reads the GPU's scores and boxes this way.
+onnx::ModelProto branch_net() {
+  GraphMaker g;
+  g.input("x", {1, 4, 8, 8});
+  g.floats("w", {4, 4, 3, 3}, seeded(4 * 36, 31, 0.3f));
+  GraphMaker::attr(g.node("Conv", {"x", "w"}, {"c"}, "conv"), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  g.node("Relu", {"c"}, {"r"}, "relu");
+  onnx::NodeProto& branch = g.node("If", {"cond"}, {"y"}, "pick");
+  for (const auto& [attribute, reduce] : {std::pair{"then_branch", "ReduceSum"}, std::pair{"else_branch", "ReduceMax"}}) {
+    onnx::AttributeProto& a = *branch.add_attribute();
+    a.set_name(attribute);
+    a.set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto& body = *a.mutable_g();
+    body.set_name(attribute);
+    onnx::NodeProto& node = *body.add_node();
+    node.set_op_type(reduce);
+    node.add_input("r");
+    node.add_output("reduced");
+    onnx::AttributeProto& keep = *node.add_attribute();
+    keep.set_name("keepdims");
+    keep.set_type(onnx::AttributeProto::INT);
+    keep.set_i(0);
+    onnx::ValueInfoProto& out = *body.add_output();
+    out.set_name("reduced");
+    out.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  g.output("y");
+  onnx::ModelProto model = g.model();
+  onnx::ValueInfoProto& cond = *model.mutable_graph()->add_input();
+  cond.set_name("cond");
+  cond.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+  cond.mutable_type()->mutable_tensor_type()->mutable_shape();
+  return model;
+}
+
+TEST_F(GpuEngine, IfBranchesReadWhatTheGpuWroteFromUnifiedMemory) {
+  auto cpu = load(build(branch_net(), "x86_64-generic"));
+  auto gpu = load(build(branch_net(), "x86_64-cuda-sm90"));
+  ASSERT_TRUE(cpu && gpu);
+  EXPECT_GE(nodes_on(*gpu, "cuda"), 1u) << "the convolution runs on the GPU";
+  bool r_unified = false;
+  for (const LoadedTensor& t : gpu->main_graph().tensors)
+    if (std::string(t.name) == "r") r_unified = t.space == EDGERT_MEMORY_UNIFIED;
+  EXPECT_TRUE(r_unified) << "r, written on the GPU and read by the branches, is in unified memory";
+  const std::vector<float> x = seeded(4 * 8 * 8, 32);
+  ExecutionContext c(*cpu), d(*gpu);
+  for (bool pick : {true, false, true}) {
+    float results[2] = {};
+    for (int which = 0; which < 2; ++which) {
+      ExecutionContext& context = which == 0 ? c : d;
+      bool flag = pick;
+      const edgert_tensor inputs[2] = {{EDGERT_DTYPE_FLOAT32, 4, {1, 4, 8, 8}, const_cast<float*>(x.data())},
+                                       {EDGERT_DTYPE_BOOL, 0, {}, &flag}};
+      edgert_error error{};
+      ASSERT_EQ(context.run(inputs, 2, &error), EDGERT_OK) << error.message;
+      const edgert_tensor& y = context.output(0);
+      ASSERT_EQ(y.rank, 0);
+      results[which] = *static_cast<const float*>(y.data);
+    }
+    EXPECT_NEAR(results[1], results[0], 1e-4f * (1.0f + std::fabs(results[0]))) << (pick ? "ReduceSum" : "ReduceMax");
+  }
+}
+
+// x [2,3,5,8] -> MatMul [8,6] -> Relu -> MatMul [2,3,6,7]: products of rank-4 activations, as
+// swin's MLPs ([B, H, W, C] x [C, 4C]) and window attention ([B, heads, L, D] x [B, heads, D, L]).
+TEST_F(GpuEngine, Fp16ProductsOfRank4OperandsComputeWhatTheCpuComputes) {
+  GraphMaker g;
+  g.input("x", {2, 3, 5, 8});
+  g.floats("w", {8, 6}, seeded(48, 41, 0.5f));
+  g.floats("kt", {2, 3, 6, 7}, seeded(2 * 3 * 42, 42, 0.5f));
+  g.node("MatMul", {"x", "w"}, {"a"}, "linear");
+  g.node("Relu", {"a"}, {"r"}, "relu");
+  g.node("MatMul", {"r", "kt"}, {"y"}, "scores");
+  g.output("y");
+  auto cpu = load(build(g.model(), "x86_64-generic"));
+  auto gpu = load(build_result(g.model(), "x86_64-cuda-sm90", true, 0.0).engine);
+  ASSERT_TRUE(cpu && gpu);
+  EXPECT_EQ(plugin_of(*gpu, "MatMul"), "cuda");
+  const std::vector<float> x = seeded(2 * 3 * 5 * 8, 43);
+  std::vector<float> outputs[2];
+  ExecutionContext c(*cpu), d(*gpu);
+  for (int which = 0; which < 2; ++which) {
+    ExecutionContext& context = which == 0 ? c : d;
+    const edgert_tensor in{EDGERT_DTYPE_FLOAT32, 4, {2, 3, 5, 8}, const_cast<float*>(x.data())};
+    edgert_error error{};
+    ASSERT_EQ(context.run(&in, 1, &error), EDGERT_OK) << error.message;
+    const edgert_tensor& y = context.output(0);
+    ASSERT_EQ(y.rank, 4);
+    const float* p = static_cast<const float*>(y.data);
+    outputs[which].assign(p, p + 2 * 3 * 5 * 7);
+  }
+  EXPECT_LE(relative_l2(outputs[1], outputs[0]), 1e-2);
+}
+
+// A dynamic batch and no optimization profile: nothing is known of the batch at build time, and
+// the FP16 engine still computes what the CPU computes at the batches it meets.
+TEST_F(GpuEngine, Fp16WithADynamicBatchAndNoProfileComputesWhatTheCpuComputes) {
+  const onnx::ModelProto model = small_net({1, 3, 16, 16}, false, {"batch"});
+  auto cpu = load(build(model, "x86_64-generic"));
+  auto gpu = load(build_result(model, "x86_64-cuda-sm90", true, 0.0).engine);
+  ASSERT_TRUE(cpu && gpu);
+  EXPECT_GE(nodes_on(*gpu, "cuda"), 3u);
+  ExecutionContext c(*cpu), d(*gpu);
+  for (int64_t batch : {1, 3, 2}) {
+    const Shape shape = {batch, 3, 16, 16};
+    const std::vector<float> x = seeded(static_cast<size_t>(batch) * 3 * 16 * 16, 50 + static_cast<uint32_t>(batch));
+    EXPECT_LE(relative_l2(run(d, shape, x), run(c, shape, x)), 1e-2) << "batch " << batch;
+  }
 }
 
 }  // namespace
