@@ -63,7 +63,14 @@ conformance)
   probe=$("${qemu[@]}" "$cross/bin/edgert" conformance "$data/test_abs" --board qemu-virt-aarch64 \
     --plugin-path "$cross/lib/edgert/plugins" -j 0 2>&1 || true)
   [[ $probe == *"1 passed"* ]] || fail "one test (test_abs) under qemu-aarch64-static: $probe"
-  "$build/bin/edgert" conformance "$data" -q --json "$work/x86_64.json" >"$work/x86_64.txt" 2>&1 || true
+  # The x86_64 side is conformance.onnx_node_tests' report (fixture x86_conformance) when it is
+  # newer than the edgert that wrote it; run here otherwise (this script run by hand).
+  if [[ -f $build/conformance.json && $build/conformance.json -nt $build/bin/edgert ]]; then
+    cp "$build/conformance.json" "$work/x86_64.json"
+    echo "x86_64 report: $build/conformance.json (conformance.onnx_node_tests)" >"$work/x86_64.txt"
+  else
+    "$build/bin/edgert" conformance "$data" -q --json "$work/x86_64.json" >"$work/x86_64.txt" 2>&1 || true
+  fi
   t=$SECONDS
   "${qemu[@]}" "$cross/bin/edgert" conformance "$data" -q -j 0 --board qemu-virt-aarch64 --plugin-path "$cross/lib/edgert/plugins" \
     --json "$work/aarch64.json" >"$work/aarch64.txt" 2>&1 || true
