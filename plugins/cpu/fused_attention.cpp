@@ -1,7 +1,8 @@
 // edgert.FusedAttention (builder/src/passes/attention_fusion.cpp): for every batch matrix,
 //   O = softmax(((Q * q_scale / q_divisor) Kt) * score_scale / score_divisor + mask) V
 // with Q [..., L, D], Kt [..., D, S], V [..., S, Dv] (batch dims broadcasting as MatMul's) and an
-// optional additive mask broadcasting over the scores [..., L, S]. Each matrix's scaled Q and
+// optional additive mask broadcasting over the scores [..., L, S]. With keys_transposed 0 the
+// second input is K [..., S, D] itself, read as Kt through the GEMM's strides. Each matrix's scaled Q and
 // scores live in the workspace while they are used: the [batch, L, S] scores never go to memory.
 // The products are the packed GEMM of the MatMul tactics (tactic f32-attention-gemm-<tile>-<isa>),
 // the softmax the float exp of the Softmax tactic; each step rounds as the unfused graph does.
@@ -48,13 +49,16 @@ class FusedAttentionOp : public Op {
       if (in[i].rank < 2) fail(EDGERT_ERR_SHAPE, "input %d has rank %d, expected 2 or more", i, in[i].rank);
     }
     const edgert_tensor &q = in[0], &kt = in[1], &v = in[2];
+    keys_transposed_ = Attributes(&node).get_int("keys_transposed", 1) != 0;
+    const int64_t k_rows = kt.dims[kt.rank - 2], k_cols = kt.dims[kt.rank - 1];
     l_ = q.dims[q.rank - 2];
     d_ = q.dims[q.rank - 1];
-    s_ = kt.dims[kt.rank - 1];
+    s_ = keys_transposed_ ? k_cols : k_rows;
     dv_ = v.dims[v.rank - 1];
-    if (kt.dims[kt.rank - 2] != d_ || v.dims[v.rank - 2] != s_)
-      fail(EDGERT_ERR_SHAPE, "Q %s, Kt %s and V %s do not chain as Q Kt V", shape_string(shape_of(q)).c_str(),
-           shape_string(shape_of(kt)).c_str(), shape_string(shape_of(v)).c_str());
+    if ((keys_transposed_ ? k_rows : k_cols) != d_ || v.dims[v.rank - 2] != s_)
+      fail(EDGERT_ERR_SHAPE, "Q %s, %s %s and V %s do not chain as Q %s V", shape_string(shape_of(q)).c_str(),
+           keys_transposed_ ? "Kt" : "K", shape_string(shape_of(kt)).c_str(), shape_string(shape_of(v)).c_str(),
+           keys_transposed_ ? "Kt" : "K^T");
     q_batch_ = batch_of(q);
     k_batch_ = batch_of(kt);
     v_batch_ = batch_of(v);
@@ -106,7 +110,9 @@ class FusedAttentionOp : public Op {
       const int64_t b = it.index();
       const float* qb = q + it.offset(0) * l_ * d_;
       for (int64_t i = 0; i < l_ * d_; ++i) qs[i] = qb[i] * q_scale_ / q_divisor_;
-      product(qs, l_, d_, kt + it.offset(1) * d_ * s_, s_, scores, gemm_workspace);
+      // Kt (d, j) at j + d * S; K read as Kt: at d + j * D.
+      product(qs, l_, d_, kt + it.offset(1) * d_ * s_, s_, scores, gemm_workspace, keys_transposed_ ? s_ : 1,
+              keys_transposed_ ? 1 : d_);
       for (int64_t r = 0; r < l_; ++r) {
         float* row = scores + r * s_;
         for (int64_t j = 0; j < s_; ++j) row[j] = row[j] * score_scale_ / score_divisor_;
@@ -126,14 +132,18 @@ class FusedAttentionOp : public Op {
   int threads_ = 1;
   gemm::PackedA packed_;
 
-  // y [m, n] = a [m, k] b [k, n], both row-major.
-  void product(const float* a, int64_t m, int64_t k, const float* b, int64_t n, float* y, void* workspace) {
+  bool keys_transposed_ = true;
+
+  // y [m, n] = a [m, k] b [k, n]: a row-major, b(p, j) at p * b_row_stride + j * b_col_stride.
+  void product(const float* a, int64_t m, int64_t k, const float* b, int64_t n, float* y, void* workspace,
+               int64_t b_row_stride = -1, int64_t b_col_stride = 1) {
     if (m == 0 || n == 0) return;
     if (k == 0) packed_ = gemm::packed_a_layout(isa_, m, 0);
     else gemm::pack_a(isa_, a, m, k, k, 1, packed_);
     gemm::BSource source;
     source.data = b;
-    source.row_stride = n;
+    source.row_stride = b_row_stride < 0 ? n : b_row_stride;
+    source.col_stride = b_col_stride;
     gemm::sgemm(packed_, source, n, gemm::Output{y, n, 1}, gemm::Epilogue{}, workspace, threads_);
   }
 

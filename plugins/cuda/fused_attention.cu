@@ -3,6 +3,9 @@
 //   O = softmax(((Q * q_scale / q_divisor) Kt) * score_scale / score_divisor + mask) V
 // with Q [..., L, D], Kt [..., D, S] (the keys already transposed), V [..., S, Dv], batch dims
 // broadcasting as MatMul's, and an optional additive mask broadcasting over the scores [..., L, S].
+// With keys_transposed 0 the second input is K [..., S, D]: its tiles load as rows of D
+// contiguous elements (16-byte loads where D allows) and the tensor cores read them as Kt
+// (column-major), so no transposed copy of the keys is made in the graph.
 //
 // Flash-style: a block takes 16 queries of one batch matrix; its four warps walk the keys in tiles
 // of 64, each its own share of the tiles (keys split across warps: a short sequence still keeps
@@ -48,6 +51,7 @@ struct AttentionShape {
   int64_t l, d, s, dv;      // Q [L, D], Kt [D, S], V [S, Dv]
   int dp, dvp;              // D and Dv rounded up to 16 (the tensor cores' step)
   int64_t mask_row, mask_col;  // the mask's strides along L and S
+  bool k_rows;                 // the keys as K [S, D] (else Kt [D, S])
   float q_factor_scale, q_factor_divisor, score_scale, score_divisor;
 };
 
@@ -74,28 +78,39 @@ struct SharedLayout {
   }
 };
 
-// scores [16, kKeyTile] (float, row stride kKeyTile) = q [16, dp] (row stride dp) x kt [dp, kKeyTile].
-__device__ void warp_scores(const __half* q, const __half* kt, int dp, float* scores) {
+// scores [16, kKeyTile] (float, row stride kKeyTile) = q [16, dp] (row stride dp) x kt [dp, kKeyTile]
+// (`k_rows`: the tile holds K [kKeyTile, dp], row-major, which is Kt column-major).
+template <bool kRowsOfK>
+__device__ void warp_scores_wmma(const __half* q, const __half* kt, int dp, float* scores) {
   using namespace nvcuda;
+  using Layout = std::conditional_t<kRowsOfK, wmma::col_major, wmma::row_major>;
   for (int j = 0; j < kKeyTile / 16; ++j) {
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.0f);
     for (int k = 0; k < dp / 16; ++k) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, Layout> b;
       wmma::load_matrix_sync(a, q + k * 16, dp);
-      wmma::load_matrix_sync(b, kt + k * 16 * kKeyTile + j * 16, kKeyTile);
+      if constexpr (kRowsOfK) wmma::load_matrix_sync(b, kt + j * 16 * dp + k * 16, dp);
+      else wmma::load_matrix_sync(b, kt + k * 16 * kKeyTile + j * 16, kKeyTile);
       wmma::mma_sync(acc, a, b, acc);
     }
     wmma::store_matrix_sync(scores + j * 16, acc, kKeyTile, wmma::mem_row_major);
   }
 }
 
-__device__ void warp_scores(const float* q, const float* kt, int dp, float* scores) {
+__device__ void warp_scores(const __half* q, const __half* kt, int dp, bool k_rows, float* scores) {
+  if (k_rows) warp_scores_wmma<true>(q, kt, dp, scores);
+  else warp_scores_wmma<false>(q, kt, dp, scores);
+}
+
+__device__ void warp_scores(const float* q, const float* kt, int dp, bool k_rows, float* scores) {
   const int lane = threadIdx.x % 32;
+  // Kt (d, c) in the tile: d * kKeyTile + c, or (K's rows) c * dp + d.
+  const int64_t d_step = k_rows ? 1 : kKeyTile, c_step = k_rows ? dp : 1;
   float acc[kRows][2] = {};
   for (int d = 0; d < dp; ++d) {
-    const float k0 = kt[d * kKeyTile + lane], k1 = kt[d * kKeyTile + lane + 32];
+    const float k0 = kt[d * d_step + lane * c_step], k1 = kt[d * d_step + (lane + 32) * c_step];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const float qv = q[r * dp + d];
@@ -166,9 +181,43 @@ __device__ __forceinline__ float exp_of(float x) {
 // round trip per element.
 constexpr int kLoadBatch = 16;
 
+// The same with 16-byte loads (8 halves a lane a load) where a row's `cols` halves are all real,
+// 16-byte aligned and a whole number of loads: a 64 x 64 tile is 16 loads a lane, one batch.
+__device__ bool loads_in_chunks(const void* src, int64_t stride, int cols, int64_t valid_cols) {
+  return cols % 8 == 0 && stride % 8 == 0 && valid_cols == cols && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+}
+
+__device__ void load_tile_chunks(const __half* __restrict__ src, int64_t stride, int rows, int cols,
+                                 int64_t valid_rows, __half* dst, float factor, int first, int lanes) {
+  const int chunks_per_row = cols / 8, chunks = rows * chunks_per_row;
+  for (int i0 = first; i0 < chunks; i0 += lanes * kLoadBatch) {
+    uint4 x[kLoadBatch];
+#pragma unroll
+    for (int j = 0; j < kLoadBatch; ++j) {
+      const int i = i0 + j * lanes, r = i / chunks_per_row, c = i % chunks_per_row;
+      x[j] = i < chunks && r < valid_rows ? *reinterpret_cast<const uint4*>(src + r * stride + c * 8) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kLoadBatch; ++j) {
+      const int i = i0 + j * lanes;
+      if (i >= chunks) continue;
+      if (factor != 1.f) {
+        __half* h = reinterpret_cast<__half*>(&x[j]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) h[e] = __float2half(__half2float(h[e]) * factor);
+      }
+      *reinterpret_cast<uint4*>(dst + (i / chunks_per_row) * cols + (i % chunks_per_row) * 8) = x[j];
+    }
+  }
+}
+
 template <typename T, typename S>
 __device__ void load_tile(const S* __restrict__ src, int64_t stride, int rows, int cols, int64_t valid_rows,
                           int64_t valid_cols, T* dst, float factor, int first, int lanes) {
+  if constexpr (std::is_same_v<T, __half> && std::is_same_v<S, __half>) {
+    if (loads_in_chunks(src, stride, cols, valid_cols))
+      return load_tile_chunks(src, stride, rows, cols, valid_rows, dst, factor, first, lanes);
+  }
   const int row_step = lanes / 32;
   for (int c = first % 32; c < cols; c += 32)
     for (int r0 = first / 32; r0 < rows; r0 += row_step * kLoadBatch) {
@@ -232,9 +281,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   __syncthreads();  // Q is loaded
 
   for (int64_t s0 = warp * kKeyTile; s0 < sh.s; s0 += warps * kKeyTile) {
-    load_tile(kb + s0, sh.s, sh.dp, kKeyTile, sh.d, sh.s - s0, tile, 1.f, lane, 32);
+    if (sh.k_rows) load_tile(kb + s0 * sh.d, sh.d, kKeyTile, sh.dp, sh.s - s0, sh.d, tile, 1.f, lane, 32);
+    else load_tile(kb + s0, sh.s, sh.dp, kKeyTile, sh.d, sh.s - s0, tile, 1.f, lane, 32);
     __syncwarp();
-    warp_scores(qs, tile, sh.dp, scores);
+    warp_scores(qs, tile, sh.dp, sh.k_rows, scores);
     __syncwarp();
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -352,13 +402,16 @@ class FusedAttentionOp : public Op {
       if (in[i].rank < 2) fail(EDGERT_ERR_SHAPE, "input %d has rank %d, expected 2 or more", i, in[i].rank);
     }
     const edgert_tensor &q = in[0], &kt = in[1], &v = in[2];
+    shape_.k_rows = Attributes(&node).get_int("keys_transposed", 1) == 0;
+    const int64_t k_rows = kt.dims[kt.rank - 2], k_cols = kt.dims[kt.rank - 1];
     shape_.l = q.dims[q.rank - 2];
     shape_.d = q.dims[q.rank - 1];
-    shape_.s = kt.dims[kt.rank - 1];
+    shape_.s = shape_.k_rows ? k_rows : k_cols;
     shape_.dv = v.dims[v.rank - 1];
-    if (kt.dims[kt.rank - 2] != shape_.d || v.dims[v.rank - 2] != shape_.s)
-      fail(EDGERT_ERR_SHAPE, "Q %s, Kt %s and V %s do not chain as Q Kt V", shape_string(shape_of(q)).c_str(),
-           shape_string(shape_of(kt)).c_str(), shape_string(shape_of(v)).c_str());
+    if ((shape_.k_rows ? k_cols : k_rows) != shape_.d || v.dims[v.rank - 2] != shape_.s)
+      fail(EDGERT_ERR_SHAPE, "Q %s, %s %s and V %s do not chain as Q %s V", shape_string(shape_of(q)).c_str(),
+           shape_.k_rows ? "K" : "Kt", shape_string(shape_of(kt)).c_str(), shape_string(shape_of(v)).c_str(),
+           shape_.k_rows ? "K^T" : "Kt");
     if (shape_.d > kMaxHeadDim || shape_.dv > kMaxHeadDim || shared_bytes(dtype_, shape_.d, shape_.dv, 1) > kMaxSharedBytes)
       fail(EDGERT_ERR_UNSUPPORTED, "head sizes D %lld and Dv %lld in %s: more shared memory than the GPU kernel takes",
            static_cast<long long>(shape_.d), static_cast<long long>(shape_.dv), edgert_dtype_name(dtype_));

@@ -375,7 +375,7 @@ TEST_F(GpuTest, SoftmaxAndLogSoftmax) {
 
 // Fused attention
 
-// edgert.FusedAttention (Q [..., L, D], Kt [..., D, S], V [..., S, Dv], an optional additive mask)
+// edgert.FusedAttention (Q [..., L, D], Kt [..., D, S] or K [..., S, D], V [..., S, Dv], an optional additive mask)
 // against the CPU plugin's: the vision transformer's shape, sizes that are no multiple of the
 // tiles (queries 64, keys 64, head 16), one query and one key, heads of 130, batch dims that
 // broadcast, masks broadcasting over batches and rows, masked-out keys (-inf), and a float32 mask
@@ -404,6 +404,16 @@ TEST_F(GpuTest, FusedAttentionMatchesTheReference) {
     c.label = "Q " + std::to_string(sh.q.size()) + "-D, L " + std::to_string(sh.q[sh.q.size() - 2]) + ", S " +
               std::to_string(sh.kt.back()) + (sh.mask.empty() ? "" : ", masked");
     run_both(transcendental(c));
+    // The same keys as K [..., S, D] (keys_transposed 0: the fused node reads them untransposed).
+    Dims k = sh.kt;
+    std::swap(k[k.size() - 1], k[k.size() - 2]);
+    std::vector<CaseInput> rows = {inputs[0], input(HostTensor::random(k, rng)), inputs[2]};
+    if (inputs.size() > 3) rows.push_back(inputs[3]);
+    GpuCase r = make("FusedAttention", rows,
+                     NodeSpec().real("q_scale", sh.q_scale).real("score_scale", sh.score_scale).integer("keys_transposed", 0), 1);
+    r.domain = "edgert";
+    r.label = c.label + ", K [S, D]";
+    run_both(transcendental(r));
   }
   // Keys masked out with -inf (a padding mask), and a mask that stays float32 beside float16.
   std::vector<float> values(2 * 70);

@@ -111,5 +111,20 @@ TEST(ShuffleElimination, TransposePairsAndReshapeChainsCollapse) {
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
+// [1, 5, 1, 8] -> perm (1, 0, 3, 2) -> [5, 1, 8, 1]: only unit dims move, so the same bytes in
+// the same order (a Reshape, which runs in place); (3, 2, 1, 0) reverses 5 and 8 and stays.
+TEST(ShuffleElimination, ATransposeMovingOnlyUnitDimsBecomesAReshape) {
+  GraphMaker g;
+  g.input("x", {1, 5, 1, 8});
+  M::attr(g.node("Transpose", {"x"}, {"t"}), "perm", std::vector<int64_t>{1, 0, 3, 2});
+  g.node("Relu", {"t"}, {"r"});
+  M::attr(g.node("Transpose", {"r"}, {"y"}), "perm", std::vector<int64_t>{2, 1, 0, 3});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{1, 5, 1, 8}});
+  EXPECT_EQ(b.count("Transpose"), 1u) << "the second one moves 5 past 8";
+  EXPECT_EQ(b.count("Reshape"), 1u);
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
 }  // namespace
 }  // namespace edgert::test

@@ -286,6 +286,34 @@ TEST(AttentionFusion, ScaledMaskedAttentionBecomesOneNodeNamedAfterItsParts) {
   expect_close(b, 1e-5f);
 }
 
+// torchvision's ViT: Q and Kt each scaled by 1/sqrt(sqrt(d)), Kt a Transpose of K's last two
+// axes. The node reads K untransposed (keys_transposed 0), the keys' scale goes to the scores,
+// and the Transpose and both Muls are among its parts.
+TEST(AttentionFusion, TransposedAndScaledKeysAreReadUntransposed) {
+  GraphMaker g(17);
+  g.input("q", {2, 4, 5, 8});
+  g.input("k", {2, 4, 7, 8});
+  g.input("v", {2, 4, 7, 6});
+  g.floats("c", {}, {0.5946f});
+  g.node("Mul", {"q", "c"}, {"qs"}, "scale_q");
+  M::attr(g.node("Transpose", {"k"}, {"kt"}, "keys_t"), "perm", std::vector<int64_t>{0, 1, 3, 2});
+  g.node("Mul", {"kt", "c"}, {"kts"}, "scale_k");
+  g.node("MatMul", {"qs", "kts"}, {"s"}, "scores");
+  M::attr(g.node("Softmax", {"s"}, {"p"}, "softmax"), "axis", int64_t{-1});
+  g.node("MatMul", {"p", "v"}, {"o"}, "context");
+  g.output("o");
+  OptimizedBuild b = build_both(g.model(), {{2, 4, 5, 8}, {2, 4, 7, 8}, {2, 4, 7, 6}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"edgert.FusedAttention"}));
+  for (const builder::Node& n : b.optimized.model.graphs[0].nodes) {
+    const builder::Attribute* keys = n.attribute("keys_transposed");
+    ASSERT_NE(keys, nullptr) << b.log;
+    EXPECT_EQ(keys->i, 0);
+    EXPECT_NE(n.name.find("keys_t"), std::string::npos) << n.name;
+    EXPECT_NE(n.name.find("scale_k"), std::string::npos) << n.name;
+  }
+  expect_close(b, 1e-5f);
+}
+
 TEST(AttentionFusion, ProbabilitiesReadElsewhereStayUnfused) {
   GraphMaker g(17);
   attention_graph(g, true);

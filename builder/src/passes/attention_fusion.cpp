@@ -1,7 +1,12 @@
 // Scaled dot-product attention as exporters write it, one edgert.FusedAttention node:
 //
 //   Q' = Q / c (or Q * c)                 optional, c a scalar constant
-//   S  = MatMul(Q', Kt)                   Kt: the keys already transposed, [..., D, S]
+//   S  = MatMul(Q', Kt)                   Kt: the keys transposed, [..., D, S]; where Kt is
+//                                         Transpose(K) of the last two axes (times a scalar
+//                                         constant or not: torchvision's ViT scales Q and Kt
+//                                         by 1/sqrt(sqrt(D)) each), the node reads K [..., S, D]
+//                                         itself (keys_transposed 0) and the scale goes to the
+//                                         scores: no transposed copy of the keys is made
 //   S' = S * c2 (or S / c2)               optional
 //   S" = S' + mask                        optional, an additive mask broadcasting over S
 //   P  = Softmax(S", axis = last)
@@ -42,6 +47,20 @@ bool scalar_scale(const Graph& graph, const Node& node, bool& divides, float& sc
 
 bool is_float32(const Graph& graph, int32_t v) { return v >= 0 && graph.values[v].dtype == EDGERT_DTYPE_FLOAT32; }
 
+// A Transpose that swaps the last two axes of its input and keeps the others in place.
+bool swaps_last_two_axes(const Graph& graph, const Node& node) {
+  if (!is_op(node, "Transpose") || node.inputs.size() != 1 || node.inputs[0] < 0) return false;
+  const Value& x = graph.values[node.inputs[0]];
+  const Attribute* perm = node.attribute("perm");
+  if (!x.rank_known || x.shape.size() < 2) return false;
+  const size_t rank = x.shape.size();
+  if (!perm) return rank == 2;  // the default reverses the axes
+  if (perm->ints.size() != rank) return false;
+  for (size_t i = 0; i + 2 < rank; ++i)
+    if (perm->ints[i] != static_cast<int64_t>(i)) return false;
+  return perm->ints[rank - 2] == static_cast<int64_t>(rank - 1) && perm->ints[rank - 1] == static_cast<int64_t>(rank - 2);
+}
+
 bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, NodeEdits& edits) {
   Graph& graph = context.graph;
   const Node& pv = graph.nodes[out_matmul];
@@ -71,7 +90,7 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
     const Node& add = graph.nodes[node];
     const int32_t a = add.inputs[0], b = add.inputs[1];
     if (a < 0 || b < 0) return false;
-    const int32_t pa = a >= 0 ? uses.producer[a] : -1, pb = b >= 0 ? uses.producer[b] : -1;
+    const int32_t pa = uses.producer[a];
     // The chain side is the one a MatMul or a scale produced; the mask is the other.
     auto chain_like = [&](int32_t producer) {
       if (producer < 0) return false;
@@ -102,8 +121,33 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
   const int32_t qk = node;
   parts.push_back(qk);
   int32_t q = graph.nodes[qk].inputs[0];
-  const int32_t kt = graph.nodes[qk].inputs[1];
+  int32_t kt = graph.nodes[qk].inputs[1];
   take_scale(step_back(q), q_scale, q_divisor, q);
+  // The keys: Kt as it is, or K before a Transpose of its last two axes, with a scale on Kt
+  // moved to the scores (S = Q (c Kt) = c (Q Kt)).
+  bool keys_transposed = true;
+  {
+    int32_t k = kt, node_k = step_back(kt);
+    float k_scale = 1.0f, k_divisor = 1.0f;
+    bool divides = false;
+    float scale = 1.0f;
+    int32_t other = -1;
+    std::vector<int32_t> k_parts;
+    if (node_k >= 0 && scalar_scale(graph, graph.nodes[node_k], divides, scale, other)) {
+      (divides ? k_divisor : k_scale) = scale;
+      k_parts.push_back(node_k);
+      k = other;
+      node_k = step_back(k);
+    }
+    if (node_k >= 0 && swaps_last_two_axes(graph, graph.nodes[node_k]) && is_float32(graph, graph.nodes[node_k].inputs[0])) {
+      k_parts.push_back(node_k);
+      kt = graph.nodes[node_k].inputs[0];
+      keys_transposed = false;
+      score_scale *= k_scale;
+      score_divisor *= k_divisor;
+      parts.insert(parts.end(), k_parts.begin(), k_parts.end());
+    }
+  }
   const int32_t v = pv.inputs[1];
   if (!is_float32(graph, q) || !is_float32(graph, kt) || !is_float32(graph, v)) return false;
 
@@ -120,6 +164,13 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
   fused.set_attribute(float_attribute("q_divisor", q_divisor));
   fused.set_attribute(float_attribute("score_scale", score_scale));
   fused.set_attribute(float_attribute("score_divisor", score_divisor));
+  if (!keys_transposed) {
+    Attribute keys;
+    keys.name = "keys_transposed";
+    keys.type = EDGERT_ATTR_INT;
+    keys.i = 0;
+    fused.set_attribute(keys);
+  }
   for (size_t i = 1; i < parts.size(); ++i) edits.absorb(parts[i]);
   edits.replace(out_matmul, std::move(fused));
   return true;

@@ -1,11 +1,18 @@
 // Removes shuffles that cancel or compose:
 //   Transpose(Transpose(x, p1), p2)     -> Transpose(x, p1[p2]), or x when that is the identity
 //   Transpose(x, identity perm)         -> x
+//   Transpose(x, p) that moves only dims of size 1 (a fixed shape) -> Reshape(x, its output
+//                                         shape): the same bytes in the same order, and a Reshape
+//                                         runs in place ([1, L, E] <-> [L, 1, E] around exported
+//                                         attention at batch 1, twice per transformer layer)
 //   Reshape(R(x), s) for R in Reshape, Flatten, Squeeze, Unsqueeze -> Reshape(x, s), when s is
 //                                         a constant without 0 entries (0 copies a dim of the
 //                                         input, which would then be another tensor's)
 //   Reshape / Flatten / Squeeze / Unsqueeze whose output shape equals its static input shape -> x
 // The first shuffle of a pair disappears in dead-code elimination once nothing reads it.
+#include <algorithm>
+#include <cstring>
+
 #include "graph_rewrite.h"
 #include "pass_manager.h"
 
@@ -26,6 +33,36 @@ bool is_identity_perm(const std::vector<int64_t>& p) {
   for (size_t i = 0; i < p.size(); ++i)
     if (p[i] != static_cast<int64_t>(i)) return false;
   return true;
+}
+
+// Whether `perm` keeps the dims of `x` that are not 1 in their order: then the transpose moves
+// no element. Only for a fixed shape: a dim that is 1 at one profile shape may be 4 at another.
+bool moves_only_unit_dims(const Value& x, const std::vector<int64_t>& perm) {
+  if (!x.rank_known || !x.shape_is_fixed() || perm.size() != x.shape.size()) return false;
+  int64_t previous = -1;
+  for (int64_t axis : perm) {
+    if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size())) return false;
+    if (x.shape[static_cast<size_t>(axis)].value == 1) continue;
+    if (axis < previous) return false;
+    previous = axis;
+  }
+  return true;
+}
+
+// The int64 constant holding a fixed shape, for a Reshape's second input.
+int32_t add_shape_constant(Graph& graph, const std::string& name, const Value& like) {
+  Value v;
+  v.name = name;
+  v.dtype = EDGERT_DTYPE_INT64;
+  v.rank_known = true;
+  v.shape = {Dim{static_cast<int64_t>(like.shape.size()), ""}};
+  auto bytes = std::make_shared<std::vector<uint8_t>>(like.shape.size() * sizeof(int64_t));
+  for (size_t i = 0; i < like.shape.size(); ++i) {
+    const int64_t d = like.shape[i].value;
+    std::memcpy(bytes->data() + i * sizeof(int64_t), &d, sizeof(d));
+  }
+  v.data = std::move(bytes);
+  return graph.add_value(std::move(v));
 }
 
 bool is_reshape_like(const Node& node) {
@@ -72,6 +109,19 @@ int eliminate_shuffles(PassContext& context) {
       }
       if (is_identity_perm(perm) && redirect_value(graph, y, node.inputs[0], context.pinned, uses)) {
         dead[n] = true;
+        ++rewrites;
+        continue;
+      }
+      if (moves_only_unit_dims(graph.values[node.inputs[0]], perm) && graph.values[y].rank_known &&
+          graph.values[y].shape_is_fixed()) {
+        const int32_t shape = add_shape_constant(graph, graph.values[y].name + ":shape", graph.values[y]);
+        Node& reshape = graph.nodes[n];  // add_value may not move nodes, but take the reference anew
+        uses.forget_node(graph, static_cast<int32_t>(n));
+        reshape.op_type = "Reshape";
+        reshape.opset = std::max(reshape.opset, 5);
+        reshape.attributes.clear();
+        reshape.inputs = {reshape.inputs[0], shape};
+        uses.learn_node(graph, static_cast<int32_t>(n));
         ++rewrites;
       }
       continue;
