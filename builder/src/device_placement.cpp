@@ -305,21 +305,38 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
   };
   // Which nodes go channels-last: device nodes with a rank-4 activation whose kernel takes it,
   // and no activation of unknown rank (those stay row-major, so every channels-last tensor is
-  // one this pass knows to be rank 4).
-  std::vector<bool> nhwc(graph.nodes.size(), false);
+  // one this pass knows to be rank 4). Channels-last starts at the ops that gain from it
+  // (convolutions and pools on tensor cores, the INT8 network's quantize ops) and spreads to the
+  // ops reading what they wrote; an elementwise op elsewhere stays row-major. A transformer's
+  // [B, H, W, C] activations (swin_t: one patch-embedding convolution, then LayerNorms, MatMuls,
+  // window Slices and residual Adds) had every Add channels-last between row-major neighbours,
+  // a Reformat on each side.
+  auto seeds_channels_last = [](const Node& node) {
+    static const std::set<std::string> onnx_ops = {"Conv", "ConvTranspose", "QLinearConv", "MaxPool", "AveragePool",
+                                                   "GlobalAveragePool", "GlobalMaxPool", "QuantizeLinear",
+                                                   "DequantizeLinear", "BatchNormalization", "InstanceNormalization"};
+    static const std::set<std::string> edgert_ops = {"FusedConv", "QLinearConvAdd"};
+    return node.domain.empty() ? onnx_ops.count(node.op_type) > 0
+                               : node.domain == "edgert" && edgert_ops.count(node.op_type) > 0;
+  };
+  std::vector<bool> nhwc(graph.nodes.size(), false), written_nhwc(graph.values.size(), false);
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     Node& node = graph.nodes[n];
     if (!node.on_device || node.attribute("layout")) continue;
-    bool rank4 = false, unknown_rank = false;
+    bool rank4 = false, unknown_rank = false, follows = false;
     for (const auto* list : {&node.inputs, &node.outputs})
       for (int32_t t : *list) {
         rank4 = rank4 || rank4_activation(t);
         unknown_rank = unknown_rank || unknown_rank_activation(t);
       }
-    if (!rank4 || unknown_rank) continue;
+    for (int32_t t : node.inputs) follows = follows || (rank4_activation(t) && written_nhwc[t]);
+    if (!rank4 || unknown_rank || !(follows || seeds_channels_last(node))) continue;
     node.attributes.push_back(layout);
     nhwc[n] = kernel_in(*plugin, graph, node) != nullptr;
     node.attributes.pop_back();
+    if (nhwc[n])
+      for (int32_t t : node.outputs)
+        if (rank4_activation(t)) written_nhwc[t] = true;
   }
   std::vector<bool> stored_nhwc(graph.values.size(), false);
   std::map<std::pair<int32_t, bool>, int32_t> reformatted;  // (value, to NHWC) -> reformatted value
