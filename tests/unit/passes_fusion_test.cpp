@@ -314,6 +314,25 @@ TEST(AttentionFusion, TransposedAndScaledKeysAreReadUntransposed) {
   expect_close(b, 1e-5f);
 }
 
+// ONNX's Attention (opset 23), 4-D with a float mask and a scale: one edgert.FusedAttention
+// reading K untransposed, equal to the Attention kernel; a causal one keeps that kernel.
+TEST(AttentionFusion, OnnxAttentionOfFourDimensionalHeadsBecomesTheFusedNode) {
+  for (bool causal : {false, true}) {
+    GraphMaker g(23);
+    g.input("q", {2, 3, 5, 8});
+    g.input("k", {2, 3, 7, 8});
+    g.input("v", {2, 3, 7, 6});
+    g.floats("mask", {1, 1, 5, 7}, ramp(35, 1.5f));
+    auto& attention = g.node("Attention", {"q", "k", "v", "mask"}, {"y"}, "attention");
+    M::attr(attention, "scale", 0.3f);
+    if (causal) M::attr(attention, "is_causal", int64_t{1});
+    g.output("y");
+    OptimizedBuild b = build_both(g.model(), {{2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 6}});
+    EXPECT_EQ(b.ops(), (std::vector<std::string>{causal ? "Attention" : "edgert.FusedAttention"})) << b.log;
+    expect_close(b, 1e-5f);
+  }
+}
+
 TEST(AttentionFusion, ProbabilitiesReadElsewhereStayUnfused) {
   GraphMaker g(17);
   attention_graph(g, true);

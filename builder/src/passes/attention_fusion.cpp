@@ -12,6 +12,12 @@
 //   P  = Softmax(S", axis = last)
 //   O  = MatMul(P, V)
 //
+// ONNX's own Attention (opsets 23 and 24) becomes the same node where it is that computation:
+// 4-D Q [B, H, L, D], K [B, H, S, D], V [B, H, S, Dv] with as many key heads as query heads, no
+// past keys, no causal mask, no softcap, no extra outputs, and a float mask (if any) as long as
+// the keys; the node reads K untransposed and its scale (default 1/sqrt(D)) goes to the scores.
+// Other forms keep the Attention kernel.
+//
 // PyTorch's nn.MultiheadAttention (vision transformers, nn.TransformerEncoder, speech encoders)
 // exports exactly this, heads folded into the batch. Fused, the CPU plugin computes each batch
 // matrix's scores, mask, softmax and product while they are in cache instead of writing the
@@ -61,8 +67,63 @@ bool swaps_last_two_axes(const Graph& graph, const Node& node) {
   return perm->ints[rank - 2] == static_cast<int64_t>(rank - 1) && perm->ints[rank - 1] == static_cast<int64_t>(rank - 2);
 }
 
+// A fixed dim (the same at every shape the engine accepts) of a value of known rank; -1 otherwise.
+int64_t fixed_dim(const Value& v, size_t axis) {
+  if (!v.rank_known || axis >= v.shape.size() || v.shape[axis].value < 0 || v.shape[axis].varies()) return -1;
+  return v.shape[axis].value;
+}
+
+bool fuse_onnx_attention(PassContext& context, int32_t n, NodeEdits& edits) {
+  Graph& graph = context.graph;
+  const Node& node = graph.nodes[n];
+  if (!is_op(node, "Attention") || node.inputs.size() < 3 || node.outputs.empty()) return false;
+  for (size_t i = 4; i < node.inputs.size(); ++i)
+    if (node.inputs[i] >= 0) return false;  // past keys and values, nonpad_kv_seqlen
+  for (size_t i = 1; i < node.outputs.size(); ++i)
+    if (node.outputs[i] >= 0) return false;  // present keys and values, the QK output
+  const int32_t q = node.inputs[0], k = node.inputs[1], v = node.inputs[2];
+  const int32_t mask = node.inputs.size() > 3 ? node.inputs[3] : -1;
+  if (!is_float32(graph, q) || !is_float32(graph, k) || !is_float32(graph, v)) return false;
+  for (int32_t t : {q, k, v})
+    if (!graph.values[t].rank_known || graph.values[t].shape.size() != 4) return false;
+  const int64_t q_heads = fixed_dim(graph.values[q], 1), k_heads = fixed_dim(graph.values[k], 1);
+  const int64_t v_heads = fixed_dim(graph.values[v], 1), d = fixed_dim(graph.values[q], 3);
+  if (q_heads <= 0 || q_heads != k_heads || q_heads != v_heads || d <= 0) return false;
+  for (const char* off : {"is_causal", "qk_matmul_output_mode"}) {
+    const Attribute* a = node.attribute(off);
+    if (a && a->i != 0) return false;
+  }
+  const Attribute* softcap = node.attribute("softcap");
+  if (softcap && softcap->f != 0.0f) return false;
+  if (mask >= 0) {
+    const Value& m = graph.values[mask];
+    const int64_t keys = fixed_dim(graph.values[k], 2);
+    if (!is_float32(graph, mask) || !m.rank_known || m.shape.empty() || keys <= 0 ||
+        fixed_dim(m, m.shape.size() - 1) != keys)
+      return false;  // a boolean mask, or one shorter than the keys (padded with -inf)
+  }
+  const Attribute* scale = node.attribute("scale");
+  Node fused;
+  fused.domain = kFusedDomain;
+  fused.op_type = "FusedAttention";
+  fused.opset = 1;
+  fused.name = node.name;
+  fused.inputs = {q, k, v};
+  if (mask >= 0) fused.inputs.push_back(mask);
+  fused.outputs = {node.outputs[0]};
+  fused.set_attribute(float_attribute("score_scale", scale ? scale->f : 1.0f / std::sqrt(static_cast<float>(d))));
+  Attribute keys;
+  keys.name = "keys_transposed";
+  keys.type = EDGERT_ATTR_INT;
+  keys.i = 0;
+  fused.set_attribute(keys);
+  edits.replace(n, std::move(fused));
+  return true;
+}
+
 bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, NodeEdits& edits) {
   Graph& graph = context.graph;
+  if (is_op(graph.nodes[out_matmul], "Attention")) return fuse_onnx_attention(context, out_matmul, edits);
   const Node& pv = graph.nodes[out_matmul];
   if (!is_op(pv, "MatMul") || pv.inputs.size() != 2 || pv.outputs.size() != 1) return false;
   // Walks back from P one producer at a time; each step's value must be read by the next part alone.
