@@ -283,11 +283,15 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
   const std::string device_plugin = device_plugin_of(graph);
   if (device_plugin.empty()) return 0;
   const LoadedPlugin* plugin = plugin_named(options, device_plugin);
-  auto rank4_activation = [&](int32_t t) {
+  // An activation whose layout this pass decides: float and uint8 tensors the nodes compute.
+  auto activation = [&](int32_t t) {
     if (t < 0) return false;
     const Value& v = graph.values[t];
-    return !v.is_constant() && v.rank_known && v.shape.size() == 4 &&
+    return !v.is_constant() &&
            (v.dtype == EDGERT_DTYPE_FLOAT16 || v.dtype == EDGERT_DTYPE_FLOAT32 || v.dtype == EDGERT_DTYPE_UINT8);
+  };
+  auto rank4_activation = [&](int32_t t) {
+    return activation(t) && graph.values[t].rank_known && graph.values[t].shape.size() == 4;
   };
   Attribute layout;
   layout.name = "layout";
@@ -297,12 +301,7 @@ int convert_device_nodes_to_channels_last(Model& model, const PlacementOptions& 
   // from shapes, before a profile fixes them): a channels-last kernel stores it channels-last if
   // it turns out rank 4 at run time, and this pass, which cannot tell, would not reformat it
   // where it meets a row-major node.
-  auto unknown_rank_activation = [&](int32_t t) {
-    if (t < 0) return false;
-    const Value& v = graph.values[t];
-    return !v.is_constant() && !v.rank_known &&
-           (v.dtype == EDGERT_DTYPE_FLOAT16 || v.dtype == EDGERT_DTYPE_FLOAT32 || v.dtype == EDGERT_DTYPE_UINT8);
-  };
+  auto unknown_rank_activation = [&](int32_t t) { return activation(t) && !graph.values[t].rank_known; };
   // Which nodes go channels-last: device nodes with a rank-4 activation whose kernel takes it,
   // and no activation of unknown rank (those stay row-major, so every channels-last tensor is
   // one this pass knows to be rank 4). Channels-last starts at the ops that gain from it

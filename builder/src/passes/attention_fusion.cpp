@@ -112,11 +112,7 @@ bool fuse_onnx_attention(PassContext& context, int32_t n, NodeEdits& edits) {
   if (mask >= 0) fused.inputs.push_back(mask);
   fused.outputs = {node.outputs[0]};
   fused.set_attribute(float_attribute("score_scale", scale ? scale->f : 1.0f / std::sqrt(static_cast<float>(d))));
-  Attribute keys;
-  keys.name = "keys_transposed";
-  keys.type = EDGERT_ATTR_INT;
-  keys.i = 0;
-  fused.set_attribute(keys);
+  fused.set_attribute(int_attribute("keys_transposed", 0));
   edits.replace(n, std::move(fused));
   return true;
 }
@@ -225,13 +221,7 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
   fused.set_attribute(float_attribute("q_divisor", q_divisor));
   fused.set_attribute(float_attribute("score_scale", score_scale));
   fused.set_attribute(float_attribute("score_divisor", score_divisor));
-  if (!keys_transposed) {
-    Attribute keys;
-    keys.name = "keys_transposed";
-    keys.type = EDGERT_ATTR_INT;
-    keys.i = 0;
-    fused.set_attribute(keys);
-  }
+  if (!keys_transposed) fused.set_attribute(int_attribute("keys_transposed", 0));
   for (size_t i = 1; i < parts.size(); ++i) edits.absorb(parts[i]);
   edits.replace(out_matmul, std::move(fused));
   return true;

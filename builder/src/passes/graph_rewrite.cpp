@@ -200,6 +200,19 @@ int32_t add_float_constant(Graph& graph, const std::string& name, const std::vec
   return graph.add_value(std::move(v));
 }
 
+int32_t add_int64_constant(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
+                           const std::vector<int64_t>& data) {
+  Value v;
+  v.name = name;
+  v.dtype = EDGERT_DTYPE_INT64;
+  v.rank_known = true;
+  for (int64_t d : dims) v.shape.push_back(Dim{d, ""});
+  auto bytes = std::make_shared<std::vector<uint8_t>>(data.size() * sizeof(int64_t));
+  if (!data.empty()) std::memcpy(bytes->data(), data.data(), bytes->size());
+  v.data = std::move(bytes);
+  return graph.add_value(std::move(v));
+}
+
 bool has_graph_attribute(const Node& node) {
   for (const Attribute& a : node.attributes)
     if (a.type == EDGERT_ATTR_GRAPH || a.graph >= 0) return true;

@@ -63,6 +63,9 @@ bool is_scalar_constant(const Value& value, double x);
 // A new float32 constant value in `graph`.
 int32_t add_float_constant(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
                            const std::vector<float>& data);
+// The same for int64 data (a Reshape's shape, a Slice's bounds).
+int32_t add_int64_constant(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
+                           const std::vector<int64_t>& data);
 
 // A node is in the default ONNX domain and has this op type.
 inline bool is_op(const Node& node, const char* op_type) {

@@ -11,7 +11,6 @@
 //   Reshape / Flatten / Squeeze / Unsqueeze whose output shape equals its static input shape -> x
 // The first shuffle of a pair disappears in dead-code elimination once nothing reads it.
 #include <algorithm>
-#include <cstring>
 
 #include "graph_rewrite.h"
 #include "pass_manager.h"
@@ -47,22 +46,6 @@ bool moves_only_unit_dims(const Value& x, const std::vector<int64_t>& perm) {
     previous = axis;
   }
   return true;
-}
-
-// The int64 constant holding a fixed shape, for a Reshape's second input.
-int32_t add_shape_constant(Graph& graph, const std::string& name, const Value& like) {
-  Value v;
-  v.name = name;
-  v.dtype = EDGERT_DTYPE_INT64;
-  v.rank_known = true;
-  v.shape = {Dim{static_cast<int64_t>(like.shape.size()), ""}};
-  auto bytes = std::make_shared<std::vector<uint8_t>>(like.shape.size() * sizeof(int64_t));
-  for (size_t i = 0; i < like.shape.size(); ++i) {
-    const int64_t d = like.shape[i].value;
-    std::memcpy(bytes->data() + i * sizeof(int64_t), &d, sizeof(d));
-  }
-  v.data = std::move(bytes);
-  return graph.add_value(std::move(v));
 }
 
 bool is_reshape_like(const Node& node) {
@@ -114,13 +97,15 @@ int eliminate_shuffles(PassContext& context) {
       }
       if (moves_only_unit_dims(graph.values[node.inputs[0]], perm) && graph.values[y].rank_known &&
           graph.values[y].shape_is_fixed()) {
-        const int32_t shape = add_shape_constant(graph, graph.values[y].name + ":shape", graph.values[y]);
-        Node& reshape = graph.nodes[n];  // add_value may not move nodes, but take the reference anew
+        std::vector<int64_t> dims;
+        for (const Dim& d : graph.values[y].shape) dims.push_back(d.value);
+        const int64_t rank = static_cast<int64_t>(dims.size());
+        const int32_t shape = add_int64_constant(graph, graph.values[y].name + ":shape", {rank}, dims);
         uses.forget_node(graph, static_cast<int32_t>(n));
-        reshape.op_type = "Reshape";
-        reshape.opset = std::max(reshape.opset, 5);
-        reshape.attributes.clear();
-        reshape.inputs = {reshape.inputs[0], shape};
+        node.op_type = "Reshape";
+        node.opset = std::max(node.opset, 5);
+        node.attributes.clear();
+        node.inputs = {node.inputs[0], shape};
         uses.learn_node(graph, static_cast<int32_t>(n));
         ++rewrites;
       }
