@@ -187,30 +187,31 @@ bool is_scalar_constant(const Value& value, double x) {
   return v.size() == 1 && v[0] == x;
 }
 
-int32_t add_float_constant(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
-                           const std::vector<float>& data) {
+namespace {
+
+int32_t add_constant(Graph& graph, const std::string& name, int32_t dtype, const std::vector<int64_t>& dims,
+                     const void* data, size_t bytes) {
   Value v;
   v.name = name;
-  v.dtype = EDGERT_DTYPE_FLOAT32;
+  v.dtype = dtype;
   v.rank_known = true;
   for (int64_t d : dims) v.shape.push_back(Dim{d, ""});
-  auto bytes = std::make_shared<std::vector<uint8_t>>(data.size() * sizeof(float));
-  if (!data.empty()) std::memcpy(bytes->data(), data.data(), bytes->size());
-  v.data = std::move(bytes);
+  auto copy = std::make_shared<std::vector<uint8_t>>(bytes);
+  if (bytes) std::memcpy(copy->data(), data, bytes);
+  v.data = std::move(copy);
   return graph.add_value(std::move(v));
+}
+
+}  // namespace
+
+int32_t add_float_constant(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
+                           const std::vector<float>& data) {
+  return add_constant(graph, name, EDGERT_DTYPE_FLOAT32, dims, data.data(), data.size() * sizeof(float));
 }
 
 int32_t add_int64_constant(Graph& graph, const std::string& name, const std::vector<int64_t>& dims,
                            const std::vector<int64_t>& data) {
-  Value v;
-  v.name = name;
-  v.dtype = EDGERT_DTYPE_INT64;
-  v.rank_known = true;
-  for (int64_t d : dims) v.shape.push_back(Dim{d, ""});
-  auto bytes = std::make_shared<std::vector<uint8_t>>(data.size() * sizeof(int64_t));
-  if (!data.empty()) std::memcpy(bytes->data(), data.data(), bytes->size());
-  v.data = std::move(bytes);
-  return graph.add_value(std::move(v));
+  return add_constant(graph, name, EDGERT_DTYPE_INT64, dims, data.data(), data.size() * sizeof(int64_t));
 }
 
 bool has_graph_attribute(const Node& node) {
