@@ -102,5 +102,40 @@ TEST_F(GpuBench, MobileNetShapes) {
           8, 197 * 768});
 }
 
+// edgert.FusedAttention on the transformers' shapes: FLOP/s of its two products (4 L S D per batch
+// matrix), the figure a flash-style kernel is judged by.
+TEST_F(GpuBench, AttentionShapes) {
+  std::mt19937 rng(2);
+  struct Shape {
+    const char* label;
+    Dims q, k, v, mask;  // K as [..., S, D] (keys_transposed 0), as the fusion reads it
+  };
+  const Shape shapes[] = {
+      {"vit_b_16 12 heads 197x64", {12, 197, 64}, {12, 197, 64}, {12, 197, 64}, {}},
+      {"swin_t stage 1 64 windows 3 heads 49x32 masked", {64, 3, 49, 32}, {64, 3, 49, 32}, {64, 3, 49, 32}, {64, 1, 49, 49}},
+      {"swin_t stage 3 4 windows 12 heads 49x32", {4, 12, 49, 32}, {4, 12, 49, 32}, {4, 12, 49, 32}, {}},
+      {"bert batch 2 8 heads 128x64 padding mask", {2, 8, 128, 64}, {2, 8, 128, 64}, {2, 8, 128, 64}, {2, 1, 1, 128}},
+      {"1 head 1024x64", {1, 1024, 64}, {1, 1024, 64}, {1, 1024, 64}, {}},
+  };
+  for (const Shape& s : shapes) {
+    std::vector<CaseInput> inputs = {input(HostTensor::random(s.q, rng)), input(HostTensor::random(s.k, rng)),
+                                     input(HostTensor::random(s.v, rng))};
+    if (!s.mask.empty()) inputs.push_back(input(HostTensor::random(s.mask, rng)));
+    GpuCase c = make("FusedAttention", inputs, NodeSpec().real("q_scale", 0.125f).integer("keys_transposed", 0), s.label, 1);
+    c.domain = "edgert";
+    const int64_t l = s.q[s.q.size() - 2], d = s.q.back(), keys = s.k[s.k.size() - 2];
+    int64_t batches = 1;
+    for (size_t i = 0; i + 2 < s.q.size(); ++i) batches *= s.q[i];
+    const double flop = 4.0 * static_cast<double>(batches * l * keys * d);
+    for (edgert_dtype dtype : {EDGERT_DTYPE_FLOAT32, EDGERT_DTYPE_FLOAT16}) {
+      c.dtype = dtype;
+      const double us = time_cuda_kernel(c, 200);
+      if (us < 0) continue;
+      std::printf("%-60s %-4s %9.2f us %8.2f TFLOP/s\n", ("FusedAttention " + std::string(s.label)).c_str(),
+                  dtype == EDGERT_DTYPE_FLOAT16 ? "f16" : "f32", us, flop / us / 1e6);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace edgert::gpu_test
