@@ -63,6 +63,14 @@ Attribute int_attribute(const char* name, int64_t value) {
   return a;
 }
 
+Attribute ints_attribute(const char* name, const std::vector<int64_t>& values) {
+  Attribute a;
+  a.name = name;
+  a.type = EDGERT_ATTR_INTS;
+  a.ints = values;
+  return a;
+}
+
 Attribute float_attribute(const char* name, float value) {
   Attribute a;
   a.name = name;

@@ -69,6 +69,7 @@ struct Attribute {
 
 // Attributes of nodes a pass or an option adds.
 Attribute int_attribute(const char* name, int64_t value);
+Attribute ints_attribute(const char* name, const std::vector<int64_t>& values);
 Attribute float_attribute(const char* name, float value);
 Attribute string_attribute(const char* name, const std::string& value);
 Attribute floats_attribute(const char* name, const std::vector<float>& value);

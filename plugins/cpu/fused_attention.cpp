@@ -2,7 +2,9 @@
 //   O = softmax(((Q * q_scale / q_divisor) Kt) * score_scale / score_divisor + mask) V
 // with Q [..., L, D], Kt [..., D, S], V [..., S, Dv] (batch dims broadcasting as MatMul's) and an
 // optional additive mask broadcasting over the scores [..., L, S]. With keys_transposed 0 the
-// second input is K [..., S, D] itself, read as Kt through the GEMM's strides. Each matrix's scaled Q and
+// second input is K [..., S, D] itself, read as Kt through the GEMM's strides; operands given as
+// the inputs of Transposes (q_perm, k_perm, v_perm) and an output written as its Transpose
+// (y_perm) are read and written in place by their strides (attention_operands.h). Each matrix's scaled Q and
 // scores live in the workspace while they are used: the [batch, L, S] scores never go to memory.
 // The products are the packed GEMM of the MatMul tactics (tactic f32-attention-gemm-<tile>-<isa>),
 // the softmax the float exp of the Softmax tactic; each step rounds as the unfused graph does.
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention_operands.h"
 #include "broadcast.h"
 #include "gemm/sgemm.h"
 #include "kernel.h"
@@ -18,6 +21,10 @@
 
 namespace edgert::cpu {
 namespace {
+
+using plugin::attention_operands;
+using plugin::AttentionOperands;
+using plugin::batch_offset;
 
 constexpr int64_t kAttentionPortable = 50;  // + 1 AVX2, + 2 NEON, + 3 AVX-512, as MatMul's
 
@@ -39,34 +46,20 @@ std::vector<TacticSpec> attention_tactics(const edgert_node*, const edgert_tenso
   return out;
 }
 
-Shape batch_of(const edgert_tensor& t) { return Shape(t.dims, t.dims + t.rank - 2); }
-
 class FusedAttentionOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info& info) override {
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 3; ++i)
       if (in[i].dtype != EDGERT_DTYPE_FLOAT32) fail(EDGERT_ERR_UNSUPPORTED, "input %d is %s; FusedAttention runs float32", i, dtype_name(in[i].dtype));
-      if (in[i].rank < 2) fail(EDGERT_ERR_SHAPE, "input %d has rank %d, expected 2 or more", i, in[i].rank);
-    }
-    const edgert_tensor &q = in[0], &kt = in[1], &v = in[2];
-    keys_transposed_ = Attributes(&node).get_int("keys_transposed", 1) != 0;
-    const int64_t k_rows = kt.dims[kt.rank - 2], k_cols = kt.dims[kt.rank - 1];
-    l_ = q.dims[q.rank - 2];
-    d_ = q.dims[q.rank - 1];
-    s_ = keys_transposed_ ? k_cols : k_rows;
-    dv_ = v.dims[v.rank - 1];
-    if ((keys_transposed_ ? k_rows : k_cols) != d_ || v.dims[v.rank - 2] != s_)
-      fail(EDGERT_ERR_SHAPE, "Q %s, %s %s and V %s do not chain as Q %s V", shape_string(shape_of(q)).c_str(),
-           keys_transposed_ ? "Kt" : "K", shape_string(shape_of(kt)).c_str(), shape_string(shape_of(v)).c_str(),
-           keys_transposed_ ? "Kt" : "K^T");
-    q_batch_ = batch_of(q);
-    k_batch_ = batch_of(kt);
-    v_batch_ = batch_of(v);
-    out_batch_ = broadcast_shapes({q_batch_, k_batch_, v_batch_});
-    Shape out_shape = out_batch_;
-    out_shape.push_back(l_);
-    out_shape.push_back(dv_);
-    set_output(out[0], EDGERT_DTYPE_FLOAT32, out_shape);
+    ops_ = attention_operands(node, in);
+    keys_transposed_ = ops_.keys_transposed;
+    l_ = ops_.l;
+    d_ = ops_.d;
+    s_ = ops_.s;
+    dv_ = ops_.dv;
+    out_batch_ = ops_.batch;
+    batches_ = numel(out_batch_);
+    set_output(out[0], EDGERT_DTYPE_FLOAT32, ops_.y_shape);
     // The mask as strides over [batch..., L, S].
     mask_strides_.clear();
     if (const edgert_tensor* mask = optional_input(node, in, 3)) {
@@ -106,27 +99,30 @@ class FusedAttentionOp : public Op {
     float* qs = static_cast<float*>(workspace);
     float* scores = qs + l_ * d_;
     void* gemm_workspace = static_cast<float*>(workspace) + scratch_floats_;
-    for (BroadcastIterator it(out_batch_, {q_batch_, k_batch_, v_batch_}); !it.done(); it.next()) {
-      const int64_t b = it.index();
-      const float* qb = q + it.offset(0) * l_ * d_;
-      for (int64_t i = 0; i < l_ * d_; ++i) qs[i] = qb[i] * q_scale_ / q_divisor_;
-      // Kt (d, j) at j + d * S; K read as Kt: at d + j * D.
-      product(qs, l_, d_, kt + it.offset(1) * d_ * s_, s_, scores, gemm_workspace, keys_transposed_ ? s_ : 1,
-              keys_transposed_ ? 1 : d_);
+    const int64_t q_row = ops_.q.row_stride(), k_row = ops_.keys.row_stride(), v_row = ops_.v.row_stride();
+    for (int64_t b = 0; b < batches_; ++b) {
+      const float* qb = q + batch_offset(ops_, ops_.q, b);
+      for (int64_t r = 0; r < l_; ++r)
+        for (int64_t c = 0; c < d_; ++c) qs[r * d_ + c] = qb[r * q_row + c] * q_scale_ / q_divisor_;
+      // Kt (d, j) at d * (its row stride) + j; K read as Kt: at d + j * (K's row stride).
+      product(qs, l_, d_, kt + batch_offset(ops_, ops_.keys, b), s_, scores, gemm_workspace,
+              keys_transposed_ ? k_row : 1, keys_transposed_ ? 1 : k_row);
       for (int64_t r = 0; r < l_; ++r) {
         float* row = scores + r * s_;
         for (int64_t j = 0; j < s_; ++j) row[j] = row[j] * score_scale_ / score_divisor_;
         if (mask) add_mask(data_as<float>(*mask), b, r, row);
         softmax_row(row);
       }
-      product(scores, l_, s_, v + it.offset(2) * s_ * dv_, dv_, y + b * l_ * dv_, gemm_workspace);
+      product(scores, l_, s_, v + batch_offset(ops_, ops_.v, b), dv_, y + batch_offset(ops_, ops_.y, b), gemm_workspace,
+              v_row, 1, ops_.y.row_stride());
     }
   }
 
  private:
-  int64_t l_ = 0, d_ = 0, s_ = 0, dv_ = 0, scratch_floats_ = 0;
+  AttentionOperands ops_;
+  int64_t l_ = 0, d_ = 0, s_ = 0, dv_ = 0, batches_ = 0, scratch_floats_ = 0;
   float q_scale_ = 1, q_divisor_ = 1, score_scale_ = 1, score_divisor_ = 1;
-  Shape q_batch_, k_batch_, v_batch_, out_batch_;
+  Shape out_batch_;
   std::vector<int64_t> mask_strides_;
   gemm::Isa isa_ = gemm::Isa::Portable;
   int threads_ = 1;
@@ -134,17 +130,19 @@ class FusedAttentionOp : public Op {
 
   bool keys_transposed_ = true;
 
-  // y [m, n] = a [m, k] b [k, n]: a row-major, b(p, j) at p * b_row_stride + j * b_col_stride.
+  // y [m, n] (row stride y_row_stride) = a [m, k] b [k, n]: a row-major, b(p, j) at
+  // p * b_row_stride + j * b_col_stride.
   void product(const float* a, int64_t m, int64_t k, const float* b, int64_t n, float* y, void* workspace,
-               int64_t b_row_stride = -1, int64_t b_col_stride = 1) {
+               int64_t b_row_stride, int64_t b_col_stride, int64_t y_row_stride = -1) {
     if (m == 0 || n == 0) return;
     if (k == 0) packed_ = gemm::packed_a_layout(isa_, m, 0);
     else gemm::pack_a(isa_, a, m, k, k, 1, packed_);
     gemm::BSource source;
     source.data = b;
-    source.row_stride = b_row_stride < 0 ? n : b_row_stride;
+    source.row_stride = b_row_stride;
     source.col_stride = b_col_stride;
-    gemm::sgemm(packed_, source, n, gemm::Output{y, n, 1}, gemm::Epilogue{}, workspace, threads_);
+    gemm::sgemm(packed_, source, n, gemm::Output{y, y_row_stride < 0 ? n : y_row_stride, 1}, gemm::Epilogue{}, workspace,
+                threads_);
   }
 
   // Adds the mask's row for batch matrix `b`, query `r`.

@@ -5,7 +5,9 @@
 // broadcasting as MatMul's, and an optional additive mask broadcasting over the scores [..., L, S].
 // With keys_transposed 0 the second input is K [..., S, D]: its tiles load as rows of D
 // contiguous elements (16-byte loads where D allows) and the products read them as Kt, so no
-// transposed copy of the keys is made in the graph. The [L, S] scores never reach global memory
+// transposed copy of the keys is made in the graph. Operands the builder reads through a Transpose
+// (q_perm, k_perm, v_perm, y_perm: attention_operands.h) are read and written by their strides.
+// The [L, S] scores never reach global memory
 // and the whole attention is one kernel instead of two products, a softmax in float32 with
 // float16 casts around it, and the layout changes between.
 // Float16 runs on tensor cores (fused_attention_f16.cu: float accumulation, the probabilities
@@ -21,6 +23,7 @@
 #include <atomic>
 #include <cfloat>
 
+#include "attention_operands.h"
 #include "cuda_op.h"
 #include "fused_attention.cuh"
 
@@ -175,14 +178,14 @@ __global__ void __launch_bounds__(kAttentionWarps * 32)
 
   const int b = static_cast<int>(blockIdx.x / static_cast<unsigned>(row_blocks));
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.x % static_cast<unsigned>(row_blocks)) * block_rows;
-  const BatchOffsets at = batch_offsets(walk, sh, b);
+  const BatchOffsets at = batch_offsets(walk, b);
   const int64_t row0 = block_row0 + row_tile * kQueryTile;
   const float* kb = kt + at.k;
   const float* vb = v + at.v;
   const M* mb = mask ? mask + at.mask + row0 * sh.mask_row : nullptr;
   const int rows = static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(kQueryTile), sh.l - row0)));
 
-  load_tile(q + at.q + block_row0 * sh.d, sh.d, block_rows, sh.dp, sh.l - block_row0, sh.d,
+  load_tile(q + at.q + block_row0 * sh.q_row, sh.q_row, block_rows, sh.dp, sh.l - block_row0, sh.d,
             reinterpret_cast<float*>(smem + layout.q), sh.dp, sh.q_factor, threadIdx.x, blockDim.x);
   for (int i = lane; i < kQueryTile * sh.dvp; i += 32) out[i] = 0.f;
   // Lanes 2r and 2r + 1 keep row r's running maximum and sum.
@@ -191,10 +194,10 @@ __global__ void __launch_bounds__(kAttentionWarps * 32)
 
   const int64_t first = rows > 0 ? key_split * kKeyTile : sh.s;  // a tile past the queries does nothing
   for (int64_t s0 = first; s0 < sh.s; s0 += split.key_splits * kKeyTile) {
-    if (sh.k_rows) load_tile(kb + s0 * sh.d, sh.d, kKeyTile, sh.dp, sh.s - s0, sh.d, keys, sh.dp, 1.f, lane, 32);
-    else load_tile(kb + s0, sh.s, sh.dp, kKeyTile, sh.d, sh.s - s0, keys, kKeyTile, 1.f, lane, 32);
+    if (sh.k_rows) load_tile(kb + s0 * sh.k_row, sh.k_row, kKeyTile, sh.dp, sh.s - s0, sh.d, keys, sh.dp, 1.f, lane, 32);
+    else load_tile(kb + s0, sh.k_row, sh.dp, kKeyTile, sh.d, sh.s - s0, keys, kKeyTile, 1.f, lane, 32);
     if (sh.separate_values)
-      load_tile(vb + s0 * sh.dv, sh.dv, kKeyTile, sh.dvp, sh.s - s0, sh.dv, values, sh.dvp, 1.f, lane, 32);
+      load_tile(vb + s0 * sh.v_row, sh.v_row, kKeyTile, sh.dvp, sh.s - s0, sh.dv, values, sh.dvp, 1.f, lane, 32);
     __syncwarp();
     warp_scores(qs, keys, sh.dp, sh.k_rows, scores);
     __syncwarp();
@@ -202,7 +205,7 @@ __global__ void __launch_bounds__(kAttentionWarps * 32)
                            sh.score_factor, row_max, row_sum);
     if (!sh.separate_values) {
       __syncwarp();  // the key tile is read: the value tile takes its place
-      load_tile(vb + s0 * sh.dv, sh.dv, kKeyTile, sh.dvp, sh.s - s0, sh.dv, values, sh.dvp, 1.f, lane, 32);
+      load_tile(vb + s0 * sh.v_row, sh.v_row, kKeyTile, sh.dvp, sh.s - s0, sh.dv, values, sh.dvp, 1.f, lane, 32);
     }
     __syncwarp();
     warp_accumulate(probs, values, sh.dvp, out);
@@ -218,7 +221,7 @@ __global__ void __launch_bounds__(kAttentionWarps * 32)
   };
   const int valid_rows = static_cast<int>(min(static_cast<int64_t>(block_rows), sh.l - block_row0));
   merge_and_store(maxima, sums, partial, sh.dvp, split, valid_rows, static_cast<int>(sh.dv),
-                  y + static_cast<int64_t>(b) * sh.l * sh.dv + block_row0 * sh.dv, sh.dv);
+                  y + at.y + block_row0 * sh.y_row, sh.y_row);
 }
 
 const edgert_tensor* mask_input(const edgert_node& node, const edgert_tensor* in) {
@@ -264,22 +267,6 @@ int32_t fused_attention_supports(const edgert_node* node, const edgert_tensor* i
   return plan_launch(dtype, d, dv, 1, keys_as_rows(*node)).bytes <= kMaxSharedBytes;
 }
 
-Shape batch_of(const edgert_tensor& t) { return Shape(t.dims, t.dims + t.rank - 2); }
-
-// Strides of `operand` (elements per step of each of its own dims, `inner` elements per step of
-// its last batch dim) along the output's batch dims `out`, 0 where it broadcasts.
-void broadcast_strides(const Shape& operand, const Shape& out, int64_t inner, int64_t* strides) {
-  const size_t offset = out.size() - operand.size();
-  int64_t stride = inner;
-  for (size_t d = out.size(); d-- > 0;) {
-    strides[d] = 0;
-    if (d < offset) continue;
-    const int64_t extent = operand[d - offset];
-    strides[d] = extent == 1 ? 0 : stride;
-    stride *= extent;
-  }
-}
-
 class FusedAttentionOp : public Op {
  public:
   void prepare(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, edgert_prepare_info&) override {
@@ -290,17 +277,16 @@ class FusedAttentionOp : public Op {
              i, edgert_dtype_name(in[i].dtype), edgert_dtype_name(dtype_));
       if (in[i].rank < 2) fail(EDGERT_ERR_SHAPE, "input %d has rank %d, expected 2 or more", i, in[i].rank);
     }
-    const edgert_tensor &q = in[0], &kt = in[1], &v = in[2];
-    shape_.k_rows = keys_as_rows(node);
-    const int64_t k_rows = kt.dims[kt.rank - 2], k_cols = kt.dims[kt.rank - 1];
-    shape_.l = q.dims[q.rank - 2];
-    shape_.d = q.dims[q.rank - 1];
-    shape_.s = shape_.k_rows ? k_rows : k_cols;
-    shape_.dv = v.dims[v.rank - 1];
-    if ((shape_.k_rows ? k_cols : k_rows) != shape_.d || v.dims[v.rank - 2] != shape_.s)
-      fail(EDGERT_ERR_SHAPE, "Q %s, %s %s and V %s do not chain as Q %s V", shape_string(shape_of(q)).c_str(),
-           shape_.k_rows ? "K" : "Kt", shape_string(shape_of(kt)).c_str(), shape_string(shape_of(v)).c_str(),
-           shape_.k_rows ? "K^T" : "Kt");
+    const plugin::AttentionOperands ops = plugin::attention_operands(node, in);
+    shape_.k_rows = !ops.keys_transposed;
+    shape_.l = ops.l;
+    shape_.d = ops.d;
+    shape_.s = ops.s;
+    shape_.dv = ops.dv;
+    shape_.q_row = ops.q.row_stride();
+    shape_.k_row = ops.keys.row_stride();
+    shape_.v_row = ops.v.row_stride();
+    shape_.y_row = ops.y.row_stride();
     plan_ = plan_launch(dtype_, shape_.d, shape_.dv, shape_.s, shape_.k_rows);
     shape_.separate_values = plan_.separate_values;
     if (shape_.d > kMaxHeadDim || shape_.dv > kMaxHeadDim || plan_.bytes > kMaxSharedBytes)
@@ -309,31 +295,20 @@ class FusedAttentionOp : public Op {
     shape_.dp = static_cast<int>((shape_.d + 15) / 16 * 16);
     shape_.dvp = static_cast<int>((shape_.dv + 15) / 16 * 16);
 
-    // The output's batch dims: Q's, Kt's and V's broadcast as MatMul's.
-    const Shape qb = batch_of(q), kb = batch_of(kt), vb = batch_of(v);
-    const size_t rank = std::max({qb.size(), kb.size(), vb.size()});
+    const Shape& batch = ops.batch;
+    const size_t rank = batch.size();
     if (rank > static_cast<size_t>(kMaxBatchRank))
       fail(EDGERT_ERR_UNSUPPORTED, "%zu batch dims: the GPU kernel takes up to %d", rank, kMaxBatchRank);
-    Shape batch(rank, 1);
-    for (const Shape* operand : {&qb, &kb, &vb})
-      for (size_t i = 0; i < operand->size(); ++i) {
-        int64_t& extent = batch[rank - operand->size() + i];
-        const int64_t e = (*operand)[i];
-        if (e != 1 && extent != 1 && e != extent)
-          fail(EDGERT_ERR_SHAPE, "batch dims of Q %s, Kt %s and V %s do not broadcast", shape_string(shape_of(q)).c_str(),
-               shape_string(shape_of(kt)).c_str(), shape_string(shape_of(v)).c_str());
-        if (e != 1) extent = e;
-      }
     walk_ = BatchWalk{};
     walk_.rank = static_cast<int>(rank);
-    batches_ = 1;
+    batches_ = numel(batch);
     for (size_t i = 0; i < rank; ++i) {
       walk_.dims[i] = batch[i];
-      batches_ *= batch[i];
+      walk_.q[i] = ops.q.batch[i];
+      walk_.k[i] = ops.keys.batch[i];
+      walk_.v[i] = ops.v.batch[i];
+      walk_.y[i] = ops.y.batch[i];
     }
-    broadcast_strides(qb, batch, 1, walk_.q);
-    broadcast_strides(kb, batch, 1, walk_.k);
-    broadcast_strides(vb, batch, 1, walk_.v);
 
     mask_dtype_ = EDGERT_DTYPE_UNDEFINED;
     shape_.mask_row = shape_.mask_col = 0;
@@ -367,10 +342,7 @@ class FusedAttentionOp : public Op {
     Attributes a(&node);
     shape_.q_factor = a.get_float("q_scale", 1.0f) / a.get_float("q_divisor", 1.0f);
     shape_.score_factor = a.get_float("score_scale", 1.0f) / a.get_float("score_divisor", 1.0f);
-    Shape out_shape = batch;
-    out_shape.push_back(shape_.l);
-    out_shape.push_back(shape_.dv);
-    set_output(out[0], dtype_, out_shape);
+    set_output(out[0], dtype_, ops.y_shape);
   }
 
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void*, cudaStream_t stream) override {

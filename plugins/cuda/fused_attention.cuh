@@ -29,16 +29,18 @@ constexpr int kMaxBatchRank = 6;
 constexpr int64_t kMaxHeadDim = 256;            // D and Dv
 constexpr size_t kMaxSharedBytes = 160 * 1024;  // below every CUDA board's limit (Orin: 164 KiB)
 
-// Offsets of batch matrix `b` in Q, Kt, V (in matrices) and in the mask (in elements): the
+// Offsets (in elements) of batch matrix `b` in Q, the keys, V, the mask and the output: the
 // output's batch dims, last fastest, with each operand's strides (0 where it broadcasts).
 struct BatchWalk {
   int rank = 0;
   int64_t dims[kMaxBatchRank] = {};
-  int64_t q[kMaxBatchRank] = {}, k[kMaxBatchRank] = {}, v[kMaxBatchRank] = {}, mask[kMaxBatchRank] = {};
+  int64_t q[kMaxBatchRank] = {}, k[kMaxBatchRank] = {}, v[kMaxBatchRank] = {}, mask[kMaxBatchRank] = {},
+          y[kMaxBatchRank] = {};
 };
 
 struct AttentionShape {
   int64_t l, d, s, dv;         // Q [L, D], Kt [D, S], V [S, Dv]
+  int64_t q_row, k_row, v_row, y_row;  // elements from one row of Q, the keys, V, the output to the next
   int dp, dvp;                 // D and Dv rounded up to 16 (the tensor cores' step)
   int64_t mask_row, mask_col;  // the mask's strides along L and S
   bool k_rows;                 // the keys as K [S, D] (else Kt [D, S])
@@ -60,14 +62,14 @@ __host__ __device__ inline WarpSplit split_warps(int warps, int64_t s) {
   return {warps, key_splits, warps / key_splits};
 }
 
-// Where a block's batch matrix starts in Q, K, V (elements) and in the mask.
+// Where a block's batch matrix starts in Q, the keys, V, the mask and the output (elements).
 struct BatchOffsets {
-  int64_t q, k, v, mask;
+  int64_t q, k, v, mask, y;
 };
 
-__device__ inline BatchOffsets batch_offsets(const BatchWalk& walk, const AttentionShape& sh, int b) {
+__device__ inline BatchOffsets batch_offsets(const BatchWalk& walk, int b) {
   // 32-bit: the launch has fewer than 2^31 blocks, so fewer batch matrices (attention_blocks).
-  BatchOffsets o{0, 0, 0, 0};
+  BatchOffsets o{0, 0, 0, 0, 0};
   for (int d = walk.rank - 1, rest = b; d >= 0; --d) {
     const int extent = static_cast<int>(walk.dims[d]), i = rest % extent;
     rest /= extent;
@@ -75,10 +77,8 @@ __device__ inline BatchOffsets batch_offsets(const BatchWalk& walk, const Attent
     o.k += i * walk.k[d];
     o.v += i * walk.v[d];
     o.mask += i * walk.mask[d];
+    o.y += i * walk.y[d];
   }
-  o.q *= sh.l * sh.d;
-  o.k *= sh.d * sh.s;
-  o.v *= sh.s * sh.dv;
   return o;
 }
 

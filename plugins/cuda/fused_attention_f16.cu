@@ -96,14 +96,14 @@ __global__ void __launch_bounds__(kAttentionWarps * 32)
   const int64_t block_row0 = static_cast<int64_t>(blockIdx.x % static_cast<unsigned>(row_blocks)) * block_rows;
   const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kValueChunk;
   const int value_cols = static_cast<int>(min(static_cast<int64_t>(kValueChunk), sh.dv - c0));
-  const BatchOffsets at = batch_offsets(walk, sh, b);
+  const BatchOffsets at = batch_offsets(walk, b);
   const int64_t row0 = block_row0 + row_tile * kQueryTile;
   const int rows = static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(kQueryTile), sh.l - row0)));
   const __half* kb = k + at.k;
   const __half* vb = v + at.v + c0;
   const M* mb = mask ? mask + at.mask + row0 * sh.mask_row : nullptr;
 
-  load_tile(q + at.q + block_row0 * sh.d, sh.d, block_rows, sh.dp, sh.l - block_row0, sh.d, qs, q_stride,
+  load_tile(q + at.q + block_row0 * sh.q_row, sh.q_row, block_rows, sh.dp, sh.l - block_row0, sh.d, qs, q_stride,
             sh.q_factor, threadIdx.x, blockDim.x);
   __syncthreads();  // Q is loaded
   const __half* q_warp = qs + row_tile * kQueryTile * q_stride;
@@ -112,9 +112,9 @@ __global__ void __launch_bounds__(kAttentionWarps * 32)
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // rows g and g + 8; sums of this lane's columns
   const int64_t first = rows > 0 ? key_split * kKeyTile : sh.s;      // a tile past the queries does nothing
   for (int64_t s0 = first; s0 < sh.s; s0 += split.key_splits * kKeyTile) {
-    if (sh.k_rows) load_tile(kb + s0 * sh.d, sh.d, kKeyTile, sh.dp, sh.s - s0, sh.d, keys, k_stride, 1.f, lane, 32);
-    else load_tile(kb + s0, sh.s, sh.dp, kKeyTile, sh.d, sh.s - s0, keys, k_stride, 1.f, lane, 32);
-    load_tile(vb + s0 * sh.dv, sh.dv, kKeyTile, kValueChunk, sh.s - s0, value_cols, values, v_stride, 1.f, lane, 32);
+    if (sh.k_rows) load_tile(kb + s0 * sh.k_row, sh.k_row, kKeyTile, sh.dp, sh.s - s0, sh.d, keys, k_stride, 1.f, lane, 32);
+    else load_tile(kb + s0, sh.k_row, sh.dp, kKeyTile, sh.d, sh.s - s0, keys, k_stride, 1.f, lane, 32);
+    load_tile(vb + s0 * sh.v_row, sh.v_row, kKeyTile, kValueChunk, sh.s - s0, value_cols, values, v_stride, 1.f, lane, 32);
     __syncwarp();
 
     // Scores [16, 64] = Q K^T: n-tiles of 8 keys, two a ldmatrix.
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(kAttentionWarps * 32)
   };
   const int valid_rows = static_cast<int>(min(static_cast<int64_t>(block_rows), sh.l - block_row0));
   merge_and_store(maxima, sums, partial, kOutStride, split, valid_rows, value_cols,
-                  y + static_cast<int64_t>(b) * sh.l * sh.dv + block_row0 * sh.dv + c0, sh.dv);
+                  y + at.y + block_row0 * sh.y_row + c0, sh.y_row);
 }
 
 }  // namespace

@@ -415,6 +415,24 @@ TEST_F(GpuTest, FusedAttentionMatchesTheReference) {
     r.label = c.label + ", K [S, D]";
     run_both(transcendental(r));
   }
+  // Heads read through Transposes and the output written as one (q_perm ... y_perm: [L, B*H, D]
+  // operands, as PyTorch's multi-head attention holds them), with a mask and an odd head size.
+  for (int64_t d : {64, 24}) {
+    GpuCase c = make("FusedAttention",
+                     {input(HostTensor::random({70, 6, d}, rng)), input(HostTensor::random({90, 6, d}, rng)),
+                      input(HostTensor::random({90, 6, 40}, rng)), input(HostTensor::random({6, 70, 90}, rng))},
+                     NodeSpec()
+                         .real("q_scale", 0.125f)
+                         .integer("keys_transposed", 0)
+                         .ints("q_perm", {1, 0, 2})
+                         .ints("k_perm", {1, 0, 2})
+                         .ints("v_perm", {1, 0, 2})
+                         .ints("y_perm", {1, 0, 2}),
+                     1);
+    c.domain = "edgert";
+    c.label = "heads through transposes, D " + std::to_string(d);
+    run_both(transcendental(c));
+  }
   // Keys masked out with -inf (a padding mask), and a mask that stays float32 beside float16.
   std::vector<float> values(2 * 70);
   for (size_t i = 0; i < values.size(); ++i) values[i] = i % 70 >= 50 ? -INFINITY : 0.f;

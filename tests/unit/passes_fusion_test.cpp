@@ -314,6 +314,44 @@ TEST(AttentionFusion, TransposedAndScaledKeysAreReadUntransposed) {
   expect_close(b, 1e-5f);
 }
 
+// PyTorch's nn.MultiheadAttention around the attention: heads moved from [L, B*H, D] to
+// [B*H, L, D] by Transposes (Kt by perm [1, 2, 0]) and back after it. The fused node reads the
+// Transposes' inputs and writes the output's Transpose in place: no Transpose is left, and the
+// result is the unfused graph's.
+TEST(AttentionFusion, HeadTransposesAroundTheAttentionAreReadThrough) {
+  GraphMaker g(17);
+  g.input("q", {5, 6, 8});
+  g.input("k", {7, 6, 8});
+  g.input("v", {7, 6, 4});
+  g.input("mask", {6, 5, 7});
+  M::attr(g.node("Transpose", {"q"}, {"qh"}, "q_heads"), "perm", std::vector<int64_t>{1, 0, 2});
+  M::attr(g.node("Transpose", {"k"}, {"kt"}, "k_heads"), "perm", std::vector<int64_t>{1, 2, 0});
+  M::attr(g.node("Transpose", {"v"}, {"vh"}, "v_heads"), "perm", std::vector<int64_t>{1, 0, 2});
+  g.floats("c", {}, {0.35f});
+  g.node("Div", {"qh", "c"}, {"qs"}, "scale_q");
+  g.node("MatMul", {"qs", "kt"}, {"s"}, "scores");
+  g.node("Add", {"s", "mask"}, {"sm"}, "masked");
+  M::attr(g.node("Softmax", {"sm"}, {"p"}, "softmax"), "axis", int64_t{-1});
+  g.node("MatMul", {"p", "vh"}, {"o"}, "context");
+  M::attr(g.node("Transpose", {"o"}, {"y"}, "merge_heads"), "perm", std::vector<int64_t>{1, 0, 2});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{5, 6, 8}, {7, 6, 8}, {7, 6, 4}, {6, 5, 7}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"edgert.FusedAttention"})) << b.log;
+  for (const builder::Node& n : b.optimized.model.graphs[0].nodes) {
+    const std::pair<const char*, std::vector<int64_t>> views[] = {
+        {"q_perm", {1, 0, 2}}, {"k_perm", {1, 0, 2}}, {"v_perm", {1, 0, 2}}, {"y_perm", {1, 0, 2}}};
+    for (const auto& [name, perm] : views) {
+      const builder::Attribute* a = n.attribute(name);
+      ASSERT_NE(a, nullptr) << name;
+      EXPECT_EQ(a->ints, perm) << name;
+    }
+    ASSERT_NE(n.attribute("keys_transposed"), nullptr);
+    EXPECT_EQ(n.attribute("keys_transposed")->i, 0);
+    EXPECT_NE(n.name.find("merge_heads"), std::string::npos) << n.name;
+  }
+  expect_close(b, 1e-5f);
+}
+
 // ONNX's Attention (opset 23), 4-D with a float mask and a scale: one edgert.FusedAttention
 // reading K untransposed, equal to the Attention kernel; a causal one keeps that kernel.
 TEST(AttentionFusion, OnnxAttentionOfFourDimensionalHeadsBecomesTheFusedNode) {

@@ -12,6 +12,14 @@
 //   P  = Softmax(S", axis = last)
 //   O  = MatMul(P, V)
 //
+// Around it, exports move the heads between [L, B*H, D] and [B*H, L, D] with Transposes (and
+// PyTorch's scores read Kt = Transpose(K) of [L, B*H, D] with perm [1, 2, 0]). A Transpose that
+// only the attention reads and that keeps its input's last axis last (Kt's: brings it to Kt's
+// rows) is read through: the node reads the Transpose's input in place, its `q_perm`, `k_perm`
+// or `v_perm` attribute the Transpose's perm (for keys, the perm that gives K [..., S, D]), and
+// the same for the one Transpose reading the output (`y_perm`: the node writes that Transpose's
+// output). The kernels take the operands by strides: four copies of each layer's heads go.
+//
 // ONNX's own Attention (opsets 23 and 24) becomes the same node where it is that computation:
 // 4-D Q [B, H, L, D], K [B, H, S, D], V [B, H, S, Dv] with as many key heads as query heads, no
 // past keys, no causal mask, no softcap, no extra outputs, and a float mask (if any) as long as
@@ -65,6 +73,25 @@ bool swaps_last_two_axes(const Graph& graph, const Node& node) {
   for (size_t i = 0; i + 2 < rank; ++i)
     if (perm->ints[i] != static_cast<int64_t>(i)) return false;
   return perm->ints[rank - 2] == static_cast<int64_t>(rank - 1) && perm->ints[rank - 1] == static_cast<int64_t>(rank - 2);
+}
+
+// The perm of a Transpose whose perm is explicit, of 2 or more axes (its input's rank where that
+// is known; the kernels check it at run time where it is not); null otherwise.
+const std::vector<int64_t>* explicit_perm(const Graph& graph, const Node& node) {
+  if (!is_op(node, "Transpose") || node.inputs.size() != 1 || node.inputs[0] < 0 || node.outputs.size() != 1) return nullptr;
+  const Attribute* perm = node.attribute("perm");
+  const Value& x = graph.values[node.inputs[0]];
+  if (!perm || perm->ints.size() < 2 || (x.rank_known && perm->ints.size() != x.shape.size())) return nullptr;
+  return &perm->ints;
+}
+
+// The view `perm` of a Transpose read through (see the header) when it keeps the last axis last:
+// for keys given as Kt, the perm of K = Kt with its last two axes swapped. Empty otherwise.
+std::vector<int64_t> operand_view(const std::vector<int64_t>& perm, bool transposed_keys) {
+  std::vector<int64_t> view = perm;
+  const size_t rank = view.size();
+  if (transposed_keys) std::swap(view[rank - 2], view[rank - 1]);
+  return view[rank - 1] == static_cast<int64_t>(rank - 1) ? view : std::vector<int64_t>{};
 }
 
 // A fixed dim (the same at every shape the engine accepts) of a value of known rank; -1 otherwise.
@@ -205,7 +232,33 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
       parts.insert(parts.end(), k_parts.begin(), k_parts.end());
     }
   }
-  const int32_t v = pv.inputs[1];
+  int32_t v = pv.inputs[1];
+  // The head transposes around the attention, read through.
+  std::vector<int64_t> q_perm, k_perm, v_perm, y_perm;
+  auto read_through = [&](int32_t& operand, std::vector<int64_t>& view, bool transposed_keys) {
+    const int32_t t = step_back(operand);
+    const std::vector<int64_t>* perm = t < 0 ? nullptr : explicit_perm(graph, graph.nodes[t]);
+    if (!perm || !is_float32(graph, graph.nodes[t].inputs[0])) return false;
+    view = operand_view(*perm, transposed_keys);
+    if (view.empty()) return false;
+    operand = graph.nodes[t].inputs[0];
+    parts.push_back(t);
+    return true;
+  };
+  read_through(q, q_perm, false);
+  if (read_through(kt, k_perm, keys_transposed)) keys_transposed = false;
+  read_through(v, v_perm, false);
+  std::vector<int32_t> outputs = pv.outputs;
+  int32_t output_transpose = -1;
+  if (!context.pinned[pv.outputs[0]]) {
+    const int32_t reader = uses.sole_reader(pv.outputs[0]);
+    const std::vector<int64_t>* perm = reader < 0 || edits.dead(reader) ? nullptr : explicit_perm(graph, graph.nodes[reader]);
+    if (perm && !operand_view(*perm, false).empty()) {
+      y_perm = *perm;
+      outputs = graph.nodes[reader].outputs;
+      output_transpose = reader;
+    }
+  }
   if (!is_float32(graph, q) || !is_float32(graph, kt) || !is_float32(graph, v)) return false;
 
   Node fused;
@@ -214,15 +267,21 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
   fused.opset = 1;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it)
     fused.name = fused.name.empty() ? graph.nodes[*it].name : fused_name(fused.name, graph.nodes[*it].name);
+  if (output_transpose >= 0) fused.name = fused_name(fused.name, graph.nodes[output_transpose].name);
   fused.inputs = {q, kt, v};
   if (mask >= 0) fused.inputs.push_back(mask);
-  fused.outputs = pv.outputs;
+  fused.outputs = outputs;
   fused.set_attribute(float_attribute("q_scale", q_scale));
   fused.set_attribute(float_attribute("q_divisor", q_divisor));
   fused.set_attribute(float_attribute("score_scale", score_scale));
   fused.set_attribute(float_attribute("score_divisor", score_divisor));
   if (!keys_transposed) fused.set_attribute(int_attribute("keys_transposed", 0));
+  const std::pair<const char*, const std::vector<int64_t>*> views[] = {
+      {"q_perm", &q_perm}, {"k_perm", &k_perm}, {"v_perm", &v_perm}, {"y_perm", &y_perm}};
+  for (const auto& [name, perm] : views)
+    if (!perm->empty()) fused.set_attribute(ints_attribute(name, *perm));
   for (size_t i = 1; i < parts.size(); ++i) edits.absorb(parts[i]);
+  if (output_transpose >= 0) edits.absorb(output_transpose);
   edits.replace(out_matmul, std::move(fused));
   return true;
 }

@@ -21,14 +21,6 @@ bool all_ones(const Attribute* a) {
   return true;
 }
 
-Attribute ints_attribute(const char* name, std::vector<int64_t> values) {
-  Attribute a;
-  a.name = name;
-  a.type = EDGERT_ATTR_INTS;
-  a.ints = std::move(values);
-  return a;
-}
-
 // The MaxPool attributes the fused kernel takes, or false when this pool is not one it runs.
 bool fusable_pool(const Node& pool, std::vector<Attribute>& out) {
   if (!is_op(pool, "MaxPool") || pool.inputs.size() != 1 || pool.outputs.size() != 1) return false;
@@ -51,7 +43,7 @@ bool fusable_pool(const Node& pool, std::vector<Attribute>& out) {
   return true;
 }
 
-bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits& edits) {
+bool fuse_pool_into(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits& edits) {
   Graph& graph = context.graph;
   const Node& producer = graph.nodes[p];
   const bool conv = is_op(producer, "Conv");
@@ -79,7 +71,7 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits
 
 int fuse_max_pools(PassContext& context) {
   return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, NodeEdits& edits) {
-    return fuse_into(context, uses, n, edits);
+    return fuse_pool_into(context, uses, n, edits);
   });
 }
 

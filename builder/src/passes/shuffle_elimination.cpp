@@ -82,11 +82,7 @@ int eliminate_shuffles(PassContext& context) {
         std::vector<int64_t> composed(perm.size());
         for (size_t i = 0; i < perm.size(); ++i) composed[i] = first[perm[i]];
         bypass(static_cast<int32_t>(n), p);
-        Attribute a;
-        a.name = "perm";
-        a.type = EDGERT_ATTR_INTS;
-        a.ints = composed;
-        node.set_attribute(a);
+        node.set_attribute(ints_attribute("perm", composed));
         perm = composed;
         ++rewrites;
       }
