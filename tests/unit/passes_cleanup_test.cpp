@@ -94,6 +94,29 @@ TEST(IdentityElimination, AConstantThatBroadcastsIsKept) {
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
+// Swin's pad-to-whole-windows and crop-back at a size that needs neither: Pad by zeros and a
+// Slice of every element (an end at the dim, or past any dim) go; a Slice that crops stays.
+TEST(IdentityElimination, PadByNothingAndSliceOfEverythingAreErased) {
+  GraphMaker g;
+  g.input("x", {2, 7, 5});
+  g.ints("no_pads", {6}, {0, 0, 0, 0, 0, 0});
+  g.ints("zero", {2}, {0, 0});
+  g.ints("whole", {2}, {7, INT64_MAX});
+  g.ints("axes", {2}, {1, -1});
+  g.ints("start", {1}, {0});
+  g.ints("crop", {1}, {4});
+  g.ints("axis1", {1}, {1});
+  g.node("Pad", {"x", "no_pads"}, {"p"});
+  g.node("Slice", {"p", "zero", "whole", "axes"}, {"s"});
+  g.node("Relu", {"s"}, {"r"});
+  g.node("Slice", {"r", "start", "crop", "axis1"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{2, 7, 5}});
+  EXPECT_EQ(b.count("Pad"), 0u);
+  EXPECT_EQ(b.count("Slice"), 1u);
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
 TEST(ShuffleElimination, TransposePairsAndReshapeChainsCollapse) {
   GraphMaker g;
   g.input("x", {2, 3, 4});
