@@ -35,12 +35,10 @@ std::string file_name_for(const std::string& tensor_name) {
   return s;
 }
 
-bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
 HostTensor read_named(const std::string& dir, const std::string& name) {
   std::string base = dir + "/" + file_name_for(name);
-  if (exists(base + ".npy")) return read_tensor_npy(base + ".npy");
-  if (exists(base + ".pb")) return read_tensor_pb(base + ".pb");
+  if (file_exists(base + ".npy")) return read_tensor_npy(base + ".npy");
+  if (file_exists(base + ".pb")) return read_tensor_pb(base + ".pb");
   build_fail(EDGERT_ERR_IO, "no %s.npy or %s.pb in '%s'", file_name_for(name).c_str(), file_name_for(name).c_str(),
              dir.c_str());
 }

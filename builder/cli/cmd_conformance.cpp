@@ -54,8 +54,6 @@ bool is_dir(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
 std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> names;
   if (DIR* d = opendir(dir.c_str())) {
@@ -148,7 +146,7 @@ TestResult run_one(const std::string& dir, const Settings& settings, const std::
     std::string set_dir = dir + "/" + set;
     const LoadedGraph& graph = engine->main_graph();
     std::vector<TestValue> inputs;
-    for (size_t i = 0; exists(set_dir + "/input_" + std::to_string(i) + ".pb"); ++i) {
+    for (size_t i = 0; file_exists(set_dir + "/input_" + std::to_string(i) + ".pb"); ++i) {
       const ValueKind kind = i < engine->input_tensors().size() ? graph.tensors[engine->input_tensors()[i]].kind
                                                                 : ValueKind::Tensor;
       inputs.push_back(read_test_value(set_dir + "/input_" + std::to_string(i) + ".pb", kind));
@@ -171,7 +169,7 @@ TestResult run_one(const std::string& dir, const Settings& settings, const std::
       r.detail = set + ": " + error.message;
       return r;
     }
-    for (size_t o = 0; exists(set_dir + "/output_" + std::to_string(o) + ".pb"); ++o) {
+    for (size_t o = 0; file_exists(set_dir + "/output_" + std::to_string(o) + ".pb"); ++o) {
       if (o >= engine->output_names().size()) {
         r.status = "fail";
         r.detail = set + ": reference has more outputs than the engine";
@@ -493,14 +491,14 @@ void add_conformance_command(CLI::App& app) {
     std::vector<std::string> tests;
     bool whole_folders = false;
     for (const std::string& d : options->dirs) {
-      if (exists(d + "/model.onnx")) {
+      if (file_exists(d + "/model.onnx")) {
         tests.push_back(d);
         continue;
       }
       if (!is_dir(d)) builder::build_fail(EDGERT_ERR_IO, "'%s' is not a test folder", d.c_str());
       whole_folders = true;
       for (const std::string& name : list_dir(d))
-        if (exists(d + "/" + name + "/model.onnx")) tests.push_back(d + "/" + name);
+        if (file_exists(d + "/" + name + "/model.onnx")) tests.push_back(d + "/" + name);
     }
     char scratch_template[] = "/tmp/edgert-conformance-XXXXXX";
     if (!mkdtemp(scratch_template)) builder::build_fail(EDGERT_ERR_IO, "mkdtemp: %s", std::strerror(errno));

@@ -213,6 +213,8 @@ HostTensor read_tensor_file(const std::string& path) {
   return read_tensor_pb(path);
 }
 
+bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
 void write_file_checked(const std::string& path, const std::string& bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) build_fail(EDGERT_ERR_IO, "cannot create '%s': %s", path.c_str(), std::strerror(errno));

@@ -36,6 +36,9 @@ HostTensor host_tensor_from_proto(const onnx::TensorProto& proto, const std::str
 void write_tensor_pb(const std::string& path, const HostTensor& tensor);
 void write_tensor_npy(const std::string& path, const HostTensor& tensor);
 
+// Whether anything (a file, a folder) is at `path`.
+bool file_exists(const std::string& path);
+
 // Creates or truncates `path` and writes `bytes`, checking every write and the close, as the
 // tensor writers do.
 void write_file_checked(const std::string& path, const std::string& bytes);

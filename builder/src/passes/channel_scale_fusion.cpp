@@ -14,7 +14,7 @@
 namespace edgert::builder {
 namespace {
 
-bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, NodeEdits& edits) {
+bool fuse_channel_scale_into(PassContext& context, const ValueUses& uses, int32_t m, NodeEdits& edits) {
   Graph& graph = context.graph;
   const Node& mul = graph.nodes[m];
   if (!is_op(mul, "Mul") || mul.inputs.size() != 2 || mul.outputs.size() != 1) return false;
@@ -51,7 +51,7 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t m, NodeEdits
 
 int fuse_channel_scales(PassContext& context) {
   return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, NodeEdits& edits) {
-    return fuse_into(context, uses, n, edits);
+    return fuse_channel_scale_into(context, uses, n, edits);
   });
 }
 

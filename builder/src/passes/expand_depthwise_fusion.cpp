@@ -50,7 +50,7 @@ Attribute copied(const Node& from, const char* name, const char* as, edgert_attr
   return out;
 }
 
-bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits& edits) {
+bool fuse_expand_into_depthwise(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits& edits) {
   Graph& graph = context.graph;
   const Node& expand = graph.nodes[p];
   if (!pointwise_conv(graph, expand) || expand.inputs.size() > 3) return false;
@@ -76,7 +76,7 @@ bool fuse_into(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits
 
 int fuse_expand_depthwise(PassContext& context) {
   return rewrite_nodes(context, [&](const ValueUses& uses, int32_t n, NodeEdits& edits) {
-    return fuse_into(context, uses, n, edits);
+    return fuse_expand_into_depthwise(context, uses, n, edits);
   });
 }
 
