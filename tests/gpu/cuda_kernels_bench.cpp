@@ -109,9 +109,12 @@ TEST_F(GpuBench, AttentionShapes) {
   struct Shape {
     const char* label;
     Dims q, k, v, mask;  // K as [..., S, D] (keys_transposed 0), as the fusion reads it
+    std::vector<std::pair<const char*, std::vector<int64_t>>> perms = {};  // operands read through Transposes
   };
   const Shape shapes[] = {
       {"vit_b_16 12 heads 197x64", {12, 197, 64}, {12, 197, 64}, {12, 197, 64}, {}},
+      {"vit_b_16 heads read through [L, B, H, D]", {197, 1, 12, 64}, {197, 1, 12, 64}, {197, 1, 12, 64}, {},
+       {{"q_perm", {1, 2, 0, 3}}, {"k_perm", {1, 2, 0, 3}}, {"v_perm", {1, 2, 0, 3}}, {"y_perm", {2, 0, 1, 3}}}},
       {"swin_t stage 1 64 windows 3 heads 49x32 masked", {64, 3, 49, 32}, {64, 3, 49, 32}, {64, 3, 49, 32}, {64, 1, 49, 49}},
       {"swin_t stage 3 4 windows 12 heads 49x32", {4, 12, 49, 32}, {4, 12, 49, 32}, {4, 12, 49, 32}, {}},
       {"bert batch 2 8 heads 128x64 padding mask", {2, 8, 128, 64}, {2, 8, 128, 64}, {2, 8, 128, 64}, {2, 1, 1, 128}},
@@ -121,11 +124,14 @@ TEST_F(GpuBench, AttentionShapes) {
     std::vector<CaseInput> inputs = {input(HostTensor::random(s.q, rng)), input(HostTensor::random(s.k, rng)),
                                      input(HostTensor::random(s.v, rng))};
     if (!s.mask.empty()) inputs.push_back(input(HostTensor::random(s.mask, rng)));
-    GpuCase c = make("FusedAttention", inputs, NodeSpec().real("q_scale", 0.125f).integer("keys_transposed", 0), s.label, 1);
+    NodeSpec spec = NodeSpec().real("q_scale", 0.125f).integer("keys_transposed", 0);
+    for (const auto& [name, perm] : s.perms) spec.ints(name, perm);
+    GpuCase c = make("FusedAttention", inputs, spec, s.label, 1);
     c.domain = "edgert";
-    const int64_t l = s.q[s.q.size() - 2], d = s.q.back(), keys = s.k[s.k.size() - 2];
     int64_t batches = 1;
-    for (size_t i = 0; i + 2 < s.q.size(); ++i) batches *= s.q[i];
+    for (size_t i = 0; i + 1 < s.q.size(); ++i) batches *= s.q[i];
+    const int64_t d = s.q.back(), l = s.perms.empty() ? s.q[s.q.size() - 2] : s.q[0], keys = s.perms.empty() ? s.k[s.k.size() - 2] : s.k[0];
+    batches /= l;
     const double flop = 4.0 * static_cast<double>(batches * l * keys * d);
     for (edgert_dtype dtype : {EDGERT_DTYPE_FLOAT32, EDGERT_DTYPE_FLOAT16}) {
       c.dtype = dtype;

@@ -149,5 +149,22 @@ TEST(ShuffleElimination, ATransposeMovingOnlyUnitDimsBecomesAReshape) {
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
+// Heads moved from [L, B*H, D] to [B*H, L, D], then split into [B, H, L, D]: the split goes to
+// the Transpose's input side ([L, B, H, D], in place), the Transpose last, bit for bit the same.
+TEST(ShuffleElimination, AReshapeSplittingATransposesDimsMovesBeforeIt) {
+  GraphMaker g;
+  g.input("x", {5, 6, 8});
+  g.ints("heads", {4}, {2, 3, 5, 8});
+  M::attr(g.node("Transpose", {"x"}, {"t"}, "to_heads"), "perm", std::vector<int64_t>{1, 0, 2});
+  g.node("Reshape", {"t", "heads"}, {"h"}, "split_heads");
+  g.node("Relu", {"h"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{5, 6, 8}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"Reshape", "Transpose", "Relu"})) << b.log;
+  for (const builder::Node& n : b.optimized.model.graphs[0].nodes)
+    if (n.op_type == "Transpose") EXPECT_EQ(n.attribute("perm")->ints, (std::vector<int64_t>{1, 2, 0, 3}));
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
 }  // namespace
 }  // namespace edgert::test

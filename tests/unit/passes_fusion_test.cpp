@@ -352,6 +352,37 @@ TEST(AttentionFusion, HeadTransposesAroundTheAttentionAreReadThrough) {
   expect_close(b, 1e-5f);
 }
 
+// The same as PyTorch 2 exports it: each Transpose's [B*H, L, D] split into [B, H, L, D] by a
+// Reshape before the attention, the keys then swapped for the scores, Q and Kt scaled. The split
+// moves before the Transpose (shuffle elimination), and the attention reads all three through.
+TEST(AttentionFusion, HeadsSplitAfterTheirTransposesAreReadThrough) {
+  GraphMaker g(17);
+  g.input("q", {5, 6, 8});
+  g.input("k", {7, 6, 8});
+  g.input("v", {7, 6, 4});
+  g.ints("q_heads", {4}, {2, 3, 5, 8});
+  g.ints("k_heads", {4}, {2, 3, 7, 8});
+  g.ints("v_heads", {4}, {2, 3, 7, 4});
+  const char* names[] = {"q", "k", "v"};
+  for (const char* n : names) {
+    const std::string t = std::string(n) + "t", h = std::string(n) + "h";
+    M::attr(g.node("Transpose", {n}, {t}, t), "perm", std::vector<int64_t>{1, 0, 2});
+    g.node("Reshape", {t, std::string(n) + "_heads"}, {h}, h);
+  }
+  M::attr(g.node("Transpose", {"kh"}, {"kht"}, "keys_t"), "perm", std::vector<int64_t>{0, 1, 3, 2});
+  g.floats("c", {}, {0.59f});  // PyTorch scales Q and Kt by the square root of the scale each
+  g.node("Mul", {"qh", "c"}, {"qs"}, "scale_q");
+  g.node("Mul", {"kht", "c"}, {"kts"}, "scale_k");
+  g.node("MatMul", {"qs", "kts"}, {"s"}, "scores");
+  M::attr(g.node("Softmax", {"s"}, {"p"}, "softmax"), "axis", int64_t{-1});
+  g.node("MatMul", {"p", "vh"}, {"y"}, "context");
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{5, 6, 8}, {7, 6, 8}, {7, 6, 4}});
+  EXPECT_EQ(b.count("Transpose"), 0u) << b.log;
+  EXPECT_EQ(b.count("edgert.FusedAttention"), 1u) << b.log;
+  expect_close(b, 1e-5f);
+}
+
 // ONNX's Attention (opset 23), 4-D with a float mask and a scale: one edgert.FusedAttention
 // reading K untransposed, equal to the Attention kernel; a causal one keeps that kernel.
 TEST(AttentionFusion, OnnxAttentionOfFourDimensionalHeadsBecomesTheFusedNode) {

@@ -207,6 +207,7 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
   int32_t q = graph.nodes[qk].inputs[0];
   int32_t kt = graph.nodes[qk].inputs[1];
   take_scale(step_back(q), q_scale, q_divisor, q);
+  std::vector<int64_t> q_perm, k_perm, v_perm, y_perm;  // operands read through Transposes
   // The keys: Kt as it is, or K before a Transpose of its last two axes, with a scale on Kt
   // moved to the scores (S = Q (c Kt) = c (Q Kt)).
   bool keys_transposed = true;
@@ -223,18 +224,26 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
       k = other;
       node_k = step_back(k);
     }
-    if (node_k >= 0 && swaps_last_two_axes(graph, graph.nodes[node_k]) && is_float32(graph, graph.nodes[node_k].inputs[0])) {
+    // Kt as a Transpose of K's last two axes, or of any tensor whose last axis becomes Kt's
+    // rows (PyTorch's Transpose(K [L, B*H, D], [1, 2, 0]); after shuffle elimination, a split
+    // [L, B, H, D] with [1, 2, 3, 0]): K read through, the perm that gives K kept as k_perm.
+    const std::vector<int64_t>* perm = node_k < 0 ? nullptr : explicit_perm(graph, graph.nodes[node_k]);
+    std::vector<int64_t> view = perm ? operand_view(*perm, true) : std::vector<int64_t>{};
+    const bool swaps = node_k >= 0 && swaps_last_two_axes(graph, graph.nodes[node_k]);
+    if ((swaps || !view.empty()) && is_float32(graph, graph.nodes[node_k].inputs[0])) {
       k_parts.push_back(node_k);
       kt = graph.nodes[node_k].inputs[0];
       keys_transposed = false;
       score_scale *= k_scale;
       score_divisor *= k_divisor;
       parts.insert(parts.end(), k_parts.begin(), k_parts.end());
+      bool identity = true;
+      for (size_t i = 0; i < view.size(); ++i) identity = identity && view[i] == static_cast<int64_t>(i);
+      if (!identity) k_perm = view;
     }
   }
   int32_t v = pv.inputs[1];
   // The head transposes around the attention, read through.
-  std::vector<int64_t> q_perm, k_perm, v_perm, y_perm;
   auto read_through = [&](int32_t& operand, std::vector<int64_t>& view, bool transposed_keys) {
     const int32_t t = step_back(operand);
     const std::vector<int64_t>* perm = t < 0 ? nullptr : explicit_perm(graph, graph.nodes[t]);
@@ -246,7 +255,7 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
     return true;
   };
   read_through(q, q_perm, false);
-  if (read_through(kt, k_perm, keys_transposed)) keys_transposed = false;
+  if (k_perm.empty() && read_through(kt, k_perm, keys_transposed)) keys_transposed = false;
   read_through(v, v_perm, false);
   std::vector<int32_t> outputs = pv.outputs;
   int32_t output_transpose = -1;

@@ -9,6 +9,13 @@
 //                                         a constant without 0 entries (0 copies a dim of the
 //                                         input, which would then be another tensor's)
 //   Reshape / Flatten / Squeeze / Unsqueeze whose output shape equals its static input shape -> x
+//   Reshape(Transpose(x, p), s) where the Reshape only splits dims (each of the Transpose's dims
+//                                         into consecutive ones of s) -> Transpose(Reshape(x, s'), p'):
+//                                         the split moves to x's side of the Transpose, where it
+//                                         runs in place. Exported attention splits [B*H, L, D]
+//                                         into [B, H, L, D] right after moving the heads there
+//                                         from [L, B*H, D]: so the attention reads the
+//                                         Transpose's input through (attention_fusion.cpp)
 // The first shuffle of a pair disappears in dead-code elimination once nothing reads it.
 #include <algorithm>
 
@@ -45,6 +52,52 @@ bool moves_only_unit_dims(const Value& x, const std::vector<int64_t>& perm) {
     if (axis < previous) return false;
     previous = axis;
   }
+  return true;
+}
+
+// For Reshape(Transpose(x, perm)) with the Transpose's output `t` and the Reshape's output `y`:
+// when y only splits t's dims (each t dim one run of consecutive y dims of the same size; a dim
+// that varies between profile shapes split into one varying dim and fixed ones), the dims of x
+// reshaped by the same splits (`split`, y's dims in x's order) and the perm taking that to y
+// (`split_perm`). False otherwise.
+bool split_before_transpose(const Value& t, const Value& y, const std::vector<int64_t>& perm, std::vector<Dim>& split,
+                            std::vector<int64_t>& split_perm) {
+  if (!t.rank_known || !y.rank_known || perm.size() != t.shape.size() || y.shape.size() < t.shape.size()) return false;
+  // groups[i]: the y dims [first, first + count) that t's dim i splits into.
+  std::vector<std::pair<size_t, size_t>> groups;
+  size_t j = 0;
+  for (const Dim& dim : t.shape) {
+    if (dim.value <= 0) return false;
+    const size_t first = j;
+    int64_t product = 1;
+    int varying = 0;
+    while (j < y.shape.size() && (product < dim.value || j == first)) {
+      if (y.shape[j].value <= 0) return false;
+      product *= y.shape[j].value;
+      varying += y.shape[j].varies() ? 1 : 0;
+      ++j;
+    }
+    if (product != dim.value || varying != (dim.varies() ? 1 : 0)) return false;
+    groups.push_back({first, j - first});
+  }
+  if (j != y.shape.size() || y.shape.size() == t.shape.size()) return false;  // no dim split
+  // x's axis a is t's dim i with perm[i] == a: in x's order the groups land at `start`.
+  const size_t rank = perm.size();
+  std::vector<size_t> of_axis(rank), start(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(rank)) return false;
+    of_axis[static_cast<size_t>(perm[i])] = i;
+  }
+  split.clear();
+  for (size_t a = 0; a < rank; ++a) {
+    start[a] = split.size();
+    const auto [first, count] = groups[of_axis[a]];
+    for (size_t k = 0; k < count; ++k) split.push_back(y.shape[first + k]);
+  }
+  split_perm.clear();
+  for (size_t i = 0; i < rank; ++i)
+    for (size_t k = 0; k < groups[i].second; ++k)
+      split_perm.push_back(static_cast<int64_t>(start[static_cast<size_t>(perm[i])] + k));
   return true;
 }
 
@@ -108,6 +161,43 @@ int eliminate_shuffles(PassContext& context) {
       continue;
     }
     if (!is_reshape_like(node)) continue;
+    if (is_op(node, "Reshape") && node.opset >= 5 && node.inputs.size() == 2 && p >= 0 && !dead[p] &&
+        is_op(graph.nodes[p], "Transpose") && uses.reader_count(x) == 1 && !context.pinned[x]) {
+      std::vector<Dim> split;
+      std::vector<int64_t> split_perm;
+      const std::vector<int64_t> perm = transpose_perm(graph, graph.nodes[p]);
+      int varying = 0;
+      if (split_before_transpose(graph.values[x], graph.values[y], perm, split, split_perm)) {
+        std::vector<int64_t> dims;
+        for (const Dim& d : split) {
+          dims.push_back(d.varies() ? -1 : d.value);
+          varying += d.varies() ? 1 : 0;
+        }
+        if (varying <= 1) {
+          // The Transpose node becomes the Reshape of x (its output value now x split), the
+          // Reshape node the Transpose of that: the nodes keep their order and names.
+          Node& transpose = graph.nodes[p];
+          const int32_t shape = add_int64_constant(graph, graph.values[x].name + ":split", {static_cast<int64_t>(dims.size())}, dims);
+          uses.forget_node(graph, p);
+          uses.forget_node(graph, static_cast<int32_t>(n));
+          Node& reshape = graph.nodes[n];
+          transpose.op_type = "Reshape";
+          transpose.opset = reshape.opset;
+          transpose.attributes.clear();
+          transpose.inputs = {transpose.inputs[0], shape};
+          graph.values[x].shape = split;
+          reshape.op_type = "Transpose";
+          reshape.opset = 13;
+          reshape.attributes.clear();
+          reshape.set_attribute(ints_attribute("perm", split_perm));
+          reshape.inputs = {x};
+          uses.learn_node(graph, p);
+          uses.learn_node(graph, static_cast<int32_t>(n));
+          ++rewrites;
+          continue;
+        }
+      }
+    }
     if (is_op(node, "Reshape") && node.inputs.size() == 2 && p >= 0 && !dead[p] && is_reshape_like(graph.nodes[p])) {
       std::vector<double> target = constant_as_doubles(graph.values[node.inputs[1]]);
       const Attribute* allowzero = node.attribute("allowzero");
