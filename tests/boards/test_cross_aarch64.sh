@@ -34,7 +34,7 @@ start=$SECONDS
 # The product's optimization (-O2) without its debug information: nothing here reads it, and it
 # is a third of this build's compile time.
 cmake -S "$source" -B "$cross" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$source/toolchain/aarch64-linux-gnu.cmake" \
-  -DEDGERT_RUNTIME_ONLY=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
+  -DEDGERT_RUNTIME_ONLY=OFF -DEDGERT_UNITY_BUILD=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" >"$build/cross-aarch64.log" 2>&1 ||
   { tail -n 30 "$build/cross-aarch64.log"; echo "FAIL: configuring the aarch64 cross build"; exit 1; }
 cmake --build "$cross" -j"${EDGERT_CROSS_JOBS:-$(nproc)}" >>"$build/cross-aarch64.log" 2>&1 ||

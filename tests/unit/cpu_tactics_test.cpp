@@ -832,14 +832,16 @@ TEST(CpuTactics, PrepareReportsTheWeightsATacticKeeps) {
         EXPECT_EQ(info.kernel_state_bytes, 0u) << what << ": the reference keeps nothing";
       } else {
         const std::string name = t.name;
-        if (name.rfind("f32-gemm-packed-", 0) != 0 || name.rfind("f32-gemm-packed-w-", 0) == 0)
+        if (name.rfind("f32-gemm-packed-", 0) != 0 || name.rfind("f32-gemm-packed-w-", 0) == 0) {
           EXPECT_GE(info.kernel_state_bytes, weight_bytes) << what << ": tactic " << t.name;
+        }
         // oneDNN's primitive brings its own generated code and descriptors besides the weights.
-        if (std::strstr(t.name, "onednn") == nullptr)
+        if (std::strstr(t.name, "onednn") == nullptr) {
           EXPECT_NEAR(static_cast<double>(info.kernel_state_bytes), static_cast<double>(grown),
                       0.03 * static_cast<double>(grown) + 8192.0)
               << what << ": tactic " << t.name << " reports " << info.kernel_state_bytes << " bytes, the heap grew by "
               << grown;
+        }
         ++checked;
       }
       k.release(&k, state);
