@@ -1188,6 +1188,23 @@ TEST(CpuTactics, LayerNormTacticsMatchTheReference) {
   NodeSpec stash_double("", "LayerNormalization", 2, 3);
   stash_double.integer("stash_type", EDGERT_DTYPE_FLOAT64);
   EXPECT_EQ(list_tactics(k, stash_double.node(), in).size(), 1u) << "Mean and InvStdDev in float64";
+  // A dynamic engine lists tactics on shapes whose dims are not known yet (-1: a vision
+  // transformer's residual stream after its class token is concatenated at a dynamic batch): the
+  // rows tactic is listed all the same (prepare checks the real shape).
+  in = {random_input({2, 6, 7}, rng), random_input({7}, rng, true)};
+  std::vector<edgert_tensor> views = {view(in[0], false), view(in[1], true)};
+  for (int d = 0; d < 3; ++d) views[0].dims[d] = -1;
+  NodeSpec dynamic("", "LayerNormalization", 2);
+  const edgert_node node = dynamic.node();
+  std::vector<edgert_tactic> listed(8);
+  listed.resize(static_cast<size_t>(k.tactics(&k, &node, views.data(), listed.data(), 8)));
+  ASSERT_EQ(listed.size(), 2u) << "X [-1, -1, -1], Scale [7]";
+  EXPECT_STREQ(listed[0].name, "f32-layer-norm-rows-portable");
+  views[0].rank = -1;  // not even the rank known
+  listed.resize(8);
+  listed.resize(static_cast<size_t>(k.tactics(&k, &node, views.data(), listed.data(), 8)));
+  ASSERT_EQ(listed.size(), 2u) << "X of unknown rank, Scale [7]";
+  EXPECT_STREQ(listed[0].name, "f32-layer-norm-rows-portable");
 }
 
 TEST(CpuTactics, RmsNormTacticsMatchTheReference) {

@@ -129,13 +129,21 @@ void for_each_row(int64_t rows, int64_t cols, RowFn&& row) {
 
 // Whether `param` has the dims of x from `axis` on (a suffix of them with as many elements): the
 // reference then pairs element j of each row with param[j] as well (LayerNormOp::map_params).
+// Whether `param` has the shape of x's trailing dims from `axis`. A dim of x not known yet (-1:
+// a dynamic engine lists its tactics on the shapes every profile shares) matches, as an unknown
+// rank does in the tactic lists below: prepare checks the real shapes and runs the reference
+// where they do not fit.
 bool covers_trailing_dims(const edgert_tensor& param, const edgert_tensor& x, int64_t axis) {
   if (param.rank > x.rank - axis) return false;
   int64_t count = 1;
-  for (int64_t a = axis; a < x.rank; ++a) count *= x.dims[a];
+  bool known = true;
+  for (int64_t a = axis; a < x.rank; ++a) {
+    if (x.dims[a] < 0) known = false;
+    else count *= x.dims[a];
+  }
   for (int32_t i = 1; i <= param.rank; ++i)
-    if (param.dims[param.rank - i] != x.dims[x.rank - i]) return false;
-  return numel(param) == count;
+    if (x.dims[x.rank - i] >= 0 && param.dims[param.rank - i] != x.dims[x.rank - i]) return false;
+  return !known || numel(param) == count;
 }
 
 bool is_float32_or_unknown(const edgert_tensor& t) {
@@ -148,20 +156,24 @@ std::vector<TacticSpec> layer_norm_tactics(const edgert_node* node, const edgert
   const edgert_tensor& x = in[0];
   if (!is_float32_or_unknown(x) || node->num_inputs < 2) return {};
   Attributes attrs(node);
+  // The rows kernel writes Mean and InvStdDev as float32: other stash types keep the reference.
+  if (node->num_outputs > 1 && attrs.get_int("stash_type", 1) != EDGERT_DTYPE_FLOAT32) return {};
+  const TacticSpec rows{kLayerNormRowsTactic, "f32-layer-norm-rows-portable"};
+  if (x.rank < 0) return {rows};  // rank not known yet: prepare checks the real shape
   const int64_t axis = normalize_axis(attrs.get_int("axis", -1), x.rank);
   if (!covers_trailing_dims(in[1], x, axis)) return {};
   if (node->num_inputs > 2 && is_present(in[2]) && !covers_trailing_dims(in[2], x, axis)) return {};
-  // The rows kernel writes Mean and InvStdDev as float32: other stash types keep the reference.
-  if (node->num_outputs > 1 && attrs.get_int("stash_type", 1) != EDGERT_DTYPE_FLOAT32) return {};
-  return {{kLayerNormRowsTactic, "f32-layer-norm-rows-portable"}};
+  return {rows};
 }
 
 std::vector<TacticSpec> rms_norm_tactics(const edgert_node* node, const edgert_tensor* in) {
   const edgert_tensor& x = in[0];
-  if (!is_float32_or_unknown(x) || node->num_inputs < 2 || x.rank < 1) return {};
+  if (!is_float32_or_unknown(x) || node->num_inputs < 2 || x.rank == 0) return {};
+  const TacticSpec rows{kRmsNormRowsTactic, "f32-rms-norm-rows-portable"};
+  if (x.rank < 0) return {rows};  // rank not known yet: prepare checks the real shape
   const int64_t axis = normalize_axis(Attributes(node).get_int("axis", -1), x.rank);
   if (!covers_trailing_dims(in[1], x, axis)) return {};
-  return {{kRmsNormRowsTactic, "f32-rms-norm-rows-portable"}};
+  return {rows};
 }
 
 void layer_norm_rows(const LayerNormRows& job) {
