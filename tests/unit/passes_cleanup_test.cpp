@@ -161,8 +161,11 @@ TEST(ShuffleElimination, AReshapeSplittingATransposesDimsMovesBeforeIt) {
   g.output("y");
   OptimizedBuild b = build_both(g.model(), {{5, 6, 8}});
   EXPECT_EQ(b.ops(), (std::vector<std::string>{"Reshape", "Transpose", "Relu"})) << b.log;
-  for (const builder::Node& n : b.optimized.model.graphs[0].nodes)
-    if (n.op_type == "Transpose") EXPECT_EQ(n.attribute("perm")->ints, (std::vector<int64_t>{1, 2, 0, 3}));
+  for (const builder::Node& n : b.optimized.model.graphs[0].nodes) {
+    if (n.op_type == "Transpose") {
+      EXPECT_EQ(n.attribute("perm")->ints, (std::vector<int64_t>{1, 2, 0, 3}));
+    }
+  }
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
