@@ -193,10 +193,15 @@ int convert_device_nodes_to_fp16(Model& model, const PlacementOptions& options) 
     std::vector<std::pair<int32_t, int32_t>> saved;  // value, dtype: the trial's dtypes go back after
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const int32_t t = node.inputs[i];
-      if (t < 0 || graph.values[t].dtype != EDGERT_DTYPE_FLOAT32 || (i < 64 && (kernel->host_inputs >> i) & 1u))
-        continue;
+      if (t < 0 || (i < 64 && (kernel->host_inputs >> i) & 1u)) continue;
+      // A value read twice (Mul(x, x); the fused attention's Q, K and V from one packed
+      // projection) is float16 at its second read already: this trial made it so.
+      bool trial_half = false;
+      for (const auto& entry : saved) trial_half = trial_half || entry.first == t;
+      if (!trial_half && graph.values[t].dtype != EDGERT_DTYPE_FLOAT32) continue;
       convert_input[n][i] = true;
       has_float = true;
+      if (trial_half) continue;
       saved.emplace_back(t, graph.values[t].dtype);
       graph.values[t].dtype = EDGERT_DTYPE_FLOAT16;
     }

@@ -25,14 +25,31 @@ std::vector<int64_t> view_perm(const edgert_node& node, const char* name, size_t
   return perm;
 }
 
-// Input `t` as the attention reads it: itself, or its Transpose by the perm in attribute `name`.
-AttentionOperand input_view(const edgert_node& node, const edgert_tensor& t, const char* name, int index) {
-  if (t.rank < 2) fail(EDGERT_ERR_SHAPE, "input %d has rank %d, expected 2 or more", index, t.rank);
-  const Shape dims = shape_of(t);
-  const std::vector<int64_t> strides = contiguous_strides(dims);
-  const std::vector<int64_t> perm = view_perm(node, name, dims.size());
-  if (perm.empty()) return {dims, strides, {}};
+// Input `t` as the attention reads it: itself or one index of one of its axes (attribute
+// `select`), then as it is or its Transpose by the perm in attribute `perm_name`.
+AttentionOperand input_view(const edgert_node& node, const edgert_tensor& t, const char* select, const char* perm_name,
+                            int index) {
+  Shape dims = shape_of(t);
+  std::vector<int64_t> strides = contiguous_strides(dims);
+  int64_t offset = 0;
+  const std::vector<int64_t> chosen = Attributes(&node).get_ints(select);
+  if (!chosen.empty()) {
+    if (chosen.size() != 2 || chosen[0] < 0 || chosen[0] + 1 >= static_cast<int64_t>(dims.size()))
+      fail(EDGERT_ERR_INVALID_ARGUMENT, "%s is not [axis, index] of an axis before the last of input %d %s", select,
+           index, shape_string(dims).c_str());
+    const size_t axis = static_cast<size_t>(chosen[0]);
+    if (chosen[1] < 0 || chosen[1] >= dims[axis])
+      fail(EDGERT_ERR_SHAPE, "%s index %lld is outside axis %zu of input %d %s", select, static_cast<long long>(chosen[1]),
+           axis, index, shape_string(dims).c_str());
+    offset = chosen[1] * strides[axis];
+    dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(axis));
+    strides.erase(strides.begin() + static_cast<std::ptrdiff_t>(axis));
+  }
+  if (dims.size() < 2) fail(EDGERT_ERR_SHAPE, "input %d has rank %zu as read, expected 2 or more", index, dims.size());
+  const std::vector<int64_t> perm = view_perm(node, perm_name, dims.size());
+  if (perm.empty()) return {dims, strides, {}, offset};
   AttentionOperand view;
+  view.offset = offset;
   for (int64_t p : perm) {
     view.dims.push_back(dims[static_cast<size_t>(p)]);
     view.strides.push_back(strides[static_cast<size_t>(p)]);
@@ -53,9 +70,9 @@ std::vector<int64_t> batch_strides(const AttentionOperand& operand, const Shape&
 
 AttentionOperands attention_operands(const edgert_node& node, const edgert_tensor* in) {
   AttentionOperands a;
-  a.q = input_view(node, in[0], "q_perm", 0);
-  a.keys = input_view(node, in[1], "k_perm", 1);
-  a.v = input_view(node, in[2], "v_perm", 2);
+  a.q = input_view(node, in[0], "q_select", "q_perm", 0);
+  a.keys = input_view(node, in[1], "k_select", "k_perm", 1);
+  a.v = input_view(node, in[2], "v_select", "v_perm", 2);
   a.keys_transposed = Attributes(&node).get_int("keys_transposed", 1) != 0;
   const Shape &q = a.q.dims, &k = a.keys.dims, &v = a.v.dims;
   const int64_t k_rows = k[k.size() - 2], k_cols = k.back();
@@ -101,7 +118,7 @@ AttentionOperands attention_operands(const edgert_node& node, const edgert_tenso
 }
 
 int64_t batch_offset(const AttentionOperands& a, const AttentionOperand& operand, int64_t b) {
-  int64_t offset = 0;
+  int64_t offset = operand.offset;
   for (size_t d = a.batch.size(); d-- > 0;) {
     offset += (b % a.batch[d]) * operand.batch[d];
     b /= a.batch[d];

@@ -4,7 +4,9 @@
 // itself or (attributes q_perm, k_perm, v_perm) as a Transpose of it with that perm, which the
 // kernels read in place by strides; and the output [..., L, Dv], written as it is or (y_perm) as
 // its Transpose with that perm. A perm keeps the last axis last, so every operand's rows are
-// contiguous.
+// contiguous. Before its perm, an input may be one index of one of its axes (q_select, k_select,
+// v_select: [axis, index], a Gather of a constant index): Q, K and V of a packed projection
+// [L, B, 3, H, D] read in place at their offsets. The axis is not the last.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@ struct AttentionOperand {
   Shape dims;                    // as the attention sees it: [batch..., rows, cols]
   std::vector<int64_t> strides;  // elements per step along each of those dims; the last is 1
   std::vector<int64_t> batch;    // the strides along the output's batch dims: 0 where it broadcasts
+  int64_t offset = 0;            // elements from the input's start to the operand's first
   int64_t row_stride() const { return strides[strides.size() - 2]; }
 };
 
@@ -33,7 +36,7 @@ struct AttentionOperands {
 AttentionOperands attention_operands(const edgert_node& node, const edgert_tensor* in);
 
 // The batch matrix at index `b` of the output's batch dims (last fastest): the element offset
-// of `operand`'s matrix.
+// of `operand`'s matrix from its input's start.
 int64_t batch_offset(const AttentionOperands& a, const AttentionOperand& operand, int64_t b);
 
 }  // namespace edgert::plugin

@@ -3,7 +3,8 @@
 // with Q [..., L, D], Kt [..., D, S], V [..., S, Dv] (batch dims broadcasting as MatMul's) and an
 // optional additive mask broadcasting over the scores [..., L, S]. With keys_transposed 0 the
 // second input is K [..., S, D] itself, read as Kt through the GEMM's strides; operands given as
-// the inputs of Transposes (q_perm, k_perm, v_perm) and an output written as its Transpose
+// the inputs of Transposes (q_perm, k_perm, v_perm), one index of a packed input's axis
+// (q_select, k_select, v_select) and an output written as its Transpose
 // (y_perm) are read and written in place by their strides (attention_operands.h). Each matrix's scaled Q and
 // scores live in the workspace while they are used: the [batch, L, S] scores never go to memory.
 // The products are the packed GEMM of the MatMul tactics (tactic f32-attention-gemm-<tile>-<isa>),

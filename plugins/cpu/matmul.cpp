@@ -304,14 +304,27 @@ class GemmOp : public Op {
 
 // edgert.FusedGemm and edgert.FusedMatMul (builder's activation fusion), float32 only: the
 // plain product, then in one sweep over the output (still in cache for the sizes edge models
-// have) the MatMul bias (input 2, [N], FusedMatMul only) and the activation of activation.h,
-// rounding to float where the separate Add and activation did.
-void apply_epilogue(float* y, int64_t count, int64_t n, const float* bias, const Activation& activation) {
+// have) the MatMul bias (input 2, [N], FusedMatMul only), the residual (input 3, of the output's
+// element count, read as its shape) and the activation of activation.h, rounding to float where
+// the separate Adds and activation did.
+void apply_epilogue(float* y, int64_t count, int64_t n, const float* bias, const float* residual,
+                    const Activation& activation) {
   for (int64_t i = 0; i < count; ++i) {
     float v = y[i];
     if (bias) v = v + bias[i % n];
+    if (residual) v = v + residual[i];
     y[i] = activation.apply(v);
   }
+}
+
+// Input 3 of a fused product: the residual, float32 with as many elements as the output.
+const float* residual_input(const edgert_node& node, const edgert_tensor* in, const edgert_tensor& out) {
+  const edgert_tensor* r = optional_input(node, in, 3);
+  if (!r) return nullptr;
+  if (r->dtype != EDGERT_DTYPE_FLOAT32 || numel(*r) != numel(out))
+    fail(EDGERT_ERR_SHAPE, "residual has dtype %s shape %s, expected float32 of the output's %lld elements",
+         dtype_name(r->dtype), shape_string(shape_of(*r)).c_str(), static_cast<long long>(numel(out)));
+  return data_as<float>(*r);
 }
 
 class FusedGemmOp : public GemmOp {
@@ -320,11 +333,12 @@ class FusedGemmOp : public GemmOp {
     if (in[0].dtype != EDGERT_DTYPE_FLOAT32)
       fail(EDGERT_ERR_UNSUPPORTED, "A is %s; FusedGemm runs float32 only", dtype_name(in[0].dtype));
     GemmOp::prepare(node, in, out, info);
+    residual_input(node, in, out[0]);
     activation_ = Activation::from_node(node);
   }
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
     GemmOp::execute(node, in, out, workspace);
-    apply_epilogue(data_as<float>(out[0]), numel(out[0]), 1, nullptr, activation_);
+    apply_epilogue(data_as<float>(out[0]), numel(out[0]), 1, nullptr, residual_input(node, in, out[0]), activation_);
   }
 
  private:
@@ -343,17 +357,25 @@ class FusedMatMulOp : public MatMulOp {
         fail(EDGERT_ERR_SHAPE, "bias has dtype %s shape %s, expected float32 [%lld]", dtype_name(b->dtype),
              shape_string(shape_of(*b)).c_str(), static_cast<long long>(n_));
     }
+    residual_input(node, in, out[0]);
     activation_ = Activation::from_node(node);
   }
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace) override {
     const edgert_tensor* b = optional_input(node, in, 2);
     const float* bias = b ? data_as<float>(*b) : nullptr;
-    if (fast_) {  // bias and activation in the GEMM's epilogue, while each strip is in cache
-      sgemm_.execute(in[0], in[1], data_as<float>(out[0]), bias, activation_, workspace);
+    const float* residual = residual_input(node, in, out[0]);
+    float* y = data_as<float>(out[0]);
+    if (fast_ && !residual) {  // bias and activation in the GEMM's epilogue, while each strip is in cache
+      sgemm_.execute(in[0], in[1], y, bias, activation_, workspace);
+      return;
+    }
+    if (fast_) {  // the bias in the GEMM's epilogue; the residual, then the activation, after it
+      sgemm_.execute(in[0], in[1], y, bias, Activation{}, workspace);
+      apply_epilogue(y, numel(out[0]), n_, nullptr, residual, activation_);
       return;
     }
     reference(in, out, workspace);
-    apply_epilogue(data_as<float>(out[0]), numel(out[0]), n_, bias, activation_);
+    apply_epilogue(y, numel(out[0]), n_, bias, residual, activation_);
   }
 
  private:

@@ -20,6 +20,7 @@
 // shuffle between two lanes), and a warp loads its value tile with its key tile where shared
 // memory allows, so the values' global round trip overlaps the scores and the softmax.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cfloat>
 
@@ -287,6 +288,7 @@ class FusedAttentionOp : public Op {
     shape_.k_row = ops.keys.row_stride();
     shape_.v_row = ops.v.row_stride();
     shape_.y_row = ops.y.row_stride();
+    offsets_ = {ops.q.offset, ops.keys.offset, ops.v.offset};
     plan_ = plan_launch(dtype_, shape_.d, shape_.dv, shape_.s, shape_.k_rows);
     shape_.separate_values = plan_.separate_values;
     if (shape_.d > kMaxHeadDim || shape_.dv > kMaxHeadDim || plan_.bytes > kMaxSharedBytes)
@@ -363,10 +365,15 @@ class FusedAttentionOp : public Op {
     return (shape_.l + block_rows - 1) / block_rows;
   }
 
+  // Input i where its operand starts (q_select, k_select, v_select: one index of an axis).
+  template <typename T>
+  const T* operand(const edgert_tensor* in, int i) const {
+    return static_cast<const T*>(in[i].data) + offsets_[static_cast<size_t>(i)];
+  }
+
   template <typename M>
   void run_f16(const edgert_tensor* in, const M* mask, void* y, cudaStream_t stream) const {
-    launch_fused_attention_f16(static_cast<const __half*>(in[0].data), static_cast<const __half*>(in[1].data),
-                               static_cast<const __half*>(in[2].data), mask, static_cast<__half*>(y), shape_, walk_,
+    launch_fused_attention_f16(operand<__half>(in, 0), operand<__half>(in, 1), operand<__half>(in, 2), mask, static_cast<__half*>(y), shape_, walk_,
                                plan_.split, plan_.bytes, row_blocks(), batches_, stream);
   }
 
@@ -375,8 +382,7 @@ class FusedAttentionOp : public Op {
     static std::atomic<size_t> granted{48 * 1024};
     grant_shared_memory(fused_attention_f32<M>, plan_.bytes, granted);
     fused_attention_f32<M><<<attention_blocks(row_blocks(), batches_), plan_.split.warps * 32, plan_.bytes, stream>>>(
-        static_cast<const float*>(in[0].data), static_cast<const float*>(in[1].data),
-        static_cast<const float*>(in[2].data), mask, static_cast<float*>(y), shape_, walk_, row_blocks());
+        operand<float>(in, 0), operand<float>(in, 1), operand<float>(in, 2), mask, static_cast<float*>(y), shape_, walk_, row_blocks());
     check_launch("fused_attention_f32");
   }
 
@@ -384,6 +390,7 @@ class FusedAttentionOp : public Op {
   AttentionShape shape_{};
   LaunchPlan plan_{};
   BatchWalk walk_;
+  std::array<int64_t, 3> offsets_{};  // elements from Q's, the keys' and V's inputs to their operands
   int64_t batches_ = 0;
 };
 

@@ -1,6 +1,8 @@
 // Matrix products on the GPU through cuBLASLt: Gemm, MatMul and the builder's fused forms
-// (edgert.FusedGemm: Gemm + activation; edgert.FusedMatMul: MatMul + bias [N] + activation).
-// Bias and ReLU ride in cuBLASLt's epilogue; other activations in one kernel of ours after it.
+// (edgert.FusedGemm: Gemm + residual + activation; edgert.FusedMatMul: MatMul + bias [N] +
+// residual + activation). Bias and ReLU ride in cuBLASLt's epilogue, the residual (input 3, of
+// the output's element count) as its C with beta 1; other activations in one kernel of ours
+// after it.
 // Tactics are the algorithms cuBLASLt's heuristic proposes for the shapes (lt_gemm.h), tactic
 // i + 1 the i-th.
 #include <algorithm>
@@ -85,6 +87,7 @@ struct ProductSetup {
   Activation activation;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   bool separate_activation = false;  // an activation cuBLASLt's epilogue does not have
+  bool residual = false;             // input 3 added as C
 };
 
 ProductSetup setup_of(const edgert_node& node, const edgert_tensor* in) {
@@ -123,6 +126,17 @@ ProductSetup setup_of(const edgert_node& node, const edgert_tensor* in) {
       fail(EDGERT_ERR_UNSUPPORTED, "C of shape %s (beta %g) broadcasts in a way the GPU product does not take",
            shape_string(shape_of(c)).c_str(), static_cast<double>(beta));
     }
+  }
+  if (is_fused(node) && node.num_inputs > 3 && is_present(in[3])) {
+    const edgert_tensor& r = in[3];
+    if (p.addend != Addend::None && p.addend != Addend::BiasVector)
+      fail(EDGERT_ERR_UNSUPPORTED, "a residual beside C of shape %s: the GPU product takes it with a bias vector only",
+           shape_string(shape_of(in[2])).c_str());
+    if (r.dtype != a.dtype || numel(r) != numel(p.shape.out))
+      fail(EDGERT_ERR_SHAPE, "residual %s %s: expected %s with the output's element count", edgert_dtype_name(r.dtype),
+           shape_string(shape_of(r)).c_str(), edgert_dtype_name(a.dtype));
+    p.residual = true;
+    p.beta = 1.0f;
   }
   p.activation = is_fused(node) ? Activation::from_node(node) : Activation{};
   const bool bias = p.addend == Addend::BiasVector;
@@ -181,7 +195,7 @@ class ProductOp : public Op {
   void execute(const edgert_node& node, const edgert_tensor* in, edgert_tensor* out, void* workspace,
                cudaStream_t stream) override {
     const void* bias = p_.addend == Addend::BiasVector ? in[2].data : nullptr;
-    const void* c = p_.addend == Addend::Matrix ? in[2].data : nullptr;
+    const void* c = p_.addend == Addend::Matrix ? in[2].data : p_.residual ? in[3].data : nullptr;
     if (p_.addend == Addend::Broadcast) {
       launch_broadcast_fill(in[2].data, p_.c_row_stride, p_.c_col_stride, p_.c_beta, out[0].data, dtype_, p_.shape.m,
                             p_.shape.n, stream);

@@ -208,6 +208,25 @@ TEST_F(GpuTest, BatchedMatMulAndFusedProducts) {
     g.domain = "edgert";
     run_both(g);
   }
+  // A transformer block's residual (input 3) added as cuBLASLt's C: beside the bias vector of a
+  // FusedMatMul, and into a FusedGemm whose residual has other dims of the same element count
+  // (the [L, B, E] stream beside the [L*B, E] product).
+  for (const char* activation : {"", "Relu"}) {
+    GpuCase m = make("FusedMatMul",
+                     {input(HostTensor::random({3, 9, 21}, rng)), constant(HostTensor::random({21, 16}, rng)),
+                      constant(HostTensor::random({16}, rng)), input(HostTensor::random({3, 9, 16}, rng))},
+                     NodeSpec().string("activation", activation).floats("activation_params", {}),
+                     std::string("fused matmul + bias + residual") + (*activation ? " + " : "") + activation);
+    m.domain = "edgert";
+    run_both(m);
+  }
+  GpuCase g = make("FusedGemm",
+                   {input(HostTensor::random({6, 40}, rng)), constant(HostTensor::random({24, 40}, rng)),
+                    constant(HostTensor::random({24}, rng)), input(HostTensor::random({3, 2, 24}, rng))},
+                   NodeSpec().integer("transB", 1).string("activation", "").floats("activation_params", {}),
+                   "fused gemm + C vector + residual [3, 2, 24]");
+  g.domain = "edgert";
+  run_both(g);
 }
 
 }  // namespace

@@ -433,6 +433,26 @@ TEST_F(GpuTest, FusedAttentionMatchesTheReference) {
     c.label = "heads through transposes, D " + std::to_string(d);
     run_both(transcendental(c));
   }
+  // Q, K and V read from one packed projection [L, B, 3, H, D] at their offsets (q_select ...:
+  // PyTorch 2's packed in-projection), heads through perms, the output as [L, B, H, D].
+  {
+    const HostTensor packed = HostTensor::random({70, 2, 3, 4, 64}, rng);
+    GpuCase c = make("FusedAttention", {input(packed), input(packed), input(packed)},
+                     NodeSpec()
+                         .real("q_scale", 0.125f)
+                         .integer("keys_transposed", 0)
+                         .ints("q_select", {2, 0})
+                         .ints("k_select", {2, 1})
+                         .ints("v_select", {2, 2})
+                         .ints("q_perm", {1, 2, 0, 3})
+                         .ints("k_perm", {1, 2, 0, 3})
+                         .ints("v_perm", {1, 2, 0, 3})
+                         .ints("y_perm", {2, 0, 1, 3}),
+                     1);
+    c.domain = "edgert";
+    c.label = "packed projection";
+    run_both(transcendental(c));
+  }
   // Keys masked out with -inf (a padding mask), and a mask that stays float32 beside float16.
   std::vector<float> values(2 * 70);
   for (size_t i = 0; i < values.size(); ++i) values[i] = i % 70 >= 50 ? -INFINITY : 0.f;

@@ -402,6 +402,33 @@ TEST_F(GpuEngine, AttentionFusesIntoOneGpuKernelAndComputesWhatTheCpuComputes) {
   }
 }
 
+// PyTorch 2's multi-head attention, Q, K and V taken from one packed projection: in float16 one
+// FusedAttention on the GPU reads that projection three times at their offsets (no Gather or
+// Transpose left), every node on the GPU, and computes what the CPU computes.
+TEST_F(GpuEngine, AttentionReadingAPackedProjectionRunsInFloat16OnTheGpu) {
+  constexpr int64_t L = 40, B = 2, H = 2, D = 32, E = H * D;
+  GraphMaker m(17);
+  packed_attention_graph(m, L, B, H, D, seeded(E * 3 * E, 5, 0.15f));
+  auto cpu = load(build(m.model(), "x86_64-generic"));
+  auto half = load(build(m.model(), "x86_64-cuda-sm90", true));
+  ASSERT_TRUE(cpu && half);
+  EXPECT_EQ(plugin_of(*half, "FusedAttention"), "cuda");
+  for (const char* gone : {"Gather", "Transpose", "Squeeze"}) EXPECT_EQ(plugin_of(*half, gone), "") << gone;
+  EXPECT_EQ(nodes_on(*half, "cpu"), 0u);
+  auto outputs = [&](const LoadedEngine& engine, const std::vector<float>& x) {
+    ExecutionContext context(engine);
+    edgert_tensor t{EDGERT_DTYPE_FLOAT32, 3, {L, B, E}, const_cast<float*>(x.data())};
+    edgert_error error{};
+    EXPECT_EQ(context.run(&t, 1, &error), EDGERT_OK) << error.message;
+    const float* y = static_cast<const float*>(context.output(0).data);
+    return std::vector<float>(y, y + L * B * E);
+  };
+  for (uint32_t seed = 0; seed < 2; ++seed) {
+    const std::vector<float> x = seeded(L * B * E, 90 + seed);
+    EXPECT_LE(relative_l2(outputs(*half, x), outputs(*cpu, x)), 1e-2) << "seed " << seed;
+  }
+}
+
 TEST_F(GpuEngine, InputsAndOutputsBoundToUnifiedMemoryRunWithZeroCopies) {
   const Shape shape = {1, 3, 16, 16};
   const std::vector<uint8_t> bytes = build(small_net(shape, false), "x86_64-cuda-sm90");

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -164,6 +165,43 @@ OptimizedBuild build_both(const onnx::ModelProto& model, const std::vector<std::
   out.optimized_outputs = run_engine(out.optimized.engine, input_shapes);
   out.reference_outputs = run_engine(out.reference.engine, input_shapes);
   return out;
+}
+
+void packed_attention_graph(GraphMaker& g, int64_t l, int64_t b, int64_t h, int64_t d, const std::vector<float>& w) {
+  const int64_t e = h * d;
+  g.input("x", {l, b, e});
+  g.floats("w", {e, 3 * e}, w);
+  g.ints("unflatten", {4}, {l, b, 3, e});
+  g.ints("front", {1}, {0});
+  g.ints("fourth", {1}, {-2});
+  g.ints("fold_heads", {3}, {l, b * h, d});
+  g.ints("split_heads", {4}, {b, h, l, d});
+  g.ints("merged", {2}, {l * b, e});
+  g.floats("c", {}, {1.0f / std::sqrt(std::sqrt(static_cast<float>(d)))});
+  g.node("MatMul", {"x", "w"}, {"proj"}, "in_proj");
+  g.node("Reshape", {"proj", "unflatten"}, {"packed"}, "unflatten");
+  g.node("Unsqueeze", {"packed", "front"}, {"u"}, "unsqueeze");
+  GraphMaker::attr(g.node("Transpose", {"u"}, {"t"}, "transpose"), "perm", std::vector<int64_t>{3, 1, 2, 0, 4});
+  g.node("Squeeze", {"t", "fourth"}, {"qkv"}, "squeeze");
+  const char* parts[] = {"q", "k", "v"};
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::string part = parts[i];
+    g.ints(part + "_index", {}, {i});
+    g.node("Gather", {"qkv", part + "_index"}, {part}, part);
+    g.node("Reshape", {part, "fold_heads"}, {part + "f"}, part + "_fold");
+    GraphMaker::attr(g.node("Transpose", {part + "f"}, {part + "t"}, part + "_to_heads"), "perm",
+                     std::vector<int64_t>{1, 0, 2});
+    g.node("Reshape", {part + "t", "split_heads"}, {part + "h"}, part + "_split");
+  }
+  GraphMaker::attr(g.node("Transpose", {"kh"}, {"kht"}, "keys_t"), "perm", std::vector<int64_t>{0, 1, 3, 2});
+  g.node("Mul", {"qh", "c"}, {"qs"}, "scale_q");
+  g.node("Mul", {"kht", "c"}, {"kts"}, "scale_k");
+  g.node("MatMul", {"qs", "kts"}, {"s"}, "scores");
+  GraphMaker::attr(g.node("Softmax", {"s"}, {"p"}, "softmax"), "axis", int64_t{-1});
+  g.node("MatMul", {"p", "vh"}, {"o"}, "context");
+  GraphMaker::attr(g.node("Transpose", {"o"}, {"ot"}, "merge_heads"), "perm", std::vector<int64_t>{2, 0, 1, 3});
+  g.node("Reshape", {"ot", "merged"}, {"y"}, "merge");
+  g.output("y");
 }
 
 }  // namespace edgert::test

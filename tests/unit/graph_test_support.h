@@ -30,6 +30,13 @@ class GraphMaker {
   onnx::ModelProto model_;
 };
 
+// PyTorch 2's nn.MultiheadAttention as its TorchScript export writes it, into `g` (opset 17 or
+// later): input "x" [L, B, H*D] and weights `w` [H*D, 3*H*D]; Q, K and V from one packed
+// projection (unflatten to [L, B, 3, E], unsqueeze(0), transpose(0, -2), squeeze(-2), then [0],
+// [1], [2]), heads moved to [B*H, L, D] and split to [B, H, L, D], Q and Kt each scaled by
+// 1/sqrt(sqrt(D)), the output's heads moved back and merged: output "y" [L*B, H*D].
+void packed_attention_graph(GraphMaker& g, int64_t l, int64_t b, int64_t h, int64_t d, const std::vector<float>& w);
+
 struct OptimizedBuild {
   builder::BuildResult optimized, reference;  // with and without the passes
   std::vector<std::vector<float>> optimized_outputs, reference_outputs;

@@ -169,5 +169,58 @@ TEST(ShuffleElimination, AReshapeSplittingATransposesDimsMovesBeforeIt) {
   EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
 }
 
+// PyTorch 2's packed projection [L, B, 3*E] taken apart: unflatten to [L, B, 3, E], unsqueeze(0),
+// transpose(0, -2), squeeze(-2), then [0], [1], [2], each split into heads [L, B, H, D]. The
+// Squeeze takes out what the Unsqueeze put in (one Transpose of [L, B, 3, E] is left), each
+// Gather reads through that Transpose (axis 2 of [L, B, 3, E]: the Transpose goes), and the heads'
+// split moves before the Gathers ([L, B, 3, H, D], in place, one Reshape with the unflatten):
+// three Gathers and one Reshape, bit for bit the same.
+TEST(ShuffleElimination, APackedProjectionsPartsAreGatheredFromItsSplit) {
+  GraphMaker g(17);
+  g.input("x", {5, 2, 36});
+  g.ints("unflatten", {4}, {5, 2, 3, 12});
+  g.ints("front", {1}, {0});
+  g.ints("fourth", {1}, {-2});
+  g.ints("heads", {4}, {5, 2, 3, 4});
+  g.node("Reshape", {"x", "unflatten"}, {"packed"}, "unflatten");
+  g.node("Unsqueeze", {"packed", "front"}, {"u"}, "unsqueeze");
+  M::attr(g.node("Transpose", {"u"}, {"t"}, "transpose"), "perm", std::vector<int64_t>{3, 1, 2, 0, 4});
+  g.node("Squeeze", {"t", "fourth"}, {"qkv"}, "squeeze");
+  const char* parts[] = {"q", "k", "v"};
+  for (int64_t i = 0; i < 3; ++i) {
+    const std::string part = parts[i], index = part + "_index";
+    g.ints(index, {}, {i - (i == 2 ? 3 : 0)});  // v by a negative index
+    g.node("Gather", {"qkv", index}, {part}, part);
+    g.node("Reshape", {part, "heads"}, {part + "h"}, part + "_heads");
+    g.node("Relu", {part + "h"}, {part + "y"});
+    g.output(part + "y");
+  }
+  OptimizedBuild b = build_both(g.model(), {{5, 2, 36}});
+  EXPECT_EQ(b.count("Transpose"), 0u) << b.log;
+  EXPECT_EQ(b.count("Squeeze") + b.count("Unsqueeze"), 0u) << b.log;
+  EXPECT_EQ(b.count("Gather"), 3u) << b.log;
+  EXPECT_EQ(b.count("Reshape"), 1u) << b.log;
+  for (const builder::Node& n : b.optimized.model.graphs[0].nodes) {
+    if (n.op_type == "Gather") {
+      EXPECT_EQ(n.attribute("axis")->i, 2) << n.name;
+    }
+  }
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+// A Gather through a Transpose that moves the kept axes out of their order stays a Gather of
+// the Transpose: the Transpose still has work to do.
+TEST(ShuffleElimination, AGatherThroughATransposeThatReordersTheRestStays) {
+  GraphMaker g(17);
+  g.input("x", {3, 4, 5});
+  g.ints("one", {}, {1});
+  M::attr(g.node("Transpose", {"x"}, {"t"}), "perm", std::vector<int64_t>{2, 1, 0});
+  g.node("Gather", {"t", "one"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{3, 4, 5}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"Transpose", "Gather"})) << b.log;
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
 }  // namespace
 }  // namespace edgert::test

@@ -64,6 +64,50 @@ TEST(BatchNormFolding, GemmBatchNormFoldsIntoWeightsAndBias) {
   expect_close(b, 1e-5f);
 }
 
+// A transformer block's residual stream: the out projection (Gemm with a bias vector, [L*B, E])
+// reshaped to [L, B, E] and added to the block's input, then the MLP's second product (MatMul +
+// bias) added to that. Each Add joins its product as the residual (input 3); the Reshape stays,
+// now writing what the Add wrote. Bit for bit the unfused graph's.
+TEST(ActivationFusion, ResidualAddsJoinTheirProductsThroughAReshape) {
+  GraphMaker g;
+  g.input("x", {6, 8});
+  g.input("stream", {3, 2, 8});
+  g.floats("w1", {8, 8}, ramp(64, 0.5f));
+  g.floats("c1", {8}, ramp(8, 0.2f, 1));
+  g.floats("w2", {8, 8}, ramp(64, 0.3f, 2));
+  g.floats("b2", {8}, ramp(8, 0.1f, 3));
+  g.ints("lbe", {3}, {3, 2, 8});
+  M::attr(g.node("Gemm", {"x", "w1", "c1"}, {"proj"}, "out_proj"), "transB", int64_t{1});
+  g.node("Reshape", {"proj", "lbe"}, {"unfolded"}, "unfold");
+  g.node("Add", {"stream", "unfolded"}, {"h"}, "residual_1");
+  g.node("MatMul", {"h", "w2"}, {"m"}, "fc2");
+  g.node("Add", {"m", "b2"}, {"mb"}, "fc2_bias");
+  g.node("Add", {"h", "mb"}, {"y"}, "residual_2");
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{6, 8}, {3, 2, 8}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"edgert.FusedGemm", "Reshape", "edgert.FusedMatMul"})) << b.log;
+  for (const builder::Node& n : b.optimized.model.graphs[0].nodes) {
+    if (n.domain != "edgert") continue;
+    ASSERT_EQ(n.inputs.size(), 4u) << n.name;
+    EXPECT_NE(n.name.find("residual"), std::string::npos) << n.name;
+  }
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
+// A residual that broadcasts ([E] added to [L, B, E]) is no residual: the Add stays.
+TEST(ActivationFusion, AnAddThatBroadcastsStaysOutOfTheProduct) {
+  GraphMaker g;
+  g.input("x", {3, 2, 8});
+  g.input("row", {8});
+  g.floats("w", {8, 8}, ramp(64, 0.5f));
+  g.node("MatMul", {"x", "w"}, {"m"});
+  g.node("Add", {"m", "row"}, {"y"});
+  g.output("y");
+  OptimizedBuild b = build_both(g.model(), {{3, 2, 8}, {8}});
+  EXPECT_EQ(b.ops(), (std::vector<std::string>{"MatMul", "Add"})) << b.log;
+  EXPECT_EQ(b.optimized_outputs, b.reference_outputs);
+}
+
 TEST(ActivationFusion, ConvResidualAddReluAndConvSiluAreBitIdentical) {
   GraphMaker g;
   g.input("x", {1, 4, 6, 6});
@@ -380,6 +424,34 @@ TEST(AttentionFusion, HeadsSplitAfterTheirTransposesAreReadThrough) {
   OptimizedBuild b = build_both(g.model(), {{5, 6, 8}, {7, 6, 8}, {7, 6, 4}});
   EXPECT_EQ(b.count("Transpose"), 0u) << b.log;
   EXPECT_EQ(b.count("edgert.FusedAttention"), 1u) << b.log;
+  expect_close(b, 1e-5f);
+}
+
+// PyTorch 2's nn.MultiheadAttention whole: Q, K and V from one packed projection (unflatten,
+// unsqueeze, transpose, squeeze, then [0], [1], [2]), heads moved to [B*H, L, D] and split to
+// [B, H, L, D], Q and Kt scaled, the output's heads moved back. One FusedAttention reads the
+// packed projection three times at Q's, K's and V's offsets: no Gather, Transpose or Squeeze is
+// left, and the result is the unfused graph's.
+TEST(AttentionFusion, APackedProjectionIsReadInPlaceAtQKAndVsOffsets) {
+  constexpr int64_t L = 5, B = 2, H = 3, D = 4, E = H * D;
+  GraphMaker g(17);
+  packed_attention_graph(g, L, B, H, D, ramp(E * 3 * E, 0.4f));
+  OptimizedBuild b = build_both(g.model(), {{L, B, E}});
+  EXPECT_EQ(b.count("edgert.FusedAttention"), 1u) << b.log;
+  for (const char* gone : {"Gather", "Transpose", "Squeeze", "Unsqueeze"}) EXPECT_EQ(b.count(gone), 0u) << gone << "\n" << b.log;
+  for (const builder::Node& n : b.optimized.model.graphs[0].nodes) {
+    if (n.op_type != "FusedAttention") continue;
+    ASSERT_EQ(n.inputs.size(), 3u);
+    EXPECT_EQ(n.inputs[0], n.inputs[1]);
+    EXPECT_EQ(n.inputs[1], n.inputs[2]);
+    const std::pair<const char*, std::vector<int64_t>> picks[] = {
+        {"q_select", {2, 0}}, {"k_select", {2, 1}}, {"v_select", {2, 2}}};
+    for (const auto& [name, select] : picks) {
+      const builder::Attribute* a = n.attribute(name);
+      ASSERT_NE(a, nullptr) << name;
+      EXPECT_EQ(a->ints, select) << name;
+    }
+  }
   expect_close(b, 1e-5f);
 }
 

@@ -5,8 +5,13 @@
 //
 // Patterns, starting from the producer P (float32 output y):
 //   Conv:   y -> Add(y, z) [z: same shape, the residual of ResNet blocks]   -> activation
-//   MatMul: y -> Add(y, b) [b: constant of shape [N], the bias]             -> activation
-//   Gemm:                                                                   -> activation
+//   MatMul: y -> Add(y, b) [b: constant of shape [N], the bias] -> Add(., r) -> activation
+//   Gemm:                                                      -> Add(., r) -> activation
+// r: the residual of a transformer block, of the product's element count, taken as input 3 of
+// FusedMatMul / FusedGemm and read as the product's shape; a Reshape may sit between the
+// product and that Add ([L*B, E] products beside the [L, B, E] residual stream), and stays after
+// the fused node, writing what the Add wrote. Where the bias is a vector (or absent) the GPU
+// adds r as cuBLASLt's C; fused there only (Gemm: C a vector of N or absent, beta 1).
 // where activation is one of Relu, Clip (constant bounds), Sigmoid, Tanh, HardSwish,
 // HardSigmoid, LeakyRelu, Gelu, or SiLU written as Mul(x, Sigmoid(x)). Every absorbed
 // intermediate must have no other reader and not be an engine output. The fused node takes
@@ -96,6 +101,36 @@ bool match_activation(const Graph& graph, const ValueUses& uses, int32_t v, Acti
   return true;
 }
 
+// Whether a residual may join MatMul / Gemm `producer`: where its bias or C is a vector of N or absent (the GPU adds the residual as cuBLASLt's
+// C then), and not after an activation (the residual comes before it).
+// Whether `a` and `b` have the same dims at every shape the engine accepts: fixed and equal, or
+// varying alike under the same name (an Add of the two then broadcasts nothing).
+bool same_dims(const Value& a, const Value& b) {
+  if (!a.rank_known || !b.rank_known || a.shape.size() != b.shape.size()) return false;
+  for (size_t i = 0; i < a.shape.size(); ++i) {
+    const Dim &x = a.shape[i], &y = b.shape[i];
+    if (x.value != y.value || x.low != y.low || x.high != y.high) return false;
+    if (x.value < 0 && (x.name.empty() || x.name != y.name)) return false;
+  }
+  return true;
+}
+
+bool residual_fusable(const Graph& graph, const Node& producer) {
+  if (is_op(producer, "MatMul")) return true;
+  if (!is_op(producer, "Gemm")) return false;
+  const Attribute* beta = producer.attribute("beta");
+  if (producer.inputs.size() < 3 || producer.inputs[2] < 0) return true;
+  if (beta && beta->f != 1.0f) return false;
+  const Value& c = graph.values[producer.inputs[2]];
+  const Value* b = producer.inputs[1] >= 0 ? &graph.values[producer.inputs[1]] : nullptr;
+  if (!c.rank_known || !b || !b->rank_known || b->shape.size() != 2) return false;
+  const Attribute* trans_b = producer.attribute("transB");
+  const int64_t n = b->shape[trans_b && trans_b->i ? 0 : 1].value;
+  const bool vector = (c.shape.size() == 1 && c.shape[0].value == n) ||
+                      (c.shape.size() == 2 && c.shape[0].value == 1 && c.shape[1].value == n);
+  return n > 0 && vector;
+}
+
 // Tries to fuse the epilogue of node `p`; returns true when the graph changed.
 bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits& edits) {
   Graph& graph = context.graph;
@@ -127,9 +162,44 @@ bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits
       }
     }
   }
+  // The residual Add of a MatMul or Gemm, straight after it or after a Reshape.
+  int32_t reshape = -1, sum = -1;
+  if (!conv && residual_fusable(graph, producer)) {
+    int32_t at = current, via = -1;
+    if (uses.reader_count(at) == 1 && !context.pinned[at]) {
+      const int32_t reader = uses.readers[at][0].first;
+      const Node& r = graph.nodes[reader];
+      if (is_op(r, "Reshape") && r.outputs.size() == 1 && r.inputs[0] == at && !context.pinned[r.outputs[0]] &&
+          uses.reader_count(r.outputs[0]) == 1) {
+        via = reader;
+        at = r.outputs[0];
+      }
+    }
+    const int32_t add_node = uses.reader_count(at) == 1 ? uses.readers[at][0].first : -1;
+    if (add_node >= 0 && !context.pinned[at] && is_op(graph.nodes[add_node], "Add")) {
+      const Node& add = graph.nodes[add_node];
+      const int32_t other = add.inputs.size() == 2 && add.inputs[0] != add.inputs[1]
+                                ? (add.inputs[0] == at ? add.inputs[1] : add.inputs[0]) : -1;
+      // The fused node sits where the product's last absorbed part was (before the Reshape):
+      // the residual must be computed by then.
+      const int32_t position = absorbed.empty() ? p : absorbed.back();
+      const int32_t made = other >= 0 ? uses.producer[other] : -1;
+      if (other >= 0 && is_float32(graph, other) && same_dims(graph.values[other], graph.values[at]) &&
+          same_dims(graph.values[add.outputs[0]], graph.values[at]) && (via < 0 || made < position)) {
+        residual = other;
+        reshape = via;
+        sum = add_node;
+        names.push_back(add.name);
+        if (via < 0) {
+          absorbed.push_back(add_node);
+          current = add.outputs[0];
+        }
+      }
+    }
+  }
   ActivationMatch act;
   bool has_act = false;
-  if (!context.pinned[current] && match_activation(graph, uses, current, act)) {
+  if (reshape < 0 && !context.pinned[current] && match_activation(graph, uses, current, act)) {
     bool ok = true;
     for (size_t i = 0; i + 1 < act.nodes.size(); ++i)
       for (int32_t o : graph.nodes[act.nodes[i]].outputs) ok = ok && !context.pinned[o];
@@ -142,9 +212,10 @@ bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits
       current = act.output;
     }
   }
-  if (absorbed.empty()) return false;
+  if (absorbed.empty() && sum < 0) return false;
   for (int32_t n : absorbed)
     if (edits.dead(n)) return false;
+  if (sum >= 0 && edits.dead(sum)) return false;
 
   Node fused = producer;  // copied before the producer is emptied below
   fused.domain = kFusedDomain;
@@ -159,6 +230,10 @@ bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits
     if (residual < 0) fused.inputs.resize(3);
   }
   if (matmul && bias >= 0) fused.inputs.push_back(bias);
+  if (!conv && residual >= 0) {
+    fused.inputs.resize(3, -1);  // input 2: the bias or C, absent or not
+    fused.inputs.push_back(residual);
+  }
   Attribute activation;
   activation.name = "activation";
   activation.type = EDGERT_ATTR_STRING;
@@ -169,11 +244,17 @@ bool fuse_from(PassContext& context, const ValueUses& uses, int32_t p, NodeEdits
   params.type = EDGERT_ATTR_FLOATS;
   params.floats = has_act ? act.params : std::vector<float>{};
   fused.set_attribute(params);
-  int32_t last = absorbed.back();
+  int32_t last = absorbed.empty() ? p : absorbed.back();
   for (int32_t n : absorbed) last = std::max(last, n);
   // Dead nodes stay in place until the pass ends; emptied, they no longer count as readers.
   for (int32_t n : absorbed) edits.absorb(n);
-  edits.absorb(p);
+  if (reshape >= 0) {  // the Reshape now writes what the residual Add wrote
+    Node moved = graph.nodes[reshape];
+    moved.outputs = graph.nodes[sum].outputs;
+    edits.absorb(sum);
+    edits.replace(reshape, std::move(moved));
+  }
+  if (last != p) edits.absorb(p);
   edits.replace(last, std::move(fused));
   return true;
 }

@@ -19,6 +19,10 @@
 // or `v_perm` attribute the Transpose's perm (for keys, the perm that gives K [..., S, D]), and
 // the same for the one Transpose reading the output (`y_perm`: the node writes that Transpose's
 // output). The kernels take the operands by strides: four copies of each layer's heads go.
+// Before that, a Gather of one constant index that only the attention reads (PyTorch 2 takes Q,
+// K and V from its packed projection [L, B, 3, E] so; shuffle elimination moves the heads'
+// split before it, to [L, B, 3, H, D]) is read through the same way: `q_select`, `k_select` or
+// `v_select` [axis, index], and the node reads the packed projection at their offsets.
 //
 // ONNX's own Attention (opsets 23 and 24) becomes the same node where it is that computation:
 // 4-D Q [B, H, L, D], K [B, H, S, D], V [B, H, S, Dv] with as many key heads as query heads, no
@@ -257,6 +261,22 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
   read_through(q, q_perm, false);
   if (k_perm.empty() && read_through(kt, k_perm, keys_transposed)) keys_transposed = false;
   read_through(v, v_perm, false);
+  // Q, K and V as one index of a packed projection's axis (before the last: rows stay
+  // contiguous), read in place at their offsets.
+  std::vector<int64_t> q_select, k_select, v_select;
+  auto pick_through = [&](int32_t& operand, std::vector<int64_t>& select) {
+    const int32_t g = step_back(operand);
+    int64_t axis = 0, index = 0;
+    if (g < 0 || !constant_pick(graph, graph.nodes[g], axis, index)) return;
+    const int32_t packed = graph.nodes[g].inputs[0];
+    if (axis + 1 >= static_cast<int64_t>(graph.values[packed].shape.size()) || !is_float32(graph, packed)) return;
+    select = {axis, index};
+    operand = packed;
+    parts.push_back(g);
+  };
+  pick_through(q, q_select);
+  pick_through(kt, k_select);
+  pick_through(v, v_select);
   std::vector<int32_t> outputs = pv.outputs;
   int32_t output_transpose = -1;
   if (!context.pinned[pv.outputs[0]]) {
@@ -286,7 +306,8 @@ bool fuse_at(PassContext& context, const ValueUses& uses, int32_t out_matmul, No
   fused.set_attribute(float_attribute("score_divisor", score_divisor));
   if (!keys_transposed) fused.set_attribute(int_attribute("keys_transposed", 0));
   const std::pair<const char*, const std::vector<int64_t>*> views[] = {
-      {"q_perm", &q_perm}, {"k_perm", &k_perm}, {"v_perm", &v_perm}, {"y_perm", &y_perm}};
+      {"q_perm", &q_perm},     {"k_perm", &k_perm},     {"v_perm", &v_perm},    {"y_perm", &y_perm},
+      {"q_select", &q_select}, {"k_select", &k_select}, {"v_select", &v_select}};
   for (const auto& [name, perm] : views)
     if (!perm->empty()) fused.set_attribute(ints_attribute(name, *perm));
   for (size_t i = 1; i < parts.size(); ++i) edits.absorb(parts[i]);

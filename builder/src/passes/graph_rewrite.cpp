@@ -287,4 +287,23 @@ std::string fused_name(const std::string& a, const std::string& b) {
   return name;
 }
 
+bool constant_pick(const Graph& graph, const Node& node, int64_t& axis, int64_t& index) {
+  if (!is_op(node, "Gather") || node.inputs.size() != 2 || node.inputs[0] < 0 || node.inputs[1] < 0) return false;
+  const Value& x = graph.values[node.inputs[0]];
+  const Value& i = graph.values[node.inputs[1]];
+  if (!x.rank_known || !i.rank_known || !i.shape.empty()) return false;
+  const std::vector<double> picked = constant_as_doubles(i);
+  if (picked.size() != 1) return false;
+  const Attribute* a = node.attribute("axis");
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  axis = a ? a->i : 0;
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return false;
+  const Dim& extent = x.shape[static_cast<size_t>(axis)];
+  if (extent.varies() || extent.value <= 0) return false;
+  index = static_cast<int64_t>(picked[0]);
+  if (index < 0) index += extent.value;
+  return index >= 0 && index < extent.value;
+}
+
 }  // namespace edgert::builder

@@ -68,6 +68,10 @@ int32_t add_int64_constant(Graph& graph, const std::string& name, const std::vec
                            const std::vector<int64_t>& data);
 
 // A node is in the default ONNX domain and has this op type.
+// A Gather of one constant index (a scalar: the axis goes away) along an axis of its data whose
+// size is known and the same at every shape: that axis (non-negative) and the index (within it).
+bool constant_pick(const Graph& graph, const Node& node, int64_t& axis, int64_t& index);
+
 inline bool is_op(const Node& node, const char* op_type) {
   return node.domain.empty() && node.op_type == op_type;
 }
