@@ -57,6 +57,47 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __half
                : "r"(shared_address(row)));
 }
 
+// Copies a tile as load_tile does (zeros outside the valid rows and columns), by cp.async where
+// it goes in 16-byte chunks: the copies fly while the lanes issue the next ones, so a block's Q
+// and its warps' first key and value tiles arrive in one round trip to memory instead of three
+// in a row (a latency a vit_b_16 head pays once per block: each warp has one key tile). Other
+// tiles go through load_tile. cp_async_wait() waits for this thread's copies.
+__device__ __forceinline__ void copy_tile(const __half* __restrict__ src, int64_t stride, int rows, int cols,
+                                          int64_t valid_rows, int64_t valid_cols, __half* dst, int dst_stride, int first,
+                                          int lanes) {
+#if __CUDA_ARCH__ >= 800
+  if (loads_in_chunks(src, stride, cols, valid_cols, dst_stride)) {
+    // Chunk i is (row, column) = (i / chunks_per_row, i % chunks_per_row): the lanes step
+    // through them without dividing, as load_tile_chunks does.
+    const int chunks_per_row = cols / 8, chunks = rows * chunks_per_row;
+    const int row_step = lanes / chunks_per_row, col_step = lanes % chunks_per_row;
+    const int valid_r = static_cast<int>(min(valid_rows, static_cast<int64_t>(rows)));
+    const int valid_c = static_cast<int>(min(valid_cols, static_cast<int64_t>(cols)));
+    int r = first / chunks_per_row, c = first % chunks_per_row;
+    for (int i = first; i < chunks; i += lanes) {
+      const bool valid = r < valid_r && c * 8 < valid_c;
+      // A chunk outside the tile's data reads nothing (source size 0) and is zero-filled.
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst + r * dst_stride + c * 8)),
+                   "l"(valid ? src + r * stride + c * 8 : src), "r"(valid ? 16 : 0));
+      c += col_step;
+      r += row_step;
+      if (c >= chunks_per_row) {
+        c -= chunks_per_row;
+        ++r;
+      }
+    }
+    return;
+  }
+#endif
+  load_tile(src, stride, rows, cols, valid_rows, valid_cols, dst, dst_stride, 1.f, first, lanes);
+}
+
+__device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // d [16x8, float] += a [16x16, row-major float16] b [16x8, column-major float16].
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -103,19 +144,29 @@ __global__ void __launch_bounds__(kAttentionWarps * 32)
   const __half* vb = v + at.v + c0;
   const M* mb = mask ? mask + at.mask + row0 * sh.mask_row : nullptr;
 
-  load_tile(q + at.q + block_row0 * sh.q_row, sh.q_row, block_rows, sh.dp, sh.l - block_row0, sh.d, qs, q_stride,
-            sh.q_factor, threadIdx.x, blockDim.x);
-  __syncthreads();  // Q is loaded
+  // Q as it is: its factor goes to the scores (float32) with theirs.
+  const float score_factor = sh.score_factor * sh.q_factor;
+  copy_tile(q + at.q + block_row0 * sh.q_row, sh.q_row, block_rows, sh.dp, sh.l - block_row0, sh.d, qs, q_stride,
+            threadIdx.x, blockDim.x);
+  const auto copy_key_value_tiles = [&](int64_t s0) {
+    if (sh.k_rows) copy_tile(kb + s0 * sh.k_row, sh.k_row, kKeyTile, sh.dp, sh.s - s0, sh.d, keys, k_stride, lane, 32);
+    else copy_tile(kb + s0, sh.k_row, sh.dp, kKeyTile, sh.d, sh.s - s0, keys, k_stride, lane, 32);
+    copy_tile(vb + s0 * sh.v_row, sh.v_row, kKeyTile, kValueChunk, sh.s - s0, value_cols, values, v_stride, lane, 32);
+  };
+  const int64_t first = rows > 0 ? key_split * kKeyTile : sh.s;      // a tile past the queries does nothing
+  if (first < sh.s) copy_key_value_tiles(first);
+  cp_async_wait();
+  __syncthreads();  // Q and every warp's first key and value tiles are in
   const __half* q_warp = qs + row_tile * kQueryTile * q_stride;
 
   float o[kValueChunk / 8][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // rows g and g + 8; sums of this lane's columns
-  const int64_t first = rows > 0 ? key_split * kKeyTile : sh.s;      // a tile past the queries does nothing
   for (int64_t s0 = first; s0 < sh.s; s0 += split.key_splits * kKeyTile) {
-    if (sh.k_rows) load_tile(kb + s0 * sh.k_row, sh.k_row, kKeyTile, sh.dp, sh.s - s0, sh.d, keys, k_stride, 1.f, lane, 32);
-    else load_tile(kb + s0, sh.k_row, sh.dp, kKeyTile, sh.d, sh.s - s0, keys, k_stride, 1.f, lane, 32);
-    load_tile(vb + s0 * sh.v_row, sh.v_row, kKeyTile, kValueChunk, sh.s - s0, value_cols, values, v_stride, 1.f, lane, 32);
-    __syncwarp();
+    if (s0 != first) {
+      copy_key_value_tiles(s0);
+      cp_async_wait();
+      __syncwarp();
+    }
 
     // Scores [16, 64] = Q K^T: n-tiles of 8 keys, two a ldmatrix.
     float sc[kKeyTile / 8][4] = {};
@@ -134,16 +185,17 @@ __global__ void __launch_bounds__(kAttentionWarps * 32)
 
     // The online softmax on the fragments: scale, mask, the rows' maxima over the quad.
     float tile_max[2] = {-INFINITY, -INFINITY};
+    const int tile_keys = static_cast<int>(min(static_cast<int64_t>(kKeyTile), sh.s - s0));
 #pragma unroll
     for (int j = 0; j < kKeyTile / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = g + 8 * (e / 2);
-        const int64_t key = s0 + 8 * j + 2 * t + e % 2;
+        const int key = 8 * j + 2 * t + e % 2;  // in the tile
         float x = -INFINITY;
-        if (key < sh.s) {
-          x = sc[j][e] * sh.score_factor;
-          if (mb && r < rows) x += to_float(mb[r * sh.mask_row + key * sh.mask_col]);
+        if (key < tile_keys) {
+          x = sc[j][e] * score_factor;
+          if (mb && r < rows) x += to_float(mb[r * sh.mask_row + (s0 + key) * sh.mask_col]);
         }
         sc[j][e] = x;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], x);

@@ -109,12 +109,16 @@ TEST_F(GpuBench, AttentionShapes) {
   struct Shape {
     const char* label;
     Dims q, k, v, mask;  // K as [..., S, D] (keys_transposed 0), as the fusion reads it
-    std::vector<std::pair<const char*, std::vector<int64_t>>> perms = {};  // operands read through Transposes
+    std::vector<std::pair<const char*, std::vector<int64_t>>> perms = {};  // operands read through Transposes, Gathers
   };
   const Shape shapes[] = {
       {"vit_b_16 12 heads 197x64", {12, 197, 64}, {12, 197, 64}, {12, 197, 64}, {}},
       {"vit_b_16 heads read through [L, B, H, D]", {197, 1, 12, 64}, {197, 1, 12, 64}, {197, 1, 12, 64}, {},
        {{"q_perm", {1, 2, 0, 3}}, {"k_perm", {1, 2, 0, 3}}, {"v_perm", {1, 2, 0, 3}}, {"y_perm", {2, 0, 1, 3}}}},
+      {"vit_b_16 heads read from the packed projection [L, B, 3, H, D]", {197, 1, 3, 12, 64}, {197, 1, 3, 12, 64},
+       {197, 1, 3, 12, 64}, {},
+       {{"q_select", {2, 0}}, {"k_select", {2, 1}}, {"v_select", {2, 2}}, {"q_perm", {1, 2, 0, 3}},
+        {"k_perm", {1, 2, 0, 3}}, {"v_perm", {1, 2, 0, 3}}, {"y_perm", {2, 0, 1, 3}}}},
       {"swin_t stage 1 64 windows 3 heads 49x32 masked", {64, 3, 49, 32}, {64, 3, 49, 32}, {64, 3, 49, 32}, {64, 1, 49, 49}},
       {"swin_t stage 3 4 windows 12 heads 49x32", {4, 12, 49, 32}, {4, 12, 49, 32}, {4, 12, 49, 32}, {}},
       {"bert batch 2 8 heads 128x64 padding mask", {2, 8, 128, 64}, {2, 8, 128, 64}, {2, 8, 128, 64}, {2, 1, 1, 128}},
@@ -132,6 +136,8 @@ TEST_F(GpuBench, AttentionShapes) {
     for (size_t i = 0; i + 1 < s.q.size(); ++i) batches *= s.q[i];
     const int64_t d = s.q.back(), l = s.perms.empty() ? s.q[s.q.size() - 2] : s.q[0], keys = s.perms.empty() ? s.k[s.k.size() - 2] : s.k[0];
     batches /= l;
+    for (const auto& [name, pick] : s.perms)
+      if (std::string(name) == "q_select") batches /= s.q[static_cast<size_t>(pick[0])];  // Q is one index of that axis
     const double flop = 4.0 * static_cast<double>(batches * l * keys * d);
     for (edgert_dtype dtype : {EDGERT_DTYPE_FLOAT32, EDGERT_DTYPE_FLOAT16}) {
       c.dtype = dtype;

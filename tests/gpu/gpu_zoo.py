@@ -29,6 +29,9 @@ import numpy as np
 
 CLASSIFIERS = ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_1",
                "shufflenet_v2_x1_0", "resnet50"]
+# The vision transformers (fused attention on the GPU): accuracy against ONNX Runtime and speed,
+# as the CNNs; their zoo exports have a dynamic batch, so no 200-input top-1 agreement.
+TRANSFORMERS = ["vit_b_16", "swin_t"]
 BOARD = "x86_64-cuda-sm90"
 
 
@@ -223,7 +226,7 @@ def main():
     ap.add_argument("--agreement", required=True)
     ap.add_argument("--anchor", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--models", default=",".join(CLASSIFIERS))
+    ap.add_argument("--models", default=",".join(CLASSIFIERS + TRANSFORMERS))
     ap.add_argument("--accuracy", action="store_true")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--extra", action="store_true", help="LR-ASPP and SSDlite too (accuracy)")
