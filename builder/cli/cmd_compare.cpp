@@ -1,16 +1,23 @@
 // edgert compare MODEL.onnx ENGINE [--inputs DIR] [--reference DIR]: runs the engine and a
-// reference (ONNX Runtime through tests/models/ort_reference.js, or stored outputs) on the same
-// inputs and reports per output: max abs error, relative L2 error, cosine similarity, top-1
-// agreement for score vectors. Polygraphy's `run --onnxrt --trt` in spirit.
+// reference (ONNX Runtime through its Node.js runner ort_reference.js, or stored outputs) on the
+// same inputs and reports per output: max abs error, relative L2 error, cosine similarity, top-1
+// agreement for score vectors. Polygraphy's `run --onnxrt --trt` in spirit. First it checks that
+// the engine was built from the model: the engine's input and output names are the model's.
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <set>
 
 #include "build_error.h"
 #include "commands.h"
@@ -49,15 +56,80 @@ int run_process(const std::vector<std::string>& args) {
   argv.push_back(nullptr);
   pid_t pid;
   if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
-    build_fail(EDGERT_ERR_IO, "cannot start '%s': %s", argv[0], std::strerror(errno));
+    build_fail(EDGERT_ERR_IO, "cannot start '%s' (Node.js runs ONNX Runtime's runner; install nodejs, or compare "
+               "with stored outputs: --reference DIR): %s", argv[0], std::strerror(errno));
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-std::string default_ort_runner() {
-  if (const char* env = std::getenv("EDGERT_ORT_REFERENCE")) return env;
-  return EDGERT_SOURCE_DIR "/tests/models/ort_reference.js";
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// ONNX Runtime's runner: the one given (--ort-runner, else $EDGERT_ORT_REFERENCE), else where
+// the edgert package installs it beside this CLI (<prefix>/share/edgert/ort_reference.js), else
+// in the source tree this CLI was built from (a build tree). Fails saying where it looked.
+std::string find_ort_runner(const std::string& given) {
+  std::vector<std::string> candidates;
+  const char* env = std::getenv("EDGERT_ORT_REFERENCE");
+  if (!given.empty()) {
+    candidates = {given};
+  } else if (env && *env) {
+    candidates = {env};
+  } else {
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      exe[n] = '\0';
+      candidates.push_back(parent_dir(parent_dir(exe)) + "/share/edgert/ort_reference.js");
+    }
+    candidates.push_back(EDGERT_DATA_INSTALL_DIR "/ort_reference.js");
+    candidates.push_back(EDGERT_SOURCE_DIR "/tests/models/ort_reference.js");
+  }
+  std::string looked;
+  for (const std::string& c : candidates) {
+    if (file_exists(c)) return c;
+    looked += (looked.empty() ? "" : ", ") + c;
+  }
+  build_fail(EDGERT_ERR_IO,
+             "no ONNX Runtime runner: looked for %s. The edgert package installs it as "
+             "%s/ort_reference.js; it runs under Node.js with onnxruntime-node (`npm install onnxruntime-node` "
+             "in a folder node searches, e.g. one named in NODE_PATH). Or give stored reference outputs: --reference DIR",
+             looked.c_str(), EDGERT_DATA_INSTALL_DIR);
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return "[" + s + "]";
+}
+
+// Fails unless the engine's input and output names are the model's (its graph inputs that are
+// not initializers): an engine compared with another model would only report nonsense.
+void check_pairing(const std::string& model_path, const LoadedEngine& engine, const std::string& engine_path) {
+  std::ifstream in(model_path, std::ios::binary);
+  onnx::ModelProto model;
+  if (!in) build_fail(EDGERT_ERR_IO, "cannot open model '%s': %s", model_path.c_str(), std::strerror(errno));
+  if (!model.ParseFromIstream(&in) || !model.has_graph())
+    build_fail(EDGERT_ERR_FORMAT, "'%s' is not an ONNX model", model_path.c_str());
+  std::set<std::string> initializers;
+  for (const auto& t : model.graph().initializer()) initializers.insert(t.name());
+  std::vector<std::string> inputs, outputs;
+  for (const auto& v : model.graph().input())
+    if (!initializers.count(v.name())) inputs.push_back(v.name());
+  for (const auto& v : model.graph().output()) outputs.push_back(v.name());
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  if (sorted(inputs) != sorted(engine.input_names()) || sorted(outputs) != sorted(engine.output_names()))
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT,
+               "engine '%s' was not built from model '%s': the engine's inputs %s and outputs %s, the model's "
+               "inputs %s and outputs %s",
+               engine_path.c_str(), model_path.c_str(), joined(engine.input_names()).c_str(),
+               joined(engine.output_names()).c_str(), joined(inputs).c_str(), joined(outputs).c_str());
 }
 
 // Fraction of rows whose argmax agrees, for [N, C] float score outputs; -1 when not applicable.
@@ -91,7 +163,9 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("engine", options->engine, "Engine file")->required();
   cmd->add_option("--inputs", options->inputs, "Folder of NAME.npy / NAME.pb inputs (default: seeded random)");
   cmd->add_option("--reference", options->reference, "Folder of stored reference outputs (default: run ONNX Runtime)");
-  cmd->add_option("--ort-runner", options->runner, "Node script running ONNX Runtime (default: tests/models/ort_reference.js)");
+  cmd->add_option("--ort-runner", options->runner,
+                  "Node script running ONNX Runtime (default: $EDGERT_ORT_REFERENCE, else the installed "
+                  "share/edgert/ort_reference.js, else the source tree's tests/models/ort_reference.js)");
   cmd->add_option("--ort-optimization", options->ort_optimization,
                   "ONNX Runtime's graph optimization level: disabled runs a Q/DQ model's nodes as written "
                   "(default: all)")
@@ -102,6 +176,8 @@ void add_compare_command(CLI::App& app) {
   options->load.add_to(cmd);
   cmd->callback([options] {
     auto engine = options->load.load(options->engine);
+    check_pairing(options->model, *engine, options->engine);
+    const std::string runner = options->reference.empty() ? find_ort_runner(options->runner) : "";
     edgert_error error{};
 
     char scratch_template[] = "/tmp/edgert-compare-XXXXXX";
@@ -129,7 +205,6 @@ void add_compare_command(CLI::App& app) {
     if (reference_dir.empty()) {
       reference_dir = scratch + "/reference";
       mkdir(reference_dir.c_str(), 0755);
-      std::string runner = options->runner.empty() ? default_ort_runner() : options->runner;
       std::vector<std::string> command = {"node", runner, options->model, input_dir, reference_dir};
       if (!options->ort_optimization.empty()) {
         command.push_back("--optimization");

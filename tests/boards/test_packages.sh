@@ -34,6 +34,7 @@ has edgert usr/bin/edgert
 has edgert "usr/$libdir/libedgert.so.$version"
 has edgert usr/include/edgert/edgert.h
 for p in "$source"/board_profiles/*.yaml; do has edgert "usr/share/edgert/board_profiles/${p##*/}"; done
+has edgert usr/share/edgert/ort_reference.js
 has edgertd usr/bin/edgertd
 has edgertd usr/bin/edgertctl
 has edgertd usr/lib/systemd/system/edgertd.service
@@ -72,4 +73,11 @@ esac
 "${run[@]}" "$r/usr/bin/edgert" build "$work/demo.onnx" --board $board -o "$work/demo.engine" >/dev/null
 "${run[@]}" "$r/usr/bin/edgert" run "$work/demo.engine" --board $board --plugin-path "$r/usr/$libdir/edgert/plugins" \
   --input "input=$work/input.npy" --output-dir "$work/out" | tail -n 3
+# edgert compare finds ONNX Runtime's runner where the package put it (onnxruntime-node from the
+# source tree's node_modules, as README's setup installs it).
+if [[ $arch == amd64 ]]; then
+  compared=$(NODE_PATH="$source/node_modules" "${run[@]}" "$r/usr/bin/edgert" compare "$work/demo.onnx" "$work/demo.engine" \
+             --board $board --plugin-path "$r/usr/$libdir/edgert/plugins" 2>&1) || fail "edgert compare from the package: $compared"
+  grep -q "^PASS" <<<"$compared" || fail "edgert compare from the package: $compared"
+fi
 echo "$arch packages OK"

@@ -352,7 +352,9 @@ TEST(BoardsCommand, DescribesEveryProfileAndWhatThisMachineIs) {
       EXPECT_FALSE(p["runs_here"].get<bool>()) << p;
       EXPECT_NE(p["why_not"].get<std::string>().find(host_architecture()), std::string::npos) << p;
     }
-    if (p["native"].get<bool>()) EXPECT_TRUE(p["runs_here"].get<bool>()) << p;
+    if (p["native"].get<bool>()) {
+      EXPECT_TRUE(p["runs_here"].get<bool>()) << p;
+    }
   }
   EXPECT_EQ(natives, m["native"]["detected"].get<bool>() ? 0 : 1);
   for (const char* name : {"jetson-orin-nano-8gb", "jetson-orin-nx-16gb", "jetson-agx-orin-64gb", "raspberry-pi-5-8gb",

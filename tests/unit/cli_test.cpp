@@ -380,6 +380,32 @@ TEST_F(CliTest, CompareWithStoredReferencesPassesWithinToleranceAndFailsBeyondIt
   EXPECT_NE(missing.exit_code, 0) << missing.output;
 }
 
+// compare checks first that the engine was built from the model (the same input and output
+// names), and says where it looked for ONNX Runtime's runner when there is none, and what else to do.
+TEST_F(CliTest, CompareRefusesAnotherModelsEngineAndNamesWhereItLookedForTheRunner) {
+  ASSERT_EQ(build_small().exit_code, 0);
+  onnx::ModelProto other = make_small_model();
+  onnx::GraphProto* g = other.mutable_graph();
+  for (onnx::NodeProto& n : *g->mutable_node())
+    for (std::string& o : *n.mutable_output())
+      if (o == "y") o = "scores";
+  g->mutable_output(0)->set_name("scores");
+  save_model(other, dir_.file("other.onnx"));
+  auto paired = edgert("compare " + dir_.file("other.onnx") + " " + dir_.file("small.engine"));
+  EXPECT_NE(paired.exit_code, 0) << paired.output;
+  EXPECT_NE(paired.output.find("was not built from model"), std::string::npos) << paired.output;
+  EXPECT_NE(paired.output.find("outputs [y]"), std::string::npos) << paired.output;
+  EXPECT_NE(paired.output.find("outputs [scores]"), std::string::npos) << paired.output;
+
+  const std::string nowhere = dir_.file("nowhere/ort_reference.js");
+  auto runner = run_command("EDGERT_ORT_REFERENCE=" + nowhere + " " + edgert_cli() + " compare " + dir_.file("small.onnx") +
+                            " " + dir_.file("small.engine"));
+  EXPECT_NE(runner.exit_code, 0) << runner.output;
+  EXPECT_NE(runner.output.find("no ONNX Runtime runner: looked for " + nowhere), std::string::npos) << runner.output;
+  EXPECT_NE(runner.output.find("share/edgert/ort_reference.js"), std::string::npos) << runner.output;
+  EXPECT_NE(runner.output.find("--reference DIR"), std::string::npos) << runner.output;
+}
+
 // conformance's verdict: --min-pass-rate sets the bar, --json and --report write every test.
 TEST_F(CliTest, ConformanceMinPassRateJsonAndReport) {
   const std::string tests = dir_.file("node");
