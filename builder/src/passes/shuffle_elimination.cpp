@@ -175,6 +175,33 @@ bool is_shuffle(const Node& node) {
          is_op(node, "Unsqueeze") || is_op(node, "Gather");
 }
 
+// Shuffle `first` (producing value x) and the Reshape `second` (reading x) trade places: `first`
+// becomes the Reshape of `source` to `dims` (x's dims now `split`), and `second` becomes `op`
+// with `attribute` reading x (and `extra`, unless -1). The nodes keep their order and names.
+void swap_with_split(Graph& graph, ValueUses& uses, int32_t first, int32_t second, int32_t source,
+                     const std::vector<int64_t>& dims, const std::vector<Dim>& split, const char* op,
+                     const Attribute& attribute, int32_t extra) {
+  const int32_t x = graph.nodes[first].outputs[0];
+  const int32_t shape = add_int64_constant(graph, graph.values[x].name + ":split", {static_cast<int64_t>(dims.size())}, dims);
+  uses.forget_node(graph, first);
+  uses.forget_node(graph, second);
+  Node& reshape = graph.nodes[first];
+  Node& moved = graph.nodes[second];
+  reshape.op_type = "Reshape";
+  reshape.opset = moved.opset;
+  reshape.attributes.clear();
+  reshape.inputs = {source, shape};
+  graph.values[x].shape = split;
+  moved.op_type = op;
+  moved.opset = 13;
+  moved.attributes.clear();
+  moved.set_attribute(attribute);
+  moved.inputs = {x};
+  if (extra >= 0) moved.inputs.push_back(extra);
+  uses.learn_node(graph, first);
+  uses.learn_node(graph, second);
+}
+
 bool is_reshape_like(const Node& node) {
   return is_op(node, "Reshape") || is_op(node, "Flatten") || is_op(node, "Squeeze") || is_op(node, "Unsqueeze");
 }
@@ -299,26 +326,10 @@ int sweep(PassContext& context) {
           for (size_t a = 0, k = 0; a < dims.size(); ++a)
             split.push_back(static_cast<int64_t>(a) == split_axis ? from.shape[static_cast<size_t>(gather_axis)]
                                                                   : graph.values[y].shape[k++]);
-          // The Gather node becomes the Reshape of its data (its output value now that split),
-          // the Reshape node the Gather from it: the nodes keep their order and names.
-          Node& gather = graph.nodes[p];
-          const int32_t index = gather.inputs[1];
-          const int32_t shape = add_int64_constant(graph, graph.values[x].name + ":split", {static_cast<int64_t>(dims.size())}, dims);
-          uses.forget_node(graph, p);
-          uses.forget_node(graph, static_cast<int32_t>(n));
-          Node& reshape = graph.nodes[n];
-          gather.op_type = "Reshape";
-          gather.opset = reshape.opset;
-          gather.attributes.clear();
-          gather.inputs = {source, shape};
-          graph.values[x].shape = split;
-          reshape.op_type = "Gather";
-          reshape.opset = 13;
-          reshape.attributes.clear();
-          reshape.set_attribute(int_attribute("axis", split_axis));
-          reshape.inputs = {x, index};
-          uses.learn_node(graph, p);
-          uses.learn_node(graph, static_cast<int32_t>(n));
+          // The Gather node becomes the Reshape of its data, the Reshape node the Gather from it.
+          const int32_t index = graph.nodes[p].inputs[1];
+          swap_with_split(graph, uses, p, static_cast<int32_t>(n), source, dims, split, "Gather",
+                          int_attribute("axis", split_axis), index);
           ++rewrites;
           continue;
         }
@@ -337,25 +348,9 @@ int sweep(PassContext& context) {
           varying += d.varies() ? 1 : 0;
         }
         if (varying <= 1) {
-          // The Transpose node becomes the Reshape of x (its output value now x split), the
-          // Reshape node the Transpose of that: the nodes keep their order and names.
-          Node& transpose = graph.nodes[p];
-          const int32_t shape = add_int64_constant(graph, graph.values[x].name + ":split", {static_cast<int64_t>(dims.size())}, dims);
-          uses.forget_node(graph, p);
-          uses.forget_node(graph, static_cast<int32_t>(n));
-          Node& reshape = graph.nodes[n];
-          transpose.op_type = "Reshape";
-          transpose.opset = reshape.opset;
-          transpose.attributes.clear();
-          transpose.inputs = {transpose.inputs[0], shape};
-          graph.values[x].shape = split;
-          reshape.op_type = "Transpose";
-          reshape.opset = 13;
-          reshape.attributes.clear();
-          reshape.set_attribute(ints_attribute("perm", split_perm));
-          reshape.inputs = {x};
-          uses.learn_node(graph, p);
-          uses.learn_node(graph, static_cast<int32_t>(n));
+          // The Transpose node becomes the Reshape of x, the Reshape node the Transpose of that.
+          swap_with_split(graph, uses, p, static_cast<int32_t>(n), graph.nodes[p].inputs[0], dims, split, "Transpose",
+                          ints_attribute("perm", split_perm), -1);
           ++rewrites;
           continue;
         }
