@@ -101,8 +101,6 @@ bool match_activation(const Graph& graph, const ValueUses& uses, int32_t v, Acti
   return true;
 }
 
-// Whether a residual may join MatMul / Gemm `producer`: where its bias or C is a vector of N or absent (the GPU adds the residual as cuBLASLt's
-// C then), and not after an activation (the residual comes before it).
 // Whether `a` and `b` have the same dims at every shape the engine accepts: fixed and equal, or
 // varying alike under the same name (an Add of the two then broadcasts nothing).
 bool same_dims(const Value& a, const Value& b) {
@@ -115,6 +113,8 @@ bool same_dims(const Value& a, const Value& b) {
   return true;
 }
 
+// Whether a residual may join MatMul / Gemm `producer`: where its bias or C is a vector of N or
+// absent (the GPU then adds the residual as cuBLASLt's C). An activation comes after it.
 bool residual_fusable(const Graph& graph, const Node& producer) {
   if (is_op(producer, "MatMul")) return true;
   if (!is_op(producer, "Gemm")) return false;
