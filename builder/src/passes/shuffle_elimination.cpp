@@ -27,10 +27,10 @@
 //                                      -> Gather(Reshape(x, s'), a', i): the split moves to x, where
 //                                         it runs in place, and the attention reads one index of
 //                                         the packed projection in place (q_select, ...)
-// The pass sweeps the graph until a sweep changes nothing (a few times: one rewrite enables the
-// next, as the splits that move before a Transpose meet the Reshape before it). A shuffle that
-// nothing reads any more goes at the end of each sweep, so that its input's other reader is
-// then the sole one; the first shuffle of a pair disappears that way.
+// The pass sweeps the graph until a sweep changes nothing, at most four times (one rewrite
+// enables the next, as the splits that move before a Transpose meet the Reshape before it). A
+// shuffle that nothing reads any more goes at the end of each sweep, so that its input's other
+// reader is then the sole one; the first shuffle of a pair disappears that way.
 #include <algorithm>
 
 #include "graph_rewrite.h"
