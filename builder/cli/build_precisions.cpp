@@ -1,6 +1,7 @@
 #include "build_precisions.h"
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -13,11 +14,26 @@ namespace edgert::cli {
 
 using builder::build_fail;
 
-void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& build) {
+namespace {
+
+std::string format(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  char line[1024];
+  std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  return line;
+}
+
+}  // namespace
+
+std::vector<std::string> apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& build) {
+  std::vector<std::string> warnings;
   auto board_allows = [&](const char* p) {
     return std::find(build.board.precisions.begin(), build.board.precisions.end(), p) != build.board.precisions.end();
   };
-  const bool calibrated = !flags.calib.empty() || !flags.calib_cache.empty();
+  const bool calibrated = !flags.calib.empty() || !flags.calib_cache.empty() || flags.calib_samples;
   build.int8 = flags.int8;
   build.bf16 = flags.bf16;
   if (flags.best) {
@@ -27,8 +43,8 @@ void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& b
       if (calibrated)
         build.int8 = true;
       else
-        std::fprintf(stderr, "edgert: --best: int8 left off: board %s allows it, but no --calib DIR or --calib-cache "
-                     "FILE was given to calibrate it\n", build.board.name.c_str());
+        warnings.push_back(format("--best: int8 left off: board %s allows it, but no --calib DIR or --calib-cache FILE "
+                                  "was given to calibrate it", build.board.name.c_str()));
     }
   }
   if (!build.int8 && calibrated)
@@ -38,7 +54,12 @@ void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& b
                "--int8 needs activation ranges: --calib DIR (inputs to calibrate on) or --calib-cache FILE");
   build.calibration.calibrator = flags.calibrator;
   build.calibration.cache_path = flags.calib_cache;
-  if (!flags.calib.empty()) build.calibration.next_batch = npy_directory_batches(flags.calib);
+  if (!flags.calib.empty() && flags.calib_samples)
+    build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--calib DIR and a calibration source were both given; pick one");
+  if (flags.calib_samples)
+    build.calibration.next_batch = flags.calib_samples;
+  else if (!flags.calib.empty())
+    build.calibration.next_batch = npy_directory_batches(flags.calib);
   build.precision_constraints_obey = flags.precision_constraints == "obey";
   if (!flags.accuracy_guard.empty() || !flags.validation.empty()) {
     if (flags.accuracy_guard.empty() || flags.validation.empty())
@@ -68,33 +89,38 @@ void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& b
       build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--layer-precisions: '%s' must be NAME:fp32 or NAME:int8", item.c_str());
     (precision == "fp32" ? build.float32_layers : build.int8_layers).insert(name);
   }
+  return warnings;
 }
 
-void print_int8_summary(const builder::BuildResult& result) {
+std::vector<std::string> int8_summary_lines(const builder::BuildResult& result) {
   const builder::Int8RewriteReport& r = result.int8;
   const builder::CalibrationSummary& c = result.calibration;
-  std::printf("int8: %d convolution(s), %d add(s), %d mul(s), %d pool(s), %d activation table(s), %d byte move(s) in "
+  std::vector<std::string> lines;
+  lines.push_back(format("int8: %d convolution(s), %d add(s), %d mul(s), %d pool(s), %d activation table(s), %d byte move(s) in "
               "int8 (%d activation(s) absorbed); "
-              "%d quantize and %d dequantize node(s) at float boundaries; ranges %s %s, %lld sample(s)%s%s\n",
+              "%d quantize and %d dequantize node(s) at float boundaries; ranges %s %s, %lld sample(s)%s%s",
               r.convolutions, r.adds, r.muls, r.pools, r.lookups, r.moves, r.absorbed_activations, r.quantize, r.dequantize,
               c.from_cache ? "read from" : "calibrated", c.from_cache ? c.cache_path.c_str() : c.calibrator.c_str(),
               static_cast<long long>(c.samples), !c.from_cache && !c.cache_path.empty() ? ", saved to " : "",
-              !c.from_cache ? c.cache_path.c_str() : "");
-  for (const std::string& kept : r.kept_float) std::printf("int8: kept float32: %s\n", kept.c_str());
+              !c.from_cache ? c.cache_path.c_str() : ""));
+  for (const std::string& kept : r.kept_float) lines.push_back("int8: kept float32: " + kept);
+  return lines;
 }
 
-void print_accuracy_guard(const builder::AccuracyGuardReport& r) {
+std::vector<std::string> accuracy_guard_lines(const builder::AccuracyGuardReport& r) {
   const bool points = r.metric != builder::GuardMetric::kRelativeL2;
-  std::printf("accuracy guard %s:%g: float32 %.4g%s, all int8 %.4g%s, built %.4g%s (%s, %d engine(s) measured)\n",
+  std::vector<std::string> lines;
+  lines.push_back(format("accuracy guard %s:%g: float32 %.4g%s, all int8 %.4g%s, built %.4g%s (%s, %d engine(s) measured)\n",
               builder::guard_metric_name(r.metric).c_str(), r.tolerance, r.float32_value, points ? "%" : "",
               r.all_int8_value, points ? "%" : "", r.final_value, points ? "%" : "",
-              r.within ? "within tolerance" : "OUT OF TOLERANCE", r.builds);
+              r.within ? "within tolerance" : "OUT OF TOLERANCE", r.builds));
   for (const builder::AccuracyGuardReport::FallBack& f : r.fallen_back) {
     const std::string fused =
         f.float32_node_layers > 1 ? " (a node of " + std::to_string(f.float32_node_layers) + " fused layers)" : "";
-    std::printf("accuracy guard: kept float32: %s (adds relative L2 %.3g in int8; %.3f ms in float32%s, %.3f ms in "
-                "int8)\n", f.layer.c_str(), f.added_error, f.float32_ms, fused.c_str(), f.int8_ms);
+    lines.push_back(format("accuracy guard: kept float32: %s (adds relative L2 %.3g in int8; %.3f ms in float32%s, "
+                           "%.3f ms in int8)", f.layer.c_str(), f.added_error, f.float32_ms, fused.c_str(), f.int8_ms));
   }
+  return lines;
 }
 
 namespace {

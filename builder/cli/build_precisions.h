@@ -16,20 +16,23 @@ struct PrecisionFlags {
   std::string calib, calib_cache, calibrator = "entropy", precision_constraints = "prefer";
   std::vector<std::string> layer_precisions;  // NAME:fp32 | NAME:int8
   std::string accuracy_guard, validation;      // METRIC:TOLERANCE, DIR
+  // Calibration samples from a program (the C API, Python) rather than a --calib directory.
+  std::function<std::optional<builder::CalibrationBatch>()> calib_samples;
 };
 
 // Sets build's precision options from the flags (after build.board and build.fp16 are set).
-// --best turns on what the board's precisions list: fp16 and bf16, int8 where calibration is given (without it, int8 is left off and said so on stderr: a quantization
-// without calibration would be a guess).
-void apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& build);
+// --best turns on what the board's precisions list: fp16 and bf16, int8 where calibration is
+// given (without it, int8 is left off, which the returned warning says: a quantization without
+// calibration would be a guess). Returns the warnings for the caller to show.
+std::vector<std::string> apply_precision_flags(const PrecisionFlags& flags, builder::BuildOptions& build);
 
-// One line of what --int8 made: int8 layers by kind, layers left in float32, where the ranges
-// came from.
-void print_int8_summary(const builder::BuildResult& result);
+// What --int8 made: int8 layers by kind, then a line per layer left in float32, where the
+// ranges came from.
+std::vector<std::string> int8_summary_lines(const builder::BuildResult& result);
 
-// What the accuracy guard did: the metric in float32, all int8 and as built, and each layer it
-// kept in float32 with its sensitivity and its time in both precisions.
-void print_accuracy_guard(const builder::AccuracyGuardReport& report);
+// What the accuracy guard did: the metric in float32, all int8 and as built, and a line per
+// layer it kept in float32 with its sensitivity and its time in both precisions.
+std::vector<std::string> accuracy_guard_lines(const builder::AccuracyGuardReport& report);
 
 // Calibration or validation inputs from a directory, one sample per entry in name order: a
 // regular .npy file (but `skip`) is the tensor of the model's only input; a directory holds one

@@ -8,89 +8,30 @@
 
 #include <sys/stat.h>
 
+#include <nlohmann/json.hpp>
+
 #include "board_catalog.h"
-#include "board_profile.h"
 #include "board_tuning.h"
 #include "build_precisions.h"
 #include "build_error.h"
 #include "commands.h"
+#include "edgert/builder.hpp"
 #include "engine_builder.h"
 #include "engine_inputs.h"
-#include "engine_signing.h"
-#include "engine_writer.h"
 
 namespace edgert::cli {
 namespace {
 
-// "input:1x3x224x224,mask:1x224x224" -> (name, dims) in order. The name ends at the last ':'
-// so names with ':' (common in TF exports) work.
-std::vector<std::pair<std::string, std::vector<int64_t>>> parse_shape_list(const std::string& spec,
-                                                                          const char* option) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-  size_t start = 0;
-  while (start < spec.size()) {
-    size_t comma = spec.find(',', start);
-    std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    start = comma == std::string::npos ? spec.size() : comma + 1;
-    size_t colon = item.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
-      builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "%s: '%s' must be NAME:DxDx...", option, item.c_str());
-    std::vector<int64_t> dims;
-    std::string text = item.substr(colon + 1);
-    size_t pos = 0;
-    while (pos <= text.size()) {
-      size_t x = text.find('x', pos);
-      std::string d = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-      char* end = nullptr;
-      long long v = std::strtoll(d.c_str(), &end, 10);
-      if (d.empty() || *end != '\0' || v < 0)
-        builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "%s: '%s' is not a dimension in '%s'", option, d.c_str(), item.c_str());
-      dims.push_back(v);
-      if (x == std::string::npos) break;
-      pos = x + 1;
-    }
-    shapes.emplace_back(item.substr(0, colon), dims);
-  }
-  return shapes;
+std::string number_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
 }
 
-// Every --min-shapes (--opt-shapes, --max-shapes) value, repeated or comma-joined, in order:
-// the k-th shape given for an input belongs to optimization profile k (as polygraphy's
-// --trt-min-shapes), so `--minShapes=a:1x3,b:1x4` and `--minShapes=a:1x3 --minShapes=b:1x4`
-// are one profile, and naming an input again starts the next profile.
-std::vector<std::map<std::string, std::vector<int64_t>>> shapes_by_profile(const std::vector<std::string>& specs,
-                                                                          const char* option) {
-  std::vector<std::map<std::string, std::vector<int64_t>>> profiles;
-  for (const std::string& spec : specs)
-    for (auto& [name, dims] : parse_shape_list(spec, option)) {
-      size_t p = 0;
-      while (p < profiles.size() && profiles[p].count(name)) ++p;
-      if (p == profiles.size()) profiles.emplace_back();
-      profiles[p][name] = dims;
-    }
-  return profiles;
-}
-
-std::vector<builder::ShapeProfile> parse_profiles(const std::vector<std::string>& min,
-                                                  const std::vector<std::string>& opt,
-                                                  const std::vector<std::string>& max) {
-  auto mins = shapes_by_profile(min, "--min-shapes"), opts = shapes_by_profile(opt, "--opt-shapes"),
-       maxs = shapes_by_profile(max, "--max-shapes");
-  const size_t count = std::max({mins.size(), opts.size(), maxs.size()});
-  mins.resize(count);
-  opts.resize(count);
-  maxs.resize(count);
-  std::vector<builder::ShapeProfile> profiles(count);
-  for (size_t p = 0; p < count; ++p)
-    for (const auto* list : {&mins[p], &opts[p], &maxs[p]})
-      for (const auto& [name, dims] : *list) {
-        if (!mins[p].count(name) || !opts[p].count(name) || !maxs[p].count(name))
-          builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT,
-                              "input '%s' needs all of --min-shapes, --opt-shapes and --max-shapes%s", name.c_str(),
-                              count > 1 ? (" in optimization profile " + std::to_string(p)).c_str() : "");
-        profiles[p][name] = builder::InputShapeRange{mins[p][name], opts[p][name], maxs[p][name]};
-      }
-  return profiles;
+std::string join(const std::vector<float>& values) {
+  std::string text;
+  for (float v : values) text += (text.empty() ? "" : ",") + number_text(v);
+  return text;
 }
 
 }  // namespace
@@ -249,106 +190,84 @@ void add_build_command(CLI::App& app) {
                           "another file, e.g. -o %s.engine)",
                           output.c_str(), model.c_str(), model.c_str());
     warn_if_threads_exceed_cpus(options->threads);
-    builder::BuildOptions build;
-    build.model_path = model;
-    config::ResolvedBoard board = config::resolve_board(options->board);
-    build.board = board.profile;
-    if (!options->plugin_path.empty()) build.plugin_path = options->plugin_path.c_str();
-    build.optimize = !options->no_optimize;
-    build.profiles = parse_profiles(options->min_shapes, options->opt_shapes, options->max_shapes);
-    build.self_test = !options->no_self_test;
-    build.prepared_weights = !options->no_prepared_weights;
-    build.fp16 = options->fp16;
-    build.fp16_tolerance = options->fp16_tolerance;
-    build.bf16_tolerance = options->bf16_tolerance;
-    apply_precision_flags(options->precision, build);
-    if (!options->camera.empty()) {
-      build.camera = builder::parse_camera_input(options->camera);
-      build.camera->channel_order = options->camera_order;
-      if (!options->camera_mean.empty()) build.camera->mean = options->camera_mean;
-      if (!options->camera_std.empty()) build.camera->std = options->camera_std;
-      for (float s : build.camera->std)
-        if (!(s > 0)) builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--camera-std: values must be positive, got %g", s);
-    } else if (!options->camera_mean.empty() || !options->camera_std.empty() || options->camera_order != "rgb") {
-      builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "--camera-order, --camera-mean and --camera-std need --camera");
-    }
-    if (!options->postprocess.empty()) build.postprocess = builder::parse_output_postprocess(options->postprocess);
-    build.tf32 = options->tf32;
-    build.gpu_layout = options->gpu_layout == "nhwc"   ? builder::GpuLayout::kChannelsLast
-                       : options->gpu_layout == "nchw" ? builder::GpuLayout::kChannelsFirst
-                                                        : builder::GpuLayout::kAuto;
-    build.use_device = !options->no_gpu;
-    build.tactics = options->no_tune || options->tactics == "first" ? builder::TacticPolicy::kFirst
-                                                                    : builder::TacticPolicy::kTune;
-    build.timing_cache_path = options->timing_cache;
-    build.ignore_timing_cache_errors = options->ignore_timing_cache_errors;
-    build.threads = options->threads;
-    signing::KeyPair key;
-    builder::SignerRef signer;
-    if (!options->sign_key.empty()) {
-      key = signing::read_secret_key(options->sign_key);
-      signer = builder::SignerRef{key.name, key.public_key};
-      build.signer = &signer;
-    }
+    // The build itself runs in libedgert-builder, as every program's does: the flags become its
+    // options by the same names (edgert/builder.h).
+    edgert::Builder builder(model);
+    const auto set_text = [&](const char* name, const std::string& value) {
+      if (!value.empty()) builder.set(name, value);
+    };
+    const auto set_switch = [&](const char* name, bool on) {
+      if (on) builder.set(name, true);
+    };
+    builder.set("board", options->board);
+    set_text("plugin-path", options->plugin_path);
+    set_switch("no-optimize", options->no_optimize);
+    set_switch("no-self-test", options->no_self_test);
+    set_switch("no-prepared-weights", options->no_prepared_weights);
+    set_switch("fp16", options->fp16);
+    set_switch("bf16", options->precision.bf16);
+    set_switch("int8", options->precision.int8);
+    set_switch("best", options->precision.best);
+    builder.set("fp16-tolerance", number_text(options->fp16_tolerance));
+    builder.set("bf16-tolerance", number_text(options->bf16_tolerance));
+    set_text("calib", options->precision.calib);
+    set_text("calib-cache", options->precision.calib_cache);
+    builder.set("calibrator", options->precision.calibrator);
+    for (const std::string& item : options->precision.layer_precisions) builder.set("layer-precisions", item);
+    builder.set("precision-constraints", options->precision.precision_constraints);
+    set_text("accuracy-guard", options->precision.accuracy_guard);
+    set_text("validation", options->precision.validation);
+    set_switch("tf32", options->tf32);
+    builder.set("gpu-layout", options->gpu_layout);
+    set_text("camera", options->camera);
+    if (options->camera_order != "rgb") builder.set("camera-order", options->camera_order);
+    set_text("camera-mean", join(options->camera_mean));
+    set_text("camera-std", join(options->camera_std));
+    set_text("postprocess", options->postprocess);
+    set_switch("no-gpu", options->no_gpu);
+    for (const std::string& spec : options->min_shapes) builder.set("min-shapes", spec);
+    for (const std::string& spec : options->opt_shapes) builder.set("opt-shapes", spec);
+    for (const std::string& spec : options->max_shapes) builder.set("max-shapes", spec);
+    set_switch("ignore-timing-cache-errors", options->ignore_timing_cache_errors);
+    builder.set("tactics", options->no_tune ? "first" : options->tactics);
+    builder.set("threads", std::to_string(options->threads));
+    set_text("sign", options->sign_key);
     if (options->verbose) {
       auto start = std::chrono::steady_clock::now();
-      build.log = [start](const std::string& line) {
+      builder.log_to([start](const std::string& line) {
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::fprintf(stderr, "[build %7.3fs] %s\n", s, line.c_str());
-      };
+      });
     }
-    if (build.log && board.native)
-      build.log("board native: " + board.profile.name + " (" + board.reason + "); " +
-                std::to_string(board.profile.cpu_cores) + " kernel threads");
+    std::string timing_cache = options->timing_cache;
     TemporaryFile temporary_cache;
     if (!options->tune_on.host.empty()) {
+      config::ResolvedBoard board = config::resolve_board(options->board);
       if (board.native)
         builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT,
                             "--tune-on %s needs --board naming the board's profile (native is this machine; edgert "
                             "boards on the board says which profile it matches)",
                             options->tune_on.host.c_str());
-      if (build.timing_cache_path.empty()) build.timing_cache_path = temporary_cache.make("/tmp/edgert-tune-on-XXXXXX");
+      if (timing_cache.empty()) timing_cache = temporary_cache.make("/tmp/edgert-tune-on-XXXXXX");
       BoardTuning tuning;
       tuning.board = options->tune_on;
       tuning.model = model;
-      tuning.profile = build.board;
-      tuning.timing_cache = build.timing_cache_path;
-      tuning.threads = build.threads;
+      tuning.profile = board.profile;
+      tuning.timing_cache = timing_cache;
+      tuning.threads = options->threads;
       tuning.plugin_path = options->plugin_path;
       tune_on_board(tuning);
     }
-    builder::BuildResult result = builder::build_engine(build);
-    for (const std::string& warning : result.warnings) std::fprintf(stderr, "edgert: warning: %s\n", warning.c_str());
-    if (build.signer) signing::sign_engine(result.engine, key);
-    builder::write_file_atomically(output, result.engine);
-    std::printf("built %s for board %s%s: %zu nodes, %zu bytes -> %s\n", model.c_str(), build.board.name.c_str(),
-                board.native ? " (native)" : "", result.model.graphs[0].nodes.size(), result.engine.size(),
-                output.c_str());
-    if (build.signer) std::printf("signed by '%s' (ed25519)\n", key.name.c_str());
-    if ((result.fp16_nodes > 0 || result.cpu_reduced_nodes > 0 || result.fp16_kept_float32 > 0) &&
-        !std::isnan(result.fp16_rel_l2)) {
-      // GPU layers in float16, else CPU convolutions allowed bfloat16 or float16 (timing picks).
-      const bool gpu = result.fp16_nodes > 0;
-      const char* flag = build.fp16 ? "fp16" : "bf16";
-      const std::string layers = gpu ? std::to_string(result.fp16_nodes) + " layer(s) in float16"
-                                     : std::to_string(result.cpu_reduced_nodes) + " CPU convolution(s) allowed " +
-                                           (build.fp16 ? "float16" : "bfloat16");
-      if (result.fp16_kept_float32 > 0)
-        std::printf("%s: %s, the first %d that take it kept float32 for accuracy: relative L2 %.2e against "
-                    "float32 (%.2e with none kept; tolerance %.2e)\n",
-                    flag, layers.c_str(), result.fp16_kept_float32, result.fp16_rel_l2, result.fp16_rel_l2_all_half,
-                    result.fp16_tolerance);
-      else
-        std::printf("%s: %s: relative L2 %.2e against float32 (tolerance %.2e)\n", flag, layers.c_str(),
-                    result.fp16_rel_l2, result.fp16_tolerance);
-    }
-    if (build.int8 && result.int8.not_applied.empty()) print_int8_summary(result);
-    if (result.accuracy_guard) print_accuracy_guard(*result.accuracy_guard);
-    const builder::TunerStats& t = result.tuning;
-    if (t.nodes > 0 && build.tactics == builder::TacticPolicy::kTune)
-      std::printf("tactics: %d node(s) with several; timing cache: %d hits, %d misses; %d timed (%.2f s)%s\n", t.nodes,
-                  t.hits, t.misses, t.timed, t.timing_seconds,
-                  result.timed_here ? "" : ("; not timed here: " + result.not_timed_why).c_str());
+    set_text("timing-cache", timing_cache);
+    edgert::BuiltEngine built = builder.build();
+    const nlohmann::json report = nlohmann::json::parse(built.report());
+    for (const auto& warning : report["warnings"])
+      std::fprintf(stderr, "edgert: warning: %s\n", warning.get<std::string>().c_str());
+    built.save(output);
+    std::printf("built %s for board %s%s: %llu nodes, %llu bytes -> %s\n", model.c_str(),
+                report["board"].get<std::string>().c_str(), report["native_board"].get<bool>() ? " (native)" : "",
+                report["nodes"].get<unsigned long long>(), report["bytes"].get<unsigned long long>(), output.c_str());
+    for (const auto& line : report["summary"]) std::printf("%s\n", line.get<std::string>().c_str());
   });
 }
 

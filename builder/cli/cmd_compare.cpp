@@ -100,7 +100,7 @@ std::string find_ort_runner(const std::string& given) {
              looked.c_str(), EDGERT_DATA_INSTALL_DIR);
 }
 
-std::string joined(const std::vector<std::string>& names) {
+std::string bracketed_list(const std::vector<std::string>& names) {
   std::string s;
   for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
   return "[" + s + "]";
@@ -128,8 +128,9 @@ void check_pairing(const std::string& model_path, const LoadedEngine& engine, co
     build_fail(EDGERT_ERR_INVALID_ARGUMENT,
                "engine '%s' was not built from model '%s': the engine's inputs %s and outputs %s, the model's "
                "inputs %s and outputs %s",
-               engine_path.c_str(), model_path.c_str(), joined(engine.input_names()).c_str(),
-               joined(engine.output_names()).c_str(), joined(inputs).c_str(), joined(outputs).c_str());
+               engine_path.c_str(), model_path.c_str(), bracketed_list(engine.input_names()).c_str(),
+               bracketed_list(engine.output_names()).c_str(), bracketed_list(inputs).c_str(),
+               bracketed_list(outputs).c_str());
 }
 
 // Fraction of rows whose argmax agrees, for [N, C] float score outputs; -1 when not applicable.

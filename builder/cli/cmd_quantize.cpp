@@ -41,7 +41,8 @@ void add_quantize_command(CLI::App& app) {
     flags.calib_cache = options->calib_cache;
     flags.calibrator = options->calibrator;
     flags.layer_precisions = options->layer_precisions;
-    apply_precision_flags(flags, build);
+    for (const std::string& warning : apply_precision_flags(flags, build))
+      std::fprintf(stderr, "edgert: warning: %s\n", warning.c_str());
     if (!build.int8_layers.empty())
       builder::build_fail(EDGERT_ERR_INVALID_ARGUMENT, "quantize: --layer-precisions takes NAME:fp32 only");
     if (g_verbose)

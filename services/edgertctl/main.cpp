@@ -81,6 +81,9 @@ void print_stats(const json& p) {
               p["name"].get<std::string>().c_str(), p.value("fps", 0.0), p.value("frames_in", 0ull),
               p.value("processed", 0ull), p.value("dropped", 0ull), p.value("errors", 0ull),
               p.value("frame_copies_per_frame", 0.0));
+  if (p.contains("swaps"))
+    std::printf("    engine %.12s  swaps %llu  rollbacks %llu  refused %llu\n", p.value("engine", "").c_str(),
+                p.value("swaps", 0ull), p.value("rollbacks", 0ull), p.value("swaps_refused", 0ull));
   if (p.contains("latency"))
     for (const char* stage : {"queue", "preprocess", "inference", "postprocess", "total"}) {
       const json& l = p["latency"][stage];

@@ -141,7 +141,46 @@ class SocketPathUsers {
   std::map<std::string, std::string> users_;
 };
 
+// `listen: HOST:PORT`, HOST one of the loopback names; IPv6 in brackets ([::1]:9464).
+void parse_metrics_listen(const YamlReader& r, const YamlNode& at, MetricsConfig& m) {
+  const std::string text = r.string_value(at, "metrics.listen");
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 == text.size())
+    r.fail(at, "metrics.listen '" + text + "' must be HOST:PORT, e.g. 127.0.0.1:9464 or [::1]:9464");
+  std::string host = text.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host != "127.0.0.1" && host != "::1" && host != "localhost")
+    r.fail(at, "metrics.listen '" + text + "': '" + host + "' is not a loopback address; edgertd serves metrics only on "
+               "127.0.0.1, ::1 or localhost (the endpoint has no authentication: scrape it through a proxy or a tunnel, "
+               "or use metrics.socket)");
+  const std::string port = text.substr(colon + 1);
+  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 || std::stoi(port) < 1 ||
+      std::stoi(port) > 65535)
+    r.fail(at, "metrics.listen '" + text + "': the port must be a number from 1 to 65535");
+  m.listen_host = host;
+  m.listen_port = std::stoi(port);
+}
+
+MetricsConfig parse_metrics(const YamlReader& r, const YamlNode& n) {
+  r.expect_keys(n, {"socket", "listen"}, "metrics");
+  MetricsConfig m;
+  const YamlNode* socket = n.get("socket");
+  const YamlNode* listen = n.get("listen");
+  if (!socket == !listen) r.fail(n, "metrics needs exactly one of 'socket' (a Unix socket path) or 'listen' (127.0.0.1:PORT)");
+  if (socket) {
+    m.socket = r.string_value(*socket, "metrics.socket");
+    if (m.socket.empty()) r.fail(*socket, "metrics.socket must be a path");
+  }
+  if (listen) parse_metrics_listen(r, *listen, m);
+  return m;
+}
+
 }  // namespace
+
+std::string MetricsConfig::describe() const {
+  if (!socket.empty()) return "unix:" + socket;
+  return (listen_host == "::1" ? "[::1]" : listen_host) + ":" + std::to_string(listen_port);
+}
 
 std::string read_config_file(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -196,7 +235,7 @@ DaemonConfig load_daemon_config(const std::string& path) {
   auto root = config::load_yaml_string(read_config_file(path), path);
   YamlReader r(*root, path);
   r.expect_keys(*root, {"board", "memory_budget_mb", "mlock_weights", "plugin_path", "control_socket", "control_idle_timeout_s",
-                        "state_dir", "require_signed", "trusted_keys_dir", "swap_stop_first", "log_level", "pipelines"},
+                        "state_dir", "require_signed", "trusted_keys_dir", "swap_stop_first", "log_level", "metrics", "pipelines"},
                 "edgertd configuration");
   DaemonConfig c;
   c.source_path = path;
@@ -224,6 +263,10 @@ DaemonConfig load_daemon_config(const std::string& path) {
     c.log_level = r.string_value(*v, "log_level");
     if (log_level_from_name(c.log_level) < 0)
       r.fail(*v, "log_level '" + c.log_level + "' must be one of debug, info, notice, warning, err");
+  }
+  if (const YamlNode* v = root->get("metrics")) {
+    c.metrics = parse_metrics(r, *v);
+    if (!c.metrics.socket.empty()) socket_users.add(v->get("socket"), c.metrics.socket, "metrics.socket");
   }
   const YamlNode& pipelines = r.require(*root, "pipelines", "edgertd configuration");
   if (pipelines.kind != YamlNode::Kind::Sequence || pipelines.items.empty())

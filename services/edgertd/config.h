@@ -74,6 +74,17 @@ struct PipelineConfig {
   JournalSinkConfig journal;
 };
 
+// The Prometheus endpoint (GET /metrics), off unless one of the two is set: a Unix socket, or a
+// TCP port on the loopback interface only (the metrics name pipelines and engines, and the
+// endpoint has no authentication: a scraper elsewhere reaches it through a proxy or a tunnel).
+struct MetricsConfig {
+  std::string socket;       // Unix socket path
+  std::string listen_host;  // 127.0.0.1, ::1 or localhost (which binds 127.0.0.1)
+  int listen_port = 0;
+  bool enabled() const { return !socket.empty() || listen_port > 0; }
+  std::string describe() const;  // "unix:/run/edgert/metrics.sock" or "127.0.0.1:9464"
+};
+
 struct DaemonConfig {
   std::string source_path;
   // `board:` as written: a profile name or path, or native (this machine: the profile
@@ -95,6 +106,7 @@ struct DaemonConfig {
   // (frames are dropped while the new one loads; on failure the old one is loaded again).
   bool swap_stop_first = false;
   std::string log_level = "info";  // debug | info | notice | warning | err
+  MetricsConfig metrics;           // read at start: a reload keeps the running endpoint
   std::vector<PipelineConfig> pipelines;
 };
 

@@ -44,8 +44,10 @@ std::string fingerprint(const PipelineConfig& p) {
   return j.dump();
 }
 
+// Percentiles over the recent window; count and sum_ms since start (the Prometheus histogram's).
 nlohmann::json latency_json(const LatencySummary& s) {
-  return {{"p50_ms", s.p50_us / 1000}, {"p99_ms", s.p99_us / 1000}, {"mean_ms", s.mean_us / 1000}, {"samples", s.samples}};
+  return {{"p50_ms", s.p50_us / 1000}, {"p99_ms", s.p99_us / 1000}, {"mean_ms", s.mean_us / 1000}, {"samples", s.samples},
+          {"count", s.since_start.count}, {"sum_ms", s.since_start.sum_us / 1000}};
 }
 
 uint64_t budget_bytes(const DaemonConfig& config) {
@@ -89,6 +91,8 @@ void check_before_start(const DaemonConfig& config, bool engines_must_exist) {
   auto fail = [&](const std::string& message) { throw config::ConfigError(file + ": " + message); };
   std::string problem = socket_path_problem(config.control_socket);
   if (!problem.empty()) fail("control_socket: " + problem);
+  if (!config.metrics.socket.empty() && !(problem = socket_path_problem(config.metrics.socket)).empty())
+    fail("metrics.socket: " + problem);
   for (const PipelineConfig& p : config.pipelines)
     if (p.socket.enabled && !(problem = socket_path_problem(p.socket.path)).empty())
       fail("pipeline '" + p.name + "' sinks.socket.path: " + problem);
@@ -124,6 +128,7 @@ Daemon::Daemon(std::string config_path) : config_path_(std::move(config_path)) {
 
 Daemon::~Daemon() {
   worker_.reset();  // first: a job in flight may still be loading an engine
+  metrics_.reset();  // it reads the pipelines
   for (auto& [name, t] : triggers_) sd_event_source_disable_unref(t->source);
   triggers_.clear();
   previous_.clear();
@@ -224,6 +229,11 @@ void Daemon::start() {
   worker_ = std::make_unique<BackgroundWorker>(loop_);
   register_swap_commands();
   control_->start(loop_);
+  if (config_.metrics.enabled()) {
+    metrics_ = std::make_unique<MetricsServer>(config_.metrics, [this] { return snapshot(); });
+    metrics_->start(loop_);
+    std::fprintf(stderr, SD_NOTICE "metrics: serving GET /metrics on %s\n", config_.metrics.describe().c_str());
+  }
   for (const PipelineConfig& p : config_.pipelines) start_pipeline(p);
   started_ns_ = monotonic_ns();
 }
@@ -306,8 +316,8 @@ Pipeline& Daemon::pipeline_named(const std::string& name) {
   return *it->second;
 }
 
-nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
-  PipelineStats s = p.stats();
+nlohmann::json Daemon::pipeline_json(const Pipeline& p, const PipelineSnapshot& numbers, bool with_stats) const {
+  const PipelineStats& s = numbers.stats;
   nlohmann::json j = {{"name", p.config().name}, {"source", p.describe_source()}, {"engine", s.engine},
                       {"postprocess", p.config().postprocess.type}};
   if (with_stats) {
@@ -318,6 +328,9 @@ nlohmann::json Daemon::pipeline_json(const Pipeline& p, bool with_stats) {
     j["unloaded_drops"] = s.unloaded_drops;
     j["source_gaps"] = s.source_gaps;
     j["errors"] = s.errors;
+    j["swaps"] = numbers.swaps.swaps;
+    j["rollbacks"] = numbers.swaps.rollbacks;
+    j["swaps_refused"] = numbers.swaps.refused;
     if (!s.last_error.empty()) j["last_error"] = s.last_error;
     j["socket_clients"] = s.sinks.clients;
     j["socket_dropped"] = s.sinks.dropped;
@@ -346,17 +359,30 @@ uint64_t Daemon::socket_buffered_bytes() const {
   return bytes;
 }
 
+DaemonSnapshot Daemon::snapshot() const {
+  DaemonSnapshot s;
+  s.memory_budget_bytes = budget_->limit();
+  s.memory_reserved_bytes = budget_->used();
+  s.socket_buffer_bytes = socket_buffered_bytes();
+  for (const auto& [name, p] : pipelines_) {
+    auto swaps = swap_counts_.find(name);
+    s.pipelines.push_back({name, p->stats(), swaps != swap_counts_.end() ? swaps->second : SwapCounts{}});
+  }
+  return s;
+}
+
 nlohmann::json Daemon::status_json() {
+  DaemonSnapshot numbers = snapshot();
   nlohmann::json pipelines = nlohmann::json::array();
-  for (auto& [name, p] : pipelines_) pipelines.push_back(pipeline_json(*p, true));
-  uint64_t buffered = socket_buffered_bytes();
+  for (const PipelineSnapshot& p : numbers.pipelines) pipelines.push_back(pipeline_json(*pipelines_.at(p.name), p, true));
   // Reservations (engines, frame buffers) plus what slow socket readers hold right now.
   nlohmann::json status = {{"version", EDGERT_VERSION},
                            {"config", config_path_},
                            {"board", config_.board_profile.name},
                            {"uptime_s", (monotonic_ns() - started_ns_) / 1e9},
-                           {"memory", {{"budget_bytes", budget_->limit()}, {"used_bytes", budget_->used() + buffered},
-                                       {"reserved_bytes", budget_->used()}, {"socket_buffers_bytes", buffered}}},
+                           {"memory", {{"budget_bytes", numbers.memory_budget_bytes}, {"used_bytes", numbers.memory_used_bytes()},
+                                       {"reserved_bytes", numbers.memory_reserved_bytes},
+                                       {"socket_buffers_bytes", numbers.socket_buffer_bytes}}},
                            {"pipelines", pipelines}};
   // A GPU board: its device memory as the GPU reports it (a discrete GPU's own budget).
   uint64_t free_bytes = 0, total_bytes = 0;
@@ -373,14 +399,14 @@ void Daemon::register_commands() {
   control_->handle("status", [this](const nlohmann::json&, UnixSocketServer::Client&) { return status_json(); });
   control_->handle("pipelines", [this](const nlohmann::json&, UnixSocketServer::Client&) {
     nlohmann::json list = nlohmann::json::array();
-    for (auto& [name, p] : pipelines_) list.push_back(pipeline_json(*p, false));
+    for (const PipelineSnapshot& p : snapshot().pipelines) list.push_back(pipeline_json(*pipelines_.at(p.name), p, false));
     return list;
   });
   control_->handle("stats", [this](const nlohmann::json& request, UnixSocketServer::Client&) {
     nlohmann::json out = nlohmann::json::array();
     std::string only = string_field(request, "pipeline");
-    for (auto& [name, p] : pipelines_)
-      if (only.empty() || only == name) out.push_back(pipeline_json(*p, true));
+    for (const PipelineSnapshot& p : snapshot().pipelines)
+      if (only.empty() || only == p.name) out.push_back(pipeline_json(*pipelines_.at(p.name), p, true));
     if (!only.empty() && out.empty()) throw ControlError("no_such_pipeline", "no pipeline named '" + only + "'");
     return out;
   });

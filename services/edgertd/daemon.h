@@ -16,9 +16,11 @@
 #include "background_worker.h"
 #include "config.h"
 #include "control_server.h"
+#include "daemon_snapshot.h"
 #include "deployment_log.h"
 #include "engine_store.h"
 #include "memory_budget.h"
+#include "metrics_server.h"
 #include "gpio.h"
 #include "pipeline.h"
 #include "sqlite_sink.h"
@@ -50,9 +52,10 @@ class Daemon {
   void reload();
   void register_commands();
   void publish_status();
+  DaemonSnapshot snapshot() const;
   nlohmann::json status_json();
   uint64_t socket_buffered_bytes() const;
-  nlohmann::json pipeline_json(const Pipeline& pipeline, bool with_stats);
+  nlohmann::json pipeline_json(const Pipeline& pipeline, const PipelineSnapshot& numbers, bool with_stats) const;
   Pipeline& pipeline_named(const std::string& name);
 
   static int on_signal(sd_event_source* s, const struct signalfd_siginfo* si, void* userdata);
@@ -68,6 +71,8 @@ class Daemon {
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
   std::map<std::string, std::string> pipeline_fingerprints_;
   std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<MetricsServer> metrics_;  // null unless `metrics:` is configured
+  std::map<std::string, SwapCounts> swap_counts_;  // by pipeline
   std::unique_ptr<SqliteStore> store_;  // null when the state directory cannot be used
   std::unique_ptr<SqliteSink> sqlite_;
   struct TriggerBinding {

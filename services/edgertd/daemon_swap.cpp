@@ -81,6 +81,7 @@ void Daemon::refuse_swap(SwapJob& job, const std::string& step, const std::strin
                         why + (job.current_sha.empty() ? "" : "; still running " + short_sha(job.current_sha));
   log(LOG_WARNING, "%s", message.c_str());
   record_event(job.name, "swap_refused", message);
+  ++swap_counts_[job.name].refused;
   if (deployments_ && job.row) deployments_->finish(job.row, "failed", step, why);
   throw ControlError(code, message, {{"steps", job.all_steps()}, {"running", job.current_sha}});
 }
@@ -308,6 +309,8 @@ void Daemon::swap_loaded(const std::shared_ptr<SwapJob>& job) {
     deployments_->finish(j.row, "active", "record", j.signer);
   }
   double total_ms = monotonic_ms() - j.started_ms;
+  SwapCounts& counts = swap_counts_[j.name];
+  ++(j.kind == "rollback" ? counts.rollbacks : counts.swaps);
   record_event(j.name, "engine_swapped", j.kind + ": " + short_sha(j.current_sha) + " -> " + short_sha(j.sha));
   log(LOG_NOTICE, "pipeline %s: %s %s -> %s in %.1f ms (%s)", j.name.c_str(), j.kind.c_str(), short_sha(j.current_sha).c_str(),
       short_sha(j.sha).c_str(), total_ms, j.stop_first ? "stop-first" : "overlap");

@@ -5,7 +5,15 @@
 
 namespace edgert::daemon {
 
+void LatencyHistogram::add(double us) {
+  auto bucket = std::lower_bound(kLatencyBucketBoundsUs.begin(), kLatencyBucketBoundsUs.end(), us);
+  if (bucket != kLatencyBucketBoundsUs.end()) ++buckets[static_cast<size_t>(bucket - kLatencyBucketBoundsUs.begin())];
+  ++count;
+  sum_us += us;
+}
+
 void LatencyWindow::add(double us) {
+  since_start_.add(us);
   if (samples_.size() < capacity_) {
     samples_.push_back(us);
   } else {
@@ -17,6 +25,7 @@ void LatencyWindow::add(double us) {
 LatencySummary LatencyWindow::summary() const {
   LatencySummary s;
   s.samples = samples_.size();
+  s.since_start = since_start_;
   if (samples_.empty()) return s;
   std::vector<double> sorted = samples_;
   std::sort(sorted.begin(), sorted.end());

@@ -93,6 +93,15 @@ void UnixSocketServer::start(sd_event* loop) {
   if (struct group* g = getgrnam(group_.c_str())) {
     if (chown(path_.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) { /* not fatal: peers are checked anyway */ }
   }
+  unlink_at_stop_ = true;
+  int r = sd_event_add_io(loop, &accept_source_, listen_fd_, EPOLLIN, &UnixSocketServer::on_accept, this);
+  if (r < 0) throw std::runtime_error("cannot watch '" + path_ + "': " + strerror(-r));
+}
+
+void UnixSocketServer::start(sd_event* loop, int listening_fd) {
+  loop_ = loop;
+  listen_fd_ = listening_fd;
+  unlink_at_stop_ = false;
   int r = sd_event_add_io(loop, &accept_source_, listen_fd_, EPOLLIN, &UnixSocketServer::on_accept, this);
   if (r < 0) throw std::runtime_error("cannot watch '" + path_ + "': " + strerror(-r));
 }
@@ -103,7 +112,7 @@ void UnixSocketServer::stop() {
   if (accept_source_) accept_source_ = sd_event_source_disable_unref(accept_source_);
   if (listen_fd_ >= 0) {
     close(listen_fd_);
-    unlink(path_.c_str());
+    if (unlink_at_stop_) unlink(path_.c_str());
     listen_fd_ = -1;
   }
 }
@@ -227,6 +236,7 @@ int UnixSocketServer::on_client_io(sd_event_source*, int fd, uint32_t revents, v
       self->close_client(fd);
       return 0;
     }
+    if (n > 0 && client.close_when_sent) return 0;
     if (n > 0) {
       client.input.append(buffer, static_cast<size_t>(n));
       self->touch(client);
@@ -280,7 +290,26 @@ void UnixSocketServer::flush(Client& client) {
       client.output_offset = 0;
     }
   }
+  if (client.close_when_sent) {
+    if (client.output.empty()) {
+      // Unread input at close would reset the connection, and the peer could lose the response.
+      // Bounded: a peer that keeps sending cannot hold the loop here.
+      char discard[4096];
+      for (int i = 0; i < 16 && recv(client.fd, discard, sizeof discard, MSG_DONTWAIT) > 0; ++i) {
+      }
+      close_client(client.fd);
+      return;
+    }
+    // Only the response is left: a peer that shut down its sending side is not read again.
+    sd_event_source_set_io_events(client.io, EPOLLOUT);
+    return;
+  }
   sd_event_source_set_io_events(client.io, client.output.empty() ? EPOLLIN : (EPOLLIN | EPOLLOUT));
+}
+
+void UnixSocketServer::close_after_sending(Client& client) {
+  client.close_when_sent = true;
+  flush(client);
 }
 
 void UnixSocketServer::close_client(int fd) {

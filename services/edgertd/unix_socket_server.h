@@ -1,7 +1,7 @@
 // A Unix stream socket served from the sd-event loop: accepts clients, checks their
 // credentials (SO_PEERCRED), buffers writes without blocking the loop, and bounds what a client
-// can make the daemon spend (pending output, idle time). ControlServer and the result stream
-// sink build on it.
+// can make the daemon spend (pending output, idle time). ControlServer, the result stream sink
+// and the metrics endpoint (which may listen on a loopback TCP port instead) build on it.
 #pragma once
 
 #include <sys/types.h>
@@ -48,6 +48,7 @@ class UnixSocketServer {
     std::string tag;  // what the owner uses the client for (e.g. the pipeline it watches)
     uint64_t serial = 0;  // unique per connection: tells a reused fd from the client that had it
     bool awaiting_reply = false;  // a request is being answered later; further input waits
+    bool close_when_sent = false;  // see close_after_sending
   };
   // What happens when a client's pending output would pass max_pending_output.
   enum class SlowReader {
@@ -68,11 +69,18 @@ class UnixSocketServer {
   // starts accepting. A socket already at the path is replaced only when nobody accepts on it
   // (stale); anything else there, or a live socket, throws std::runtime_error naming the path.
   void start(sd_event* loop);
+  // Serves `listening_fd`, a non-blocking socket the caller bound and listens on (the metrics
+  // endpoint's loopback TCP port), and takes ownership of it. Its peers carry no credentials,
+  // so none is authorized; path() only names it in messages, and stop() unlinks nothing.
+  void start(sd_event* loop, int listening_fd);
   void stop();
   const std::string& path() const { return path_; }
 
   void send(Client& client, const std::string& bytes);
   void close_client(int fd);
+  // Closes the connection once its pending output is sent (at once when there is none); input
+  // that arrives meanwhile is read and discarded.
+  void close_after_sending(Client& client);
   std::map<int, std::unique_ptr<Client>>& clients() { return clients_; }
   size_t client_count() const { return clients_.size(); }
   // The client with this fd, if it is still the connection `serial` names; else null.
@@ -104,6 +112,7 @@ class UnixSocketServer {
   Limits limits_;
   sd_event* loop_ = nullptr;
   int listen_fd_ = -1;
+  bool unlink_at_stop_ = false;  // the socket file is ours (not a caller's TCP socket)
   sd_event_source* accept_source_ = nullptr;
   std::map<int, std::unique_ptr<Client>> clients_;
   uint64_t next_serial_ = 1;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Debian packages cpack makes from BUILD_DIR: edgert (runtime + CLI + profiles), edgertd
-# (daemon, unit, conffile, sysusers/tmpfiles/udev), one edgert-plugin-<name> per plugin. Checks
+# (daemon, unit, conffile, sysusers/tmpfiles/udev), one edgert-plugin-<name> per plugin,
+# libedgert-builder0 and libedgert-builder-dev, and python3-edgert (not from a cross build). Checks
 # names, contents and control fields, then extracts all of them into a scratch root and builds
 # and runs an engine with the extracted files only. BUILD_DIR may be the aarch64 cross build
 # (tests/boards/test_cross_aarch64.sh): arm64 packages, their programs run under qemu-aarch64-static.
@@ -21,7 +22,11 @@ echo "cpack: $((SECONDS - start)) s"
 arch=$(sed -n 's/^set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE "\(.*\)")$/\1/p' "$build/CPackConfig.cmake")
 arch=${arch:-$(dpkg --print-architecture)}
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
-for pkg in edgert edgertd edgert-plugin-cpu; do
+packages=(edgert edgertd edgert-plugin-cpu libedgert-builder0 libedgert-builder-dev)
+# The Python package and the GStreamer element: built where the build machine's Python and
+# GStreamer are the target's (not a cross build).
+[[ $arch == "$(dpkg --print-architecture)" ]] && packages+=(python3-edgert gstreamer1.0-edgert)
+for pkg in "${packages[@]}"; do
   deb=$work/${pkg}_${version}_$arch.deb
   [[ -f $deb ]] || fail "$deb missing (made: $(cd "$work" && ls ./*.deb))"
   echo "== $pkg: $(dpkg-deb -f "$deb" Package Version Architecture Depends | tr '\n' ' ')"
@@ -43,6 +48,18 @@ has edgertd usr/lib/sysusers.d/edgert.conf
 has edgertd usr/lib/tmpfiles.d/edgert.conf
 has edgertd usr/lib/udev/rules.d/60-edgert.rules
 has edgert-plugin-cpu "usr/$libdir/edgert/plugins/libedgert_plugin_cpu.so"
+has libedgert-builder0 "usr/$libdir/libedgert-builder.so.$version"
+has libedgert-builder-dev usr/include/edgert/builder.h
+has libedgert-builder-dev usr/include/edgert/builder.hpp
+has libedgert-builder-dev "usr/$libdir/libedgert-builder.so"
+grep -q "libedgert-builder.so" "$work/edgert.files" && fail "the builder library inside package edgert"
+grep -qF "libedgert-builder0 (= $version)" <<<"$(dpkg-deb -f "$work/edgert_${version}_$arch.deb" Depends)" ||
+  fail "edgert (its edgert build) does not depend on libedgert-builder0"
+if [[ " ${packages[*]} " == *" python3-edgert "* ]]; then
+  has python3-edgert usr/lib/python3/dist-packages/edgert/__init__.py
+  grep -q "^./usr/lib/python3/dist-packages/edgert/_edgert.cpython-.*\.so$" "$work/python3-edgert.files" ||
+    fail "python3-edgert lacks the _edgert module"
+fi
 grep -q edgert/plugins "$work/edgert.files" "$work/edgertd.files" && fail "a plugin outside its own package"
 # Outputs are read whole before grep looks at them: `producer | grep -q` under pipefail fails
 # whenever grep's early exit kills the producer with SIGPIPE (it did, for a postinst present).
@@ -55,7 +72,7 @@ grep -q postinst <<<"$control" || fail "edgertd has no postinst"
 grep -qF "edgert (= $version)" <<<"$edgertd_depends" || fail "edgertd does not depend on edgert"
 grep -qF "edgert (= $version)" <<<"$plugin_depends" || fail "edgert-plugin-cpu does not depend on edgert"
 
-for pkg in edgert edgertd edgert-plugin-cpu; do
+for pkg in edgert edgertd edgert-plugin-cpu libedgert-builder0; do
   [[ $(dpkg-deb -f "$work/${pkg}_${version}_$arch.deb" Depends) == *libc6* ]] || fail "$pkg: no shared library Depends (dpkg-shlibdeps)"
 done
 grep -q libsystemd0 <<<"$edgertd_depends" || fail "edgertd does not depend on libsystemd0"
@@ -79,5 +96,26 @@ if [[ $arch == amd64 ]]; then
   compared=$(NODE_PATH="$source/node_modules" "${run[@]}" "$r/usr/bin/edgert" compare "$work/demo.onnx" "$work/demo.engine" \
              --board $board --plugin-path "$r/usr/$libdir/edgert/plugins" 2>&1) || fail "edgert compare from the package: $compared"
   grep -q "^PASS" <<<"$compared" || fail "edgert compare from the package: $compared"
+fi
+# The Python package from the extracted files: it builds through the packaged libedgert-builder
+# the engine the packaged CLI built, and runs it. (The image test installs it with apt into a fresh
+# root filesystem: tests/system/test_image_boot.sh.)
+if [[ " ${packages[*]} " == *" python3-edgert "* ]]; then
+  env "${env[@]}" PYTHONPATH="$r/usr/lib/python3/dist-packages" /usr/bin/python3 - "$work" "$board" <<'PY' || fail "python3-edgert from the package"
+import sys, numpy as np, edgert
+work, board = sys.argv[1], sys.argv[2]
+assert edgert.__file__.startswith(work), edgert.__file__
+built = edgert.build(work + "/demo.onnx", board=board)
+engine = built.load()
+out = engine.context().run({engine.inputs[0]["name"]: np.load(work + "/input.npy")})
+print("python3-edgert: built %d bytes for %s, outputs %s" % (len(built.data), board, {k: v.shape for k, v in out.items()}))
+PY
+fi
+# GStreamer finds the packaged element and reads its description.
+if [[ " ${packages[*]} " == *" gstreamer1.0-edgert "* ]]; then
+  element=$(env "${env[@]}" GST_PLUGIN_PATH="$r/usr/$libdir/gstreamer-1.0" GST_REGISTRY="$work/gst-registry.bin" \
+            gst-inspect-1.0 edgertinfer 2>&1) || fail "gst-inspect-1.0 edgertinfer from the package: $element"
+  grep -q "engine" <<<"$element" || fail "gst-inspect-1.0 edgertinfer shows no engine property: $element"
+  echo "gstreamer1.0-edgert: gst-inspect-1.0 finds edgertinfer"
 fi
 echo "$arch packages OK"

@@ -98,6 +98,13 @@ creds=$(guest "cat /proc/\$(systemctl show -p MainPID --value edgertd)/status" |
 [[ $creds == "$(guest id -u edgert) 0000000000000000 " ]] || fail "edgertd runs with uid and effective capabilities '$creds', want user edgert's and none"
 [[ $(guest "sshd -T" | awk '$1 == "passwordauthentication" {print $2}') == no ]] || fail "sshd drop-in not in effect"
 guest "dpkg-query -W -f='\${Package} \${Version} \${Architecture}\n' edgert edgertd edgert-plugin-cpu"
+# The Python package, installed by apt into this fresh root filesystem with what it depends on,
+# loads the engine the image runs.
+if ls "$work/debs"/python3-edgert_*.deb >/dev/null 2>&1; then
+  inputs=$(guest "python3 -c 'import edgert; print([i[\"name\"] for i in edgert.Engine(\"/var/lib/edgert/engines/default.engine\").inputs])'") ||
+    fail "python3 cannot import edgert or load the engine in the image"
+  echo "python3-edgert in the image: the engine's inputs $inputs"
+fi
 [[ $(guest dpkg --print-architecture) == $(guest "dpkg-query -W -f='\${Architecture}' edgertd") ]] || fail "edgertd's architecture is not the image's"
 # The overlay's udev rules: a camera (vivid, in the image's kernel) belongs to group edgert.
 video=$(guest "modprobe vivid n_devs=1 && udevadm settle && stat -c '%G %a' /dev/video0") || fail "vivid did not load"
