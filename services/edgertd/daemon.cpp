@@ -21,12 +21,6 @@
 namespace edgert::daemon {
 namespace {
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 // What decides whether a reload must restart a pipeline.
 std::string fingerprint(const PipelineConfig& p) {
   nlohmann::json j = {{"source", {p.source.type, p.source.device, p.source.width, p.source.height, p.source.fps,

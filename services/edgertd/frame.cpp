@@ -1,8 +1,15 @@
 #include "frame.h"
 
 #include <strings.h>
+#include <time.h>
 
 namespace edgert::daemon {
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 const char* pixel_format_name(PixelFormat format) {
   switch (format) {

@@ -13,6 +13,10 @@ namespace edgert::daemon {
 enum class PixelFormat { YUYV, NV12, RGB24, MJPEG };
 
 const char* pixel_format_name(PixelFormat format);
+
+// CLOCK_MONOTONIC in nanoseconds: the clock of capture times (Frame::capture_ns) and stage
+// timings.
+uint64_t monotonic_ns();
 // "yuyv", "nv12", "rgb24", "mjpeg" (case-insensitive); false when unknown.
 bool parse_pixel_format(const std::string& text, PixelFormat* format);
 

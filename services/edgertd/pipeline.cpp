@@ -4,19 +4,12 @@
 #include "host_mapped_frame_memory.h"
 
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <stdexcept>
 
 namespace edgert::daemon {
 namespace {
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // The source's configuration with its frame buffers' memory: `memory` (the board's frame
 // memory, host-mapped on a GPU board: host_mapped_frame_memory.h) but where the test pattern
@@ -297,7 +290,7 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
   result.sequence = frame_ref->sequence;
   result.capture_ns = frame_ref->capture_ns;
   result.engine = engine->id();
-  uint64_t picked = now_ns();
+  uint64_t picked = monotonic_ns();
   result.times.queue_us = (picked - frame_ref->capture_ns) / 1000.0;
 
   const edgert_tensor_info& info = engine->input();
@@ -310,14 +303,14 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
     const edgert_tensor frame = camera_frame_tensor(*frame_ref, *camera, frame_staging_, in_place, &copies);
     result.frame_copies = copies;
     const int image_width = frame_ref->width, image_height = frame_ref->height;
-    const uint64_t ready = now_ns();
+    const uint64_t ready = monotonic_ns();
     result.times.preprocess_us = (ready - picked) / 1000.0;
     const uint64_t copies_before = engine->device_copies();
     const std::vector<edgert_tensor>& outputs = in_place ? engine->run_in_place(frame) : engine->run(frame);
     result.device_copies = static_cast<uint32_t>(engine->device_copies() - copies_before);
     result.times.gpu_us = engine->device_us();
     frame_ref.reset();
-    const uint64_t inferred = now_ns();
+    const uint64_t inferred = monotonic_ns();
     result.times.inference_us = (inferred - ready) / 1000.0;
     finish(std::move(result), outputs, *engine, image_width, image_height, inferred);
     return;
@@ -328,14 +321,14 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
   int image_width = frame_ref->width, image_height = frame_ref->height;
   result.frame_copies = preprocessor_.run(*frame_ref, layout, input_buffer_.data());
   frame_ref.reset();  // the camera buffer goes back to the driver before inference starts
-  uint64_t preprocessed = now_ns();
+  uint64_t preprocessed = monotonic_ns();
   result.times.preprocess_us = (preprocessed - picked) / 1000.0;
 
   const uint64_t copies_before = engine->device_copies();
   const std::vector<edgert_tensor>& outputs = engine->run(image_tensor(layout, input_buffer_.data()));
   result.device_copies = static_cast<uint32_t>(engine->device_copies() - copies_before);
   result.times.gpu_us = engine->device_us();
-  uint64_t inferred = now_ns();
+  uint64_t inferred = monotonic_ns();
   result.times.inference_us = (inferred - preprocessed) / 1000.0;
   finish(std::move(result), outputs, *engine, image_width, image_height, inferred);
 }
@@ -343,7 +336,7 @@ void Pipeline::process(FrameRef frame_ref, const std::shared_ptr<EngineHandle>& 
 void Pipeline::finish(Result result, const std::vector<edgert_tensor>& outputs, const EngineHandle& engine,
                       int image_width, int image_height, uint64_t inferred) {
   postprocessor_.run(outputs, engine.output_names(), image_width, image_height, &result);
-  uint64_t done = now_ns();
+  uint64_t done = monotonic_ns();
   result.times.postprocess_us = (done - inferred) / 1000.0;
   result.times.total_us = (done - result.capture_ns) / 1000.0;
   results_.push(std::move(result));

@@ -17,12 +17,6 @@ namespace {
 // camera's driver buffers.
 constexpr int kDefaultPoolSize = 4;
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 struct Rgb {
   uint8_t r, g, b;
 };

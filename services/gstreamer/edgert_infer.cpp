@@ -115,6 +115,9 @@ struct _GstEdgertInfer {
   // since caps queries come from other threads than the state changes that load the engine.
   const char* camera_format;
   guint64 frames;                          // processed since start()
+  // Caps were refused (set_info): said once. The source retries negotiation after a refusal,
+  // and an error posted on every retry raced gst-launch's preroll into a hang.
+  bool caps_refused;
 };
 
 G_DEFINE_TYPE(GstEdgertInfer, gst_edgert_infer, GST_TYPE_VIDEO_FILTER)
@@ -198,6 +201,7 @@ gboolean start(GstBaseTransform* base) {
                                                                             : "RGB";
   GST_OBJECT_UNLOCK(self);
   self->frames = 0;
+  self->caps_refused = false;
   GST_INFO_OBJECT(self, "engine '%s' loaded", settings.engine.c_str());
   return TRUE;
 }
@@ -251,8 +255,9 @@ gboolean set_info(GstVideoFilter* filter, GstCaps* incaps, GstVideoInfo* in_info
   const std::string mismatch =
       self->inference->mismatch(format, GST_VIDEO_INFO_WIDTH(in_info), GST_VIDEO_INFO_HEIGHT(in_info));
   if (!mismatch.empty()) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("%s", mismatch.c_str()),
-                      ("caps %" GST_PTR_FORMAT, incaps));
+    if (!self->caps_refused)
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("%s", mismatch.c_str()), ("caps %" GST_PTR_FORMAT, incaps));
+    self->caps_refused = true;
     return FALSE;
   }
   return TRUE;

@@ -1,17 +1,9 @@
 #include "frame_inference.h"
 
-#include <time.h>
-
 #include <stdexcept>
 
 namespace edgert::gst {
 namespace {
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Loads through the C++ wrapper; its errors name the engine file, as libedgert's may not.
 Engine load_engine(const FrameInferenceConfig& config) {
@@ -88,25 +80,25 @@ daemon::Result FrameInference::run(const daemon::Frame& frame) {
   result.sequence = frame.sequence;
   result.capture_ns = frame.capture_ns;
   result.engine = config_.engine_path;
-  const uint64_t started = now_ns();
+  const uint64_t started = daemon::monotonic_ns();
   if (camera_) {
     const edgert_tensor input = daemon::camera_frame_tensor(frame, *camera_, staging_, false, &result.frame_copies);
-    const uint64_t ready = now_ns();
+    const uint64_t ready = daemon::monotonic_ns();
     result.times.preprocess_us = (ready - started) / 1000.0;
     context_.run({input});
   } else {
     const daemon::InputLayout layout = daemon::layout_for(input_info_.dims, input_info_.rank, frame.width, frame.height);
     input_.resize(static_cast<size_t>(layout.channels) * layout.width * layout.height);
     result.frame_copies = preprocessor_.run(frame, layout, input_.data());
-    result.times.preprocess_us = (now_ns() - started) / 1000.0;
+    result.times.preprocess_us = (daemon::monotonic_ns() - started) / 1000.0;
     context_.run({image_tensor(layout, input_.data())});
   }
-  const uint64_t inferred = now_ns();
+  const uint64_t inferred = daemon::monotonic_ns();
   result.times.inference_us = (inferred - started) / 1000.0 - result.times.preprocess_us;
   outputs_.clear();
   for (int32_t o = 0; o < engine_.num_outputs(); ++o) outputs_.push_back(context_.output(o));
   postprocessor_.run(outputs_, output_names_, frame.width, frame.height, &result);
-  const uint64_t done = now_ns();
+  const uint64_t done = daemon::monotonic_ns();
   result.times.postprocess_us = (done - inferred) / 1000.0;
   result.times.total_us = (done - started) / 1000.0;
   return result;

@@ -19,7 +19,7 @@ import struct
 import subprocess
 import time
 
-from daemon_case import build_engine, check, edgert, edgertd, run_case, work
+from daemon_case import Daemon, build_engine, check, edgert, edgertd, run_case, work
 
 
 def write_config(engine, top="", sinks=None):
@@ -68,34 +68,6 @@ def send_raw(payload, timeout=10):
 
 def request(message, timeout=10):
     return send_raw(json.dumps(message).encode(), timeout)
-
-
-class Daemon:
-    def __init__(self, config):
-        self.log = open(f"{work}/edgertd{len(os.listdir(work))}.log", "w+")
-        self.process = subprocess.Popen([edgertd, "--config", config], stderr=self.log)
-        deadline = time.time() + 30
-        while time.time() < deadline and self.process.poll() is None:
-            try:
-                if request({"command": "status"}, timeout=1)["ok"]:
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("edgertd did not come up: " + self.stderr())
-
-    def stderr(self):
-        self.log.flush()
-        with open(self.log.name) as f:
-            return f.read()
-
-    def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        return self.process.returncode
 
 
 def poll(condition, seconds):

@@ -22,7 +22,7 @@ import struct
 import subprocess
 import time
 
-from daemon_case import build_engine, check, edgertctl, edgertd, run_case, work
+from daemon_case import Daemon, build_engine, check, edgertctl, edgertd, run_case, work
 
 
 def write_config(engine, top="", source_line="{type: test-pattern, width: 64, height: 64, fps: 30, format: nv12}",
@@ -63,34 +63,6 @@ def request(message, path=None, timeout=5):
                 raise ConnectionError("closed before a full response")
             data += chunk
         return json.loads(data[4:4 + struct.unpack(">I", data[:4])[0]])
-
-
-class Daemon:
-    def __init__(self, config, preexec=None):
-        self.log = open(f"{work}/edgertd{len(os.listdir(work))}.log", "w+")
-        self.process = subprocess.Popen([edgertd, "--config", config], stderr=self.log, preexec_fn=preexec)
-        deadline = time.time() + 20
-        while time.time() < deadline and self.process.poll() is None:
-            try:
-                if request({"command": "status"}, timeout=1)["ok"]:
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("edgertd did not come up: " + self.stderr())
-
-    def stderr(self):
-        self.log.flush()
-        with open(self.log.name) as f:
-            return f.read()
-
-    def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        return self.process.returncode
 
 
 def cpu_seconds(pid):

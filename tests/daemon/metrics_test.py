@@ -21,7 +21,7 @@ import socket
 import subprocess
 import time
 
-from daemon_case import build_engine, check, demo_onnx, edgertctl, edgertd, run_case, work
+from daemon_case import Daemon, build_engine, check, ctl, demo_onnx, edgertctl, edgertd, flat_onnx, run_case, work
 
 PIPELINE_FAMILIES = ["edgertd_pipeline_fps", "edgertd_frames_total", "edgertd_frames_processed_total",
                      "edgertd_frames_dropped_total", "edgertd_frame_errors_total", "edgertd_source_gaps_total",
@@ -53,20 +53,7 @@ state_dir: {work}/{state}
 
 def flat_engine():
     """An engine whose input is a vector, not an image: a swap to it is refused at its trial frame."""
-    path = f"{work}/flat.onnx"
-    subprocess.run(["/usr/bin/python3", "-c", f"""
-from onnx import helper, TensorProto
-import onnx
-g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'flat',
-                      [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 10])],
-                      [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 10])])
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{path}')
-"""], check=True)
-    return build_engine(path, "flat")
-
-
-def ctl(*args):
-    return subprocess.run([edgertctl, "--socket", f"{work}/control.sock", *args], capture_output=True, text=True, timeout=60)
+    return build_engine(flat_onnx(), "flat")
 
 
 def ctl_json(*args):
@@ -75,33 +62,6 @@ def ctl_json(*args):
     if res.returncode != 0:
         raise RuntimeError(f"edgertctl {' '.join(args)}: {res.stderr}")
     return json.loads(res.stdout)
-
-
-class Daemon:
-    def __init__(self, config):
-        self.log_path = f"{work}/edgertd{len(os.listdir(work))}.log"
-        self.log = open(self.log_path, "w+")
-        self.process = subprocess.Popen([edgertd, "--config", config], stderr=self.log)
-        deadline = time.time() + 30
-        while time.time() < deadline and self.process.poll() is None:
-            if ctl("status").returncode == 0:
-                return
-            time.sleep(0.1)
-        raise RuntimeError("edgertd did not come up: " + self.stderr())
-
-    def stderr(self):
-        self.log.flush()
-        with open(self.log_path) as f:
-            return f.read()
-
-    def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        check("edgertd stops with exit 0", self.process.returncode == 0, self.stderr()[-800:])
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -400,7 +360,7 @@ def case_unix_socket():
         check("engine_info is 0 with engine=\"\" while none is loaded",
               sample(families, "edgertd_engine_info", pipeline="cam", engine="") == 0)
     finally:
-        daemon.stop()
+        check("edgertd stops with exit 0", daemon.stop() == 0, daemon.stderr()[-800:])
     check("the metrics socket is removed at stop", not os.path.exists(endpoint))
 
 
@@ -429,7 +389,7 @@ def case_loopback_tcp():
         check("a second daemon on the same port fails, naming it", blocked.returncode != 0 and
               f"cannot listen on localhost:{port}" in blocked.stderr, blocked.stderr[-500:])
     finally:
-        daemon.stop()
+        check("edgertd stops with exit 0", daemon.stop() == 0, daemon.stderr()[-800:])
     if socket.has_ipv6:
         try:
             port = free_port(socket.AF_INET6, "::1")
@@ -441,7 +401,7 @@ def case_loopback_tcp():
             check("[::1]:PORT serves the metrics", status == 200 and "edgertd_frames_total{pipeline=\"cam\"}" in body,
                   f"{status} {body[:200]}")
         finally:
-            daemon.stop()
+            check("edgertd stops with exit 0", daemon.stop() == 0, daemon.stderr()[-800:])
 
 
 def case_config():
@@ -454,7 +414,7 @@ def case_config():
         check("off by default: the log names no metrics endpoint", "serving GET /metrics" not in daemon.stderr(),
               daemon.stderr()[-500:])
     finally:
-        daemon.stop()
+        check("edgertd stops with exit 0", daemon.stop() == 0, daemon.stderr()[-800:])
 
     refused = [
         ("listen: 0.0.0.0:9464", "'0.0.0.0' is not a loopback address; edgertd serves metrics only on 127.0.0.1, ::1 or localhost"),

@@ -16,21 +16,7 @@ import sqlite3
 import subprocess
 import time
 
-from daemon_case import build_engine, check, demo_onnx, edgert, edgertctl, edgertd, run_case, work
-
-
-def flat_onnx():
-    """A model whose input is a vector, not an image: it builds and self-tests fine."""
-    path = f"{work}/flat.onnx"
-    subprocess.run(["/usr/bin/python3", "-c", f"""
-from onnx import helper, TensorProto
-import onnx
-g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'flat',
-                      [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 10])],
-                      [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 10])])
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), '{path}')
-"""], check=True)
-    return path
+from daemon_case import Daemon, build_engine, check, ctl, demo_onnx, edgert, edgertd, flat_onnx, run_case, work
 
 
 def write_config(engine, top="", postprocess="{type: classification, top_k: 2}"):
@@ -48,31 +34,6 @@ state_dir: {work}/state
       sqlite: {{retention_days: 1}}
 """)
     return path
-
-
-def ctl(*args):
-    return subprocess.run([edgertctl, "--socket", f"{work}/control.sock", *args], capture_output=True, text=True, timeout=60)
-
-
-class Daemon:
-    def __init__(self, config):
-        self.log = open(f"{work}/edgertd-{time.time_ns()}.log", "w+")
-        self.process = subprocess.Popen([edgertd, "--config", config], stderr=self.log)
-        deadline = time.time() + 20
-        while time.time() < deadline and self.process.poll() is None:
-            if ctl("status").returncode == 0:
-                return
-            time.sleep(0.1)
-        raise RuntimeError("edgertd did not come up: " + self.stderr())
-
-    def stderr(self):
-        self.log.flush()
-        with open(self.log.name) as f:
-            return f.read()
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
 
 
 def events(kind):

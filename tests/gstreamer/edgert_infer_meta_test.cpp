@@ -1,6 +1,9 @@
-// edgertinfer's buffer meta (services/gstreamer/edgert_infer_meta.h) as an application reads it:
-// found by its API type's name, on every buffer an appsink receives, holding the same frame
-// number and JSON as that frame's bus message, and kept by a copy of the buffer.
+// edgertinfer in an application's pipeline. Its buffer meta (services/gstreamer/edgert_infer_meta.h)
+// as an application reads it: found by its API type's name, on every buffer an appsink receives,
+// holding the same frame number and JSON as that frame's bus message, and kept by a copy of the
+// buffer. And caps a camera engine cannot take fail the stream with an error that says why: an
+// error posted from the streaming thread while the pipeline prerolls, which gst-launch-1.0 itself
+// may miss (it then hangs in preroll), so it is checked on the bus here.
 // GST_PLUGIN_PATH points at the build's element; the engine is the one the gst.engines fixture
 // built (tests/gstreamer/gst_element_test.py engines).
 #include <gst/gst.h>
@@ -103,6 +106,38 @@ TEST_F(EdgertInferMetaTest, EveryBufferCarriesItsFramesResult) {
     EXPECT_NE(frames[i].json.find("\"type\":\"raw\""), std::string::npos) << frames[i].json;
     EXPECT_EQ(frames[i].json, messages[frames[i].number]) << "frame " << i << ": the meta and the bus message differ";
   }
+}
+
+TEST_F(EdgertInferMetaTest, ACameraEngineForOtherFramesFailsTheStreamSayingWhy) {
+  GError* error = nullptr;
+  pipeline_ = gst_parse_launch("videotestsrc num-buffers=5 ! video/x-raw,width=320,height=240 ! videoconvert ! "
+                               "edgertinfer engine=" EDGERT_TEST_BINARY_DIR "/gst-work/camera_yuyv_322x240.engine ! "
+                               "fakesink",
+                               &error);
+  ASSERT_EQ(error, nullptr) << error->message;
+  ASSERT_NE(gst_element_set_state(pipeline_, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  GstBus* bus = gst_element_get_bus(pipeline_);
+  std::string first_error;
+  int results = 0;
+  // Every message until the first error (or EOS, a failure here), 30 s at most.
+  while (GstMessage* message = gst_bus_timed_pop(bus, 30 * GST_SECOND)) {
+    const GstMessageType type = GST_MESSAGE_TYPE(message);
+    const GstStructure* s = gst_message_get_structure(message);
+    if (type == GST_MESSAGE_ELEMENT && gst_structure_has_name(s, "edgertinfer")) ++results;
+    if (type == GST_MESSAGE_ERROR) {
+      GError* e = nullptr;
+      gst_message_parse_error(message, &e, nullptr);
+      first_error = e->message;
+      g_error_free(e);
+    }
+    gst_message_unref(message);
+    if (type == GST_MESSAGE_ERROR || type == GST_MESSAGE_EOS) break;
+  }
+  gst_object_unref(bus);
+  EXPECT_NE(first_error.find("the engine takes yuyv 322x240 frames (built with --camera)"), std::string::npos)
+      << "first error: '" << first_error << "'";
+  EXPECT_NE(first_error.find("the source delivers yuyv 320x240"), std::string::npos) << first_error;
+  EXPECT_EQ(results, 0) << "frames were processed with caps the engine cannot take";
 }
 
 }  // namespace

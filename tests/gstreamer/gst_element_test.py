@@ -17,12 +17,13 @@ CASE is one of:
                   the results equal the float engine's on the same frames
   missing_engine  a missing engine file fails the pipeline with an error naming the path
   bad_engine      a file that is not an engine fails with libedgert's message and the path
-  caps_mismatch   a camera engine built for other frames fails with what it takes and what came
   non_image       an engine whose input is no image fails, naming the input and its shape
 
 The build's plugin directory reaches libedgert as EDGERT_PLUGIN_PATH (stream, camera_engine) or
 as the element's plugin-dir property (reference_*); GST_PLUGIN_PATH is the build's
-lib/gstreamer-1.0, GST_REGISTRY a file in the work directory.
+lib/gstreamer-1.0, GST_REGISTRY a file in the work directory. Caps a camera engine cannot take
+fail from the streaming thread during preroll, which gst-launch-1.0 can miss: that case is
+checked on the bus in edgert_infer_meta_test.cpp.
 """
 import json
 import os
@@ -314,13 +315,6 @@ def case_bad_engine():
                    path)
 
 
-def case_caps_mismatch():
-    expect_failure("camera engine for other frames",
-                   f"videotestsrc num-buffers=5 ! video/x-raw,width=320,height=240 ! videoconvert ! "
-                   f"edgertinfer engine={engine('camera_yuyv_322x240')} ! fakesink",
-                   "the engine takes yuyv 322x240 frames (built with --camera)", "yuyv 320x240")
-
-
 def case_non_image():
     expect_failure("vector input", f"videotestsrc num-buffers=5 ! videoconvert ! edgertinfer engine={engine('vector')} ! fakesink",
                    "input 'features' [1, 16]", "4-D image tensor")
@@ -331,7 +325,7 @@ if case == "engines":
     sys.exit(0)
 work = tempfile.mkdtemp(prefix=f"edgert-gst-{case}-")
 cases = {"stream": case_stream, "camera_engine": case_camera_engine, "missing_engine": case_missing_engine,
-         "bad_engine": case_bad_engine, "caps_mismatch": case_caps_mismatch, "non_image": case_non_image,
+         "bad_engine": case_bad_engine, "non_image": case_non_image,
          "reference_rgb": lambda: case_reference("RGB"), "reference_nv12": lambda: case_reference("NV12"),
          "reference_yuy2": lambda: case_reference("YUY2")}
 cases[case]()
