@@ -165,9 +165,10 @@ void BuildRequest::set_option(const std::string& name, const std::string& value)
   } else if (name == "bf16-tolerance") {
     bf16_tolerance_ = parse_number(name, value, 0, 1);
   } else if (name == "threads") {
-    threads_ = static_cast<int32_t>(parse_number(name, value, 0, 1024));
-    if (threads_ != parse_number(name, value, 0, 1024))
+    const double threads = parse_number(name, value, 0, 1024);
+    if (threads != static_cast<int32_t>(threads))
       build_fail(EDGERT_ERR_INVALID_ARGUMENT, "option 'threads': '%s' is not a whole number", value.c_str());
+    threads_ = static_cast<int32_t>(threads);
   } else if (name == "calibrator") {
     precision_.calibrator = value;  // the calibration checks the name (calibrators.h)
   } else if (name == "precision-constraints") {

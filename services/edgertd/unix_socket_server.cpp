@@ -94,14 +94,17 @@ void UnixSocketServer::start(sd_event* loop) {
     if (chown(path_.c_str(), static_cast<uid_t>(-1), g->gr_gid) != 0) { /* not fatal: peers are checked anyway */ }
   }
   unlink_at_stop_ = true;
-  int r = sd_event_add_io(loop, &accept_source_, listen_fd_, EPOLLIN, &UnixSocketServer::on_accept, this);
-  if (r < 0) throw std::runtime_error("cannot watch '" + path_ + "': " + strerror(-r));
+  accept_on(loop);
 }
 
 void UnixSocketServer::start(sd_event* loop, int listening_fd) {
   loop_ = loop;
   listen_fd_ = listening_fd;
   unlink_at_stop_ = false;
+  accept_on(loop);
+}
+
+void UnixSocketServer::accept_on(sd_event* loop) {
   int r = sd_event_add_io(loop, &accept_source_, listen_fd_, EPOLLIN, &UnixSocketServer::on_accept, this);
   if (r < 0) throw std::runtime_error("cannot watch '" + path_ + "': " + strerror(-r));
 }

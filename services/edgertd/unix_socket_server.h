@@ -100,6 +100,8 @@ class UnixSocketServer {
   virtual std::string rejection_message() const { return ""; }
 
  private:
+  // Accepts on listen_fd_ from the loop.
+  void accept_on(sd_event* loop);
   static int on_accept(sd_event_source* s, int fd, uint32_t revents, void* userdata);
   static int on_client_io(sd_event_source* s, int fd, uint32_t revents, void* userdata);
   static int on_idle(sd_event_source* s, uint64_t usec, void* userdata);
